@@ -1,0 +1,1 @@
+"""Analyses: one file each, registered with `study.registry.register("analysis", ...)`."""

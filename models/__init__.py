@@ -1,0 +1,1 @@
+"""Model families: one registration file each (torch-free), torch modules in models/nets/."""

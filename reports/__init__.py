@@ -1,0 +1,1 @@
+"""Reports: HTML and Markdown from run directories (never from training code)."""

@@ -1,0 +1,92 @@
+"""Registries of tasks, model families and analyses.
+
+Adding an entry is one new file in `tasks/`, `models/` or `analyses/` whose module applies
+`register(...)`; the packages are scanned on first use, so no central list is edited.
+Registration files must stay cheap to import (no torch at module level) so that
+`python -m study list` answers quickly; heavy imports belong inside functions.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from study.errors import UsageError
+
+KINDS = ("task", "model", "analysis")
+_PACKAGES = {"task": "tasks", "model": "models", "analysis": "analyses"}
+SCALES = ("paper", "small", "smoke")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered task, model family or analysis."""
+
+    kind: str
+    name: str
+    obj: Any  # the task class, the model builder or the analysis function
+    config: type  # frozen dataclass of its settings; defaults are the paper's values
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)  # scale -> overrides
+    capabilities: frozenset[str] = frozenset()  # models: what they offer
+    requires: frozenset[str] = frozenset()  # analyses: what they need from a model
+    help: str = ""
+
+    def make_config(self, scale: str, overrides: dict[str, Any] | None = None):
+        """Defaults, then the scale preset, then `overrides` (already coerced)."""
+        values = dict(self.presets.get(scale, {}))
+        values.update(overrides or {})
+        try:
+            return self.config(**values)
+        except TypeError as e:  # unknown field in a preset is a programming error
+            raise UsageError(f"{self.kind} '{self.name}': {e}") from None
+
+
+_REGISTRY: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
+_SCANNED: set[str] = set()
+
+
+def register(kind: str, name: str, *, config: type, presets: dict | None = None,
+             capabilities=(), requires=(), help: str = "") -> Callable:
+    """Decorator: `@register("task", "binding", config=BindingConfig, presets=...)`."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown registry kind {kind!r}")
+    if not dataclasses.is_dataclass(config) or not config.__dataclass_params__.frozen:
+        raise TypeError(f"{name}: config must be a frozen dataclass")
+    for scale in presets or {}:
+        if scale not in SCALES:
+            raise ValueError(f"{name}: preset scale {scale!r} not one of {SCALES}")
+
+    def deco(obj):
+        existing = _REGISTRY[kind].get(name)
+        if existing is not None and existing.obj is not obj:
+            raise ValueError(f"{kind} {name!r} registered twice")
+        doc = help or ((obj.__doc__ or "").strip().splitlines() or [""])[0]
+        _REGISTRY[kind][name] = Entry(kind, name, obj, config, dict(presets or {}),
+                                      frozenset(capabilities), frozenset(requires), doc)
+        return obj
+
+    return deco
+
+
+def _scan(kind: str) -> None:
+    if kind in _SCANNED:
+        return
+    package = importlib.import_module(_PACKAGES[kind])
+    for info in pkgutil.iter_modules(package.__path__):
+        if not info.name.startswith("_") and not info.ispkg:
+            importlib.import_module(f"{package.__name__}.{info.name}")
+    _SCANNED.add(kind)
+
+
+def entries(kind: str) -> dict[str, Entry]:
+    _scan(kind)
+    return dict(sorted(_REGISTRY[kind].items()))
+
+
+def get(kind: str, name: str) -> Entry:
+    known = entries(kind)
+    if name not in known:
+        raise UsageError(f"unknown {kind} {name!r}; known {kind}s: {', '.join(known) or '(none)'}")
+    return known[name]

@@ -1,0 +1,1 @@
+"""Task families: one file each, registered with `study.registry.register("task", ...)`."""

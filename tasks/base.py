@@ -1,0 +1,193 @@
+"""What every task family provides: splits of token arrays, strata, rendering, causal pairs.
+
+Everything here is numpy and pure: a task's data is a function of its config (which holds the
+data seed) and the example index, the same bytes on every machine. Torch never appears in a
+task; the training engine and analyses turn these arrays into tensors.
+
+Conventions shared by all tasks (the engine and analyses rely on them):
+- `ids`    (n, seq_len) int64 token ids, right-padded with `pad_id`.
+- `labels` (n, seq_len) int64: the token the model must predict *at* that position (i.e. the
+  next token), or IGNORE (-1) where nothing is scored. An example is correct when every
+  scored position is right; that is how binding/assign_add answers and counting's
+  "every response token and the EOS" criterion become one rule.
+- `strata` maps a stratum name to an (n,) integer/bool array, e.g. binding's `depth`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+IGNORE = -1
+
+
+@dataclass(frozen=True)
+class Examples:
+    """A batch of examples of one split."""
+
+    ids: np.ndarray  # (n, seq_len) int64
+    labels: np.ndarray  # (n, seq_len) int64, IGNORE where unscored
+    strata: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (n,)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def take(self, index) -> "Examples":
+        return Examples(self.ids[index], self.labels[index],
+                        {k: v[index] for k, v in self.strata.items()})
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Counterfactual (base, source) pairs for one causal variable or counterfactual kind.
+
+    An intervention copies the variable's representation from `source` at `source_pos` into
+    `base` at `base_pos`; `cf_labels` is what the causal model says the base must then
+    output (IGNORE where unscored). For aligned kinds (binding's swaps) base and source have
+    equal layouts and `base_pos == source_pos == -1` means "any position, aligned".
+    """
+
+    kind: str
+    base_ids: np.ndarray  # (n, seq_len)
+    source_ids: np.ndarray  # (n, seq_len)
+    base_labels: np.ndarray  # (n, seq_len) what the unintervened base outputs
+    cf_labels: np.ndarray  # (n, seq_len) what a successful intervention makes it output
+    base_pos: np.ndarray  # (n,) int64, -1 when aligned
+    source_pos: np.ndarray  # (n,) int64, -1 when aligned
+    strata: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.base_ids.shape[0])
+
+
+class Task(ABC):
+    """Base class of task families. Subclasses are registered with
+    `@register("task", NAME, config=ConfigCls, presets={...})` and set the class attributes."""
+
+    name: ClassVar[str] = ""
+    # Splits scored during training (the engine evaluates each, per stratum, at checkpoints).
+    eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
+    # Causal variables of the symbolic model and the counterfactual kinds pairs can be built for.
+    causal_variables: ClassVar[tuple[str, ...]] = ()
+    counterfactual_kinds: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config):
+        self.config = config
+        self._cache: dict[str, Examples] = {}
+
+    # --- vocabulary -------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def vocab(self) -> tuple[str, ...]:
+        """Every token, in id order; must include "PAD"."""
+
+    @property
+    def pad_id(self) -> int:
+        return self.vocab.index("PAD")
+
+    @property
+    @abstractmethod
+    def seq_len(self) -> int:
+        """Longest sequence over every split (models size their positions to this)."""
+
+    def encode(self, tokens) -> list[int]:
+        index = {t: i for i, t in enumerate(self.vocab)}
+        return [index[t] for t in tokens]
+
+    @abstractmethod
+    def render(self, ids: np.ndarray) -> str:
+        """Human rendering of one (seq_len,) row, padding dropped (SPEC's text format)."""
+
+    @abstractmethod
+    def label_of(self, labels: np.ndarray) -> Any:
+        """The target of one example in human terms (an int, or a list of tokens)."""
+
+    # --- data -------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def splits(self) -> tuple[str, ...]:
+        """Names of the splits: "train", "val", "test", then evaluation pools or
+        generalisation sets."""
+
+    @abstractmethod
+    def generate(self, split: str) -> Examples:
+        """Build a whole split from scratch (called once; `split()` caches the result)."""
+
+    def split(self, name: str) -> Examples:
+        """A split, from memory, else from the disk cache, else generated and cached."""
+        if name not in self.splits:
+            from study.errors import UsageError
+            raise UsageError(f"split={name!r} is not a split of task {self.name}; "
+                             f"choose from {', '.join(self.splits)}")
+        if name not in self._cache:
+            self._cache[name] = _disk_cached(self, name)
+        return self._cache[name]
+
+    def train_batch(self, step: int, batch_size: int) -> Examples | None:
+        """Tasks whose training batches are sampled on the fly return batch `step` here (a
+        pure function of config and step); tasks with a fixed training set return None and
+        the engine shuffles `split("train")`."""
+        return None
+
+    def examples(self, split: str, n: int) -> list[dict]:
+        """The first n examples of a split as JSON-ready dicts (for `study sample`)."""
+        ex = self.split(split).take(slice(0, n))
+        rows = []
+        for i in range(len(ex)):
+            row = {"text": self.render(ex.ids[i]), "label": self.label_of(ex.labels[i]),
+                   "split": split}
+            row.update({k: _plain(v[i]) for k, v in ex.strata.items()})
+            rows.append(row)
+        return rows
+
+    def heuristics(self, split: str = "test") -> list[dict]:
+        """Accuracy of shortcut rules on a split, per stratum: rows of
+        {"heuristic", "stratum", "value", "accuracy", "n"} (stratum "all", value "all" for the
+        whole split). Tasks with no meaningful shortcut return []."""
+        return []
+
+    # --- causal model ------------------------------------------------------------------
+    @abstractmethod
+    def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
+        """n pairs of a counterfactual kind or causal variable (see `Pairs`), a pure function
+        of (config, kind, n, split, seed)."""
+
+    # --- identity -----------------------------------------------------------------------
+    def fingerprint(self) -> str:
+        """Hash of everything that determines the data (the config and the generator version)."""
+        blob = json.dumps({"task": self.name, "version": getattr(self, "version", 1),
+                           "config": dataclasses.asdict(self.config)}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("STUDY_CACHE", Path.home() / ".cache" / "study"))
+
+
+def _disk_cached(task: Task, split: str) -> Examples:
+    """Datasets are cached on disk keyed by a hash of their config; written atomically."""
+    path = cache_dir() / "datasets" / f"{task.name}-{task.fingerprint()}-{split}.npz"
+    if path.exists():
+        try:
+            with np.load(path) as z:
+                strata = {k[7:]: z[k] for k in z.files if k.startswith("strata_")}
+                return Examples(z["ids"], z["labels"], strata)
+        except Exception:  # a corrupt cache file is regenerated, never trusted
+            path.unlink(missing_ok=True)
+    ex = task.generate(split)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
+    np.savez(tmp, ids=ex.ids, labels=ex.labels, **{f"strata_{k}": v for k, v in ex.strata.items()})
+    os.replace(tmp, path)
+    return ex
