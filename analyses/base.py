@@ -1,0 +1,28 @@
+"""What an analysis is: a registered function of an `AnalysisContext` returning tidy tables.
+
+An analysis file registers with
+`@register("analysis", NAME, config=Cfg, presets={...}, requires=("attention",))` on a
+function `run(ctx) -> dict[str, pandas.DataFrame]` (table name -> long-format table) and may
+save learned artefacts into `ctx.out_dir` itself. Registration files import only the
+standard library at module level (the registry scan must stay fast); torch, pyvene, numpy
+and pandas are imported inside functions or in underscore modules (`analyses/_x.py`, not
+scanned) that the run function imports.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class AnalysisContext:
+    model: Any  # torch nn.Module in eval mode, on `device`, parameters frozen
+    task: Any  # tasks.base.Task
+    config: Any  # the analysis's frozen config
+    model_name: str
+    capabilities: frozenset
+    checkpoint: int  # the training step of the weights analysed
+    device: Any  # torch.device
+    out_dir: Path  # RUN_DIR/analyses/<name>/ (exists)
+    seed: int = 0

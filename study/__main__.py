@@ -1,0 +1,6 @@
+"""`python -m study ...`"""
+import sys
+
+from study.cli import main
+
+sys.exit(main())

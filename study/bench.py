@@ -1,0 +1,50 @@
+"""`python -m study bench train|das key=value ...`: speed of the hot loops against a naive
+baseline measured in the same process, written as a Markdown table (and CSV) and printed.
+
+Absolute numbers on shared machines are noisy; the ratio to the baseline is the figure to read.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from study import registry
+from study.coerce import coerce
+from study.config import resolve
+from study.errors import UsageError
+from study.rundir import atomic_write_bytes
+
+DEFAULTS = {"train": {"task": "binding", "model": "gpt12"}, "das": {"task": "counting", "model": "gru"}}
+
+
+def main(kind: str, kv: dict[str, str]) -> Path:
+    kv = {**DEFAULTS[kind], **kv}
+    steps = coerce("steps", kv.pop("steps", "30"), int)
+    if steps < 2:
+        raise UsageError(f"steps={steps}: expected at least 2")
+    out = Path(kv.pop("out", f"runs/bench/{kind}-{kv['task']}-{kv['model']}-{time.strftime('%Y%m%d-%H%M%S')}.md"))
+    cfg = resolve(kv)
+    task = registry.get("task", cfg.task).obj(cfg.task_config)
+    model_entry = registry.get("model", cfg.model)
+    if kind == "train":
+        from study.bench_train import bench_train
+        table = bench_train(task, model_entry, cfg.model_config, cfg.train, steps=steps, device=cfg.train.device)
+    else:
+        from analyses._bench_das import bench_das
+        table = bench_das(task, model_entry, cfg.model_config, steps=steps, device=cfg.train.device)
+    header = (f"# bench {kind}: task={cfg.task} model={cfg.model} scale={cfg.scale} "
+              f"({time.strftime('%Y-%m-%d')})\n\n")
+    atomic_write_bytes(out, (header + markdown_table(table) + "\n").encode())
+    atomic_write_bytes(out.with_suffix(".csv"), table.to_csv(index=False).encode())
+    print(header + markdown_table(table))
+    print(f"\nwritten to {out}")
+    return out
+
+
+def markdown_table(df) -> str:
+    """A pandas DataFrame as a GitHub Markdown table (floats to 4 significant digits)."""
+    def cell(v):
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)

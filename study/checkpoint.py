@@ -1,0 +1,245 @@
+"""Checkpoints of a run: saving them atomically, finding them, loading them without pickle.
+
+Layout under `<run>/checkpoints/`:
+
+    step_00001234/      weights after 1234 optimiser updates (step_00000000 = untrained)
+      model.safetensors   the weights
+      meta.json           model + config, task + config, train config, step, seed: enough to
+                          rebuild the network with nothing else at hand
+      state.pt            training state (optimiser, RNG, counters) -- kept only in the newest
+                          checkpoint unless `train.keep_state=all`
+    resume_00001300/    a rolling resume point between logged checkpoints (same files); only
+                        the newest full state is kept
+
+A checkpoint directory is written under a temporary name and renamed into place, so a crash
+never leaves a half-written one. Anything unreadable raises `CheckpointError` naming the file;
+nothing ever silently restarts a run from zero.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from study.errors import UsageError
+
+STEP_PREFIX = "step_"
+RESUME_PREFIX = "resume_"
+WEIGHTS, META, STATE = "model.safetensors", "meta.json", "state.pt"
+FORMAT = 1
+
+
+class CheckpointError(UsageError):
+    """A checkpoint is missing, truncated or inconsistent with the run's configuration."""
+
+
+def checkpoints_dir(run_dir) -> Path:
+    return Path(getattr(run_dir, "path", run_dir)) / "checkpoints"
+
+
+def dir_name(step: int, resume: bool = False) -> str:
+    return f"{RESUME_PREFIX if resume else STEP_PREFIX}{step:08d}"
+
+
+def _step_of(path: Path) -> int | None:
+    for prefix in (STEP_PREFIX, RESUME_PREFIX):
+        if path.name.startswith(prefix) and path.name[len(prefix):].isdigit():
+            return int(path.name[len(prefix):])
+    return None
+
+
+def list_checkpoints(run_dir) -> list[int]:
+    """Steps of the logged checkpoints (not resume points), ascending."""
+    root = checkpoints_dir(run_dir)
+    if not root.is_dir():
+        return []
+    return sorted(_step_of(p) for p in root.iterdir()
+                  if p.is_dir() and p.name.startswith(STEP_PREFIX) and _step_of(p) is not None)
+
+
+def _state_dirs(run_dir) -> list[tuple[int, Path]]:
+    root = checkpoints_dir(run_dir)
+    if not root.is_dir():
+        return []
+    found = [(_step_of(p), p) for p in root.iterdir()
+             if p.is_dir() and _step_of(p) is not None and (p / STATE).exists()]
+    # at equal steps a logged checkpoint wins over a resume point
+    return sorted(found, key=lambda sp: (sp[0], sp[1].name.startswith(STEP_PREFIX)))
+
+
+def latest(run_dir) -> Path | None:
+    """The newest checkpoint directory holding a full training state (the resume point), or
+    None when the run has none."""
+    found = _state_dirs(run_dir)
+    return found[-1][1] if found else None
+
+
+# --- writing -------------------------------------------------------------------------------
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def save(run_dir, step: int, model, meta: dict, state: dict | None, *, resume: bool = False,
+         keep_state: str = "last") -> Path:
+    """Write a checkpoint directory atomically (temp dir, then rename); when it holds a state,
+    drop the older states (resume points entirely, logged checkpoints' state.pt unless
+    keep_state == "all")."""
+    import torch
+    from safetensors.torch import save_model
+
+    root = checkpoints_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / dir_name(step, resume)
+    tmp = root / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        save_model(model, str(tmp / WEIGHTS), metadata={"step": str(step)})
+        (tmp / META).write_text(json.dumps({**meta, "step": step, "format": FORMAT},
+                                           indent=2, sort_keys=True, default=str) + "\n")
+        if state is not None:
+            torch.save(state, tmp / STATE)
+        for f in tmp.iterdir():
+            _fsync_file(f)
+        if final.exists():  # a directory cannot be renamed over a non-empty one
+            old = root / f".old-{final.name}-{os.getpid()}"
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if state is not None:
+        for other_step, other in _state_dirs(run_dir):
+            if other == final or other_step > step:
+                continue
+            if other.name.startswith(RESUME_PREFIX):
+                shutil.rmtree(other, ignore_errors=True)
+            elif keep_state != "all":
+                (other / STATE).unlink(missing_ok=True)
+    return final
+
+
+def clean_temporaries(run_dir) -> None:
+    """Remove leftovers of checkpoint writes that a crash interrupted."""
+    root = checkpoints_dir(run_dir)
+    if root.is_dir():
+        for p in root.iterdir():
+            if p.name.startswith((".tmp-", ".old-")):
+                shutil.rmtree(p, ignore_errors=True)
+
+
+# --- reading -------------------------------------------------------------------------------
+
+def _unreadable(path: Path, err: BaseException) -> CheckpointError:
+    reason = " ".join(str(err).split())[:200] or type(err).__name__
+    return CheckpointError(f"checkpoint file {path} is unreadable ({reason}); delete its "
+                           f"directory to fall back to an earlier checkpoint, or re-run with force")
+
+
+def read_meta(ckpt: Path) -> dict:
+    path = Path(ckpt) / META
+    try:
+        meta = json.loads(path.read_text())
+        if not isinstance(meta, dict) or "step" not in meta:
+            raise ValueError("no 'step' field")
+        return meta
+    except (OSError, ValueError) as e:
+        raise _unreadable(path, e) from None
+
+
+def read_state(ckpt: Path) -> dict:
+    """The training state, loaded with weights_only=True (tensors and plain containers only)."""
+    import torch
+    path = Path(ckpt) / STATE
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or "step" not in state:
+            raise ValueError("no 'step' entry")
+        return state
+    except Exception as e:
+        raise _unreadable(path, e) from None
+
+
+def load_weights(model, ckpt: Path, device="cpu") -> None:
+    """Copy a checkpoint's weights into `model` (names and shapes must match exactly)."""
+    from safetensors.torch import load_model as st_load
+    path = Path(ckpt) / WEIGHTS
+    try:
+        st_load(model, str(path), strict=True, device=str(device))
+    except Exception as e:
+        raise _unreadable(path, e) from None
+
+
+def config_from_dict(cls, values: dict):
+    """Rebuild a frozen config dataclass from JSON: lists become tuples where the field's
+    annotation says tuple (JSON has no tuples)."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise CheckpointError(f"{cls.__name__} has no field(s) {', '.join(unknown)} found in a "
+                              f"checkpoint's meta.json; the code changed since it was written")
+    return cls(**{k: _coerce(hints.get(k), v) for k, v in values.items()})
+
+
+def _coerce(hint, value):
+    if not isinstance(value, list):
+        return value
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        arms = [a for a in typing.get_args(hint) if typing.get_origin(a) in (tuple, list)
+                or a in (tuple, list)]
+        return _coerce(arms[0], value) if arms else value
+    args = typing.get_args(hint)
+    if origin is tuple or hint is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(args[0], v) for v in value)
+        if args and len(args) == len(value):
+            return tuple(_coerce(a, v) for a, v in zip(args, value))
+        return tuple(value)
+    if origin is list and args:
+        return [_coerce(args[0], v) for v in value]
+    return value
+
+
+def resolve_step(run_dir, step: int | str = "final") -> Path:
+    """The checkpoint directory of a logged step ("final" = the last one)."""
+    steps = list_checkpoints(run_dir)
+    if not steps:
+        raise CheckpointError(f"no checkpoints in {checkpoints_dir(run_dir)}")
+    if step == "final":
+        step = steps[-1]
+    if not isinstance(step, int) or step not in steps:
+        raise UsageError(f"step={step!r} is not a checkpoint of this run; saved steps: "
+                         f"{', '.join(map(str, steps))}")
+    return checkpoints_dir(run_dir) / dir_name(step)
+
+
+def load_model(run_dir, step: int | str = "final", device="cpu") -> tuple[Any, dict]:
+    """(model in eval mode, meta) of a logged checkpoint, rebuilt through the model registry."""
+    from study.registry import get
+    ckpt = resolve_step(run_dir, step)
+    meta = read_meta(ckpt)
+    entry = get("model", meta["model"])
+    config = config_from_dict(entry.config, meta["model_config"])
+    model = entry.obj(config, int(meta["vocab_size"]), int(meta["seq_len"]))
+    load_weights(model, ckpt, device="cpu")
+    return model.to(device).eval(), meta
+
+
+def load_task(meta: dict):
+    """The task a checkpoint was trained on, rebuilt from its meta.json."""
+    from study.registry import get
+    entry = get("task", meta["task"])
+    return entry.obj(config_from_dict(entry.config, meta["task_config"]))

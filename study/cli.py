@@ -1,0 +1,78 @@
+"""The command line: `python -m study COMMAND key=value ...`.
+
+Bad input prints one line to stderr and exits 2 (no traceback, nothing written); torch and
+pyvene are imported only by commands that need them, so `--help` and `list` answer at once.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from study.errors import UsageError
+
+USAGE = """usage: python -m study COMMAND [key=value ...]
+
+commands:
+  list                                   tasks, models (parameter counts), analyses, presets
+  describe task=NAME | model=NAME | analysis=NAME
+                                         every config field with type, default and help
+  sample task=NAME n=N [split=S] [seed=S] [scale=...] [task.FIELD=V ...]
+                                         print N examples as JSON lines
+  run task=NAME model=NAME [scale=paper|small|smoke] [seed=S] [run_dir=PATH]
+      [analyses=A,B] [task.F=V] [model.F=V] [train.F=V] [force=true]
+                                         train (resumes or skips), analyse, write the report
+  sweep KEY=V1,V2 ... | study=NAME       expand comma lists into runs; skips finished ones
+  analyze RUN_DIR analysis=A[,B] [checkpoint=final|STEP] [A.F=V ...]
+                                         run analyses on an existing run
+  report RUN_DIR [RUN_DIR ...] [out=DIR] one run's report, or a comparison of several
+  bench train|das [key=value ...]        speed of the hot loops against a naive baseline
+
+scales: paper (the published setup, GPU), small (minutes on a laptop CPU), smoke (seconds)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0
+    command, args = argv[0], argv[1:]
+    handler = COMMANDS.get(command)
+    if handler is None:
+        print(f"error: unknown command {command!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    if any(a in ("-h", "--help") for a in args):
+        print(USAGE, end="")
+        return 0
+    try:
+        return handler(args) or 0
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130
+
+
+def _lazy(module: str, func: str):
+    def call(args):
+        import importlib
+        return getattr(importlib.import_module(module), func)(args)
+    return call
+
+
+COMMANDS = {
+    "list": _lazy("study.commands", "cmd_list"),
+    "describe": _lazy("study.commands", "cmd_describe"),
+    "sample": _lazy("study.commands", "cmd_sample"),
+    "run": _lazy("study.commands", "cmd_run"),
+    "sweep": _lazy("study.sweep", "cmd_sweep"),
+    "analyze": _lazy("study.commands", "cmd_analyze"),
+    "report": _lazy("study.commands", "cmd_report"),
+    "bench": _lazy("study.commands", "cmd_bench"),
+}
+
+
+def print_jsonl(rows) -> None:
+    for row in rows:
+        print(json.dumps(row))

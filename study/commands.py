@@ -1,0 +1,159 @@
+"""Handlers of the simple commands (list, describe, sample, run, analyze, report, bench)."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+
+from study import registry
+from study.coerce import coerce, field_types, type_name
+from study.config import check_scale, group_config, resolve, split_args
+from study.errors import UsageError
+
+HOME_TASK = "binding"  # parameter counts in `list` are shown for each task's vocabulary
+
+
+def cmd_list(args):
+    if args:
+        raise UsageError(f"list takes no arguments (got {' '.join(args)})")
+    tasks = registry.entries("task")
+    built = {name: e.obj(e.make_config("paper")) for name, e in tasks.items()}
+    print("tasks:")
+    for name, e in tasks.items():
+        t = built[name]
+        print(f"  {name:<12} vocab {len(t.vocab):>3}, length {t.seq_len:>3}; {e.help}")
+    print("\nmodels (parameters at scale=paper, per task):")
+    print("  " + " " * 12 + "".join(f"{t:>14}" for t in tasks) + "  capabilities")
+    for name, e in registry.entries("model").items():
+        cfg = e.make_config("paper")
+        counts = "".join(f"{_fmt_params(cfg.param_count(len(t.vocab), t.seq_len)):>14}" for t in built.values())
+        print(f"  {name:<12}{counts}  {', '.join(sorted(e.capabilities)) or '-'}")
+    print("\nanalyses:")
+    for name, e in registry.entries("analysis").items():
+        req = f" (needs {', '.join(sorted(e.requires))})" if e.requires else ""
+        print(f"  {name:<12} {e.help}{req}")
+    print(f"\nscales: {', '.join(registry.SCALES)} (presets of every task and model)")
+
+
+def _fmt_params(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n / 1e3:.1f}k"
+
+
+def field_help(cls) -> dict[str, str]:
+    """Help of each field: `metadata["help"]`, else the trailing comment on its line."""
+    helps = {}
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        source = ""
+    for f in dataclasses.fields(cls):
+        if "help" in f.metadata:
+            helps[f.name] = f.metadata["help"]
+            continue
+        m = re.search(rf"^\s+{re.escape(f.name)}\s*:[^\n#]*#\s*(.+)$", source, re.M)
+        helps[f.name] = m.group(1).strip() if m else ""
+    return helps
+
+
+def cmd_describe(args):
+    kv = split_args(args)
+    groups = [k for k in kv if k in registry.KINDS]
+    if len(groups) != 1 or len(kv) != 1:
+        raise UsageError("describe takes exactly one of task=NAME, model=NAME, analysis=NAME")
+    kind = groups[0]
+    entry = registry.get(kind, kv[kind])
+    print(f"{kind} {entry.name}: {entry.help}")
+    if entry.capabilities:
+        print(f"capabilities: {', '.join(sorted(entry.capabilities))}")
+    if entry.requires:
+        print(f"requires: {', '.join(sorted(entry.requires))}")
+    _describe_fields(entry.config, f"{kind}.", entry.presets)
+    if kind == "task":
+        from study.train_config import TrainConfig
+        print("\ntraining (train.FIELD), presets from this task:")
+        _describe_fields(TrainConfig, "train.", getattr(entry.obj, "train_presets", {}))
+
+
+def _describe_fields(cls, prefix: str, presets: dict) -> None:
+    types_, helps = field_types(cls), field_help(cls)
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else
+                (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+                for f in dataclasses.fields(cls)}
+    for name, tp in types_.items():
+        per_scale = "; ".join(f"{s}: {presets[s][name]}" for s in registry.SCALES
+                              if name in presets.get(s, {}))
+        print(f"  {prefix}{name} ({type_name(tp)}) = {defaults[name]!r}"
+              + (f"  [{per_scale}]" if per_scale else "") + (f"\n      {helps[name]}" if helps[name] else ""))
+
+
+def cmd_sample(args):
+    kv = split_args(args)
+    if "task" not in kv:
+        raise UsageError(f"task= is required; choose from {', '.join(registry.entries('task'))}")
+    entry = registry.get("task", kv.pop("task"))
+    n = coerce("n", kv.pop("n", "5"), int)
+    if n < 1:
+        raise UsageError(f"n={n}: expected a positive integer")
+    split = kv.pop("split", "train")
+    scale = check_scale(kv.pop("scale", "smoke"))
+    if "seed" in kv:
+        kv["task.seed"] = kv.pop("seed")
+    bad = [k for k in kv if not k.startswith("task.")]
+    if bad:
+        raise UsageError(f"unknown key {bad[0]!r} for sample; valid: task, n, split, seed, scale, task.<field>")
+    task = entry.obj(group_config(entry, scale, kv, "task"))
+    if split not in task.splits:
+        raise UsageError(f"split={split!r} is not a split of task {entry.name}; choose from {', '.join(task.splits)}")
+    from study.cli import print_jsonl
+    print_jsonl(task.examples(split, n))
+
+
+def cmd_run(args):
+    cfg = resolve(split_args(args))
+    from study.runner import run
+    rd = run(cfg)
+    print(rd.path)
+
+
+def cmd_analyze(args):
+    if not args or "=" in args[0]:
+        raise UsageError("usage: analyze RUN_DIR analysis=NAME[,NAME] [checkpoint=final|STEP] [NAME.FIELD=V]")
+    from study.rundir import RunDir
+    rd = RunDir(args[0])
+    if not rd.exists():
+        raise UsageError(f"{rd.path} is not a run directory (no config.json)")
+    kv = split_args(args[1:])
+    names = tuple(a for a in kv.pop("analysis", "").split(",") if a)
+    if not names:
+        raise UsageError(f"analysis= is required; choose from {', '.join(registry.entries('analysis'))}")
+    checkpoint = kv.pop("checkpoint", "final")
+    from study.analyze import analyze, validate
+    validate(rd, names, kv)
+    analyze(rd, names, kv, checkpoint=checkpoint)
+    for name in names:
+        print(rd.analysis_dir(name))
+
+
+def cmd_report(args):
+    kv = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
+    dirs = [a for a in args if "=" not in a]
+    unknown = set(kv) - {"out"}
+    if unknown:
+        raise UsageError(f"unknown key {sorted(unknown)[0]!r} for report; valid: out")
+    if not dirs:
+        raise UsageError("report needs at least one RUN_DIR")
+    from reports.build import build_report
+    out = build_report(dirs, kv.get("out"))
+    print(out)
+
+
+def cmd_bench(args):
+    if not args or args[0] not in ("train", "das"):
+        raise UsageError("usage: bench train|das [task=NAME model=NAME scale=... steps=N out=PATH]")
+    from study.bench import main as bench_main
+    bench_main(args[0], split_args(args[1:]))
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr)

@@ -1,0 +1,40 @@
+"""What a run was made with: versions, device, git revision (written to env.json)."""
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("torch", "numpy", "pyvene", "transformers", "pandas", "scikit-learn", "altair")
+
+
+def git_sha() -> str | None:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def describe_device() -> dict:
+    import torch  # the caller is about to train, so torch is needed anyway
+
+    if torch.cuda.is_available():
+        return {"device": "cuda", "name": torch.cuda.get_device_name(0),
+                "count": torch.cuda.device_count(), "cuda": torch.version.cuda}
+    return {"device": "cpu", "threads": torch.get_num_threads(), "name": platform.processor() or platform.machine()}
+
+
+def environment() -> dict:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "packages": versions,
+            "git_sha": git_sha(), "device": describe_device(), "argv": sys.argv}

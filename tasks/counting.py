@@ -1,0 +1,309 @@
+"""Task `counting`: number variables in sequences (Grant, Goodman, McClelland, TMLR 2025).
+
+A sequence is `B`, n demonstration tokens, the trigger `T`, n response tokens, `E`; the
+model must reproduce the count n. n is uniform on 1-20 with 4, 9, 14, 17 held out of
+training [paper]. Variants [paper, `grantsrb/mas/tasks.py`]: `multi_object` (demos D0/D1/D2
+drawn uniformly, response R), `single_object` (D / R), `same_object` (D / D). One vocabulary
+serves every variant so that models trained on one can be compared on another.
+
+Data. `ids` are right-padded to seq_len = 2 * max_count + 3 (43). `labels` hold the next token
+at every position from `T` through the last response (so the responses and `E`), IGNORE
+elsewhere: an example is correct iff every response token and the `E` are right [paper].
+Splits: `train` (n_train, trained counts), `val` (n_val) and `test` (n_test) drawn from the
+same trained counts [paper: the authors draw validation from the training distribution; with
+one or three demo token types the splits necessarily share sequences], and `heldout`
+(n_test sequences of the held-out counts only). Strata: `count`, `variant` (0 multi_object,
+1 single_object, 2 same_object), `held_out` (bool).
+
+Counterfactual pairs (for DAS and patching), kind "<model>:<variable>" or "<model>:full"
+(every variable of that model, the authors' default "full" swap). Base and source sequences
+are drawn afresh with counts of the requested split; a position is drawn uniformly in each
+among the demo and response tokens (not B, T, E or PAD) [paper: `filters.default_filter`].
+The causal model's variables after the source token replace the base's after its token;
+the model then generates the rest (`counting_causal`). `base_ids` is that *counterfactual*
+sequence: the base up to `base_pos`, then the continuation the intervened model sees if it
+emits the counterfactual outputs (the paper feeds models their own outputs). `cf_labels` are
+the program's next tokens at positions >= base_pos in its response phase; `base_labels` are
+what the unintervened program predicts on the same inputs at the same positions (IGNORE where
+that is "some demo token" of several). Pairs whose counterfactual sequence exceeds seq_len
+are redrawn [ours]. Pair strata: `count`, `source_count`, `base_phase`, `source_phase`
+(0 demo / 1 response at the chosen token), `value` (the source's value of the first swapped
+variable) and `changed` (cf_labels differ from base_labels somewhere).
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from study.errors import UsageError
+from study.registry import register
+from tasks.base import IGNORE, Examples, Pairs, Task
+from tasks.counting_causal import DEMO, MODELS, Alphabet, parse_kind
+
+VOCAB = ("PAD", "B", "E", "T", "D0", "D1", "D2", "D", "R")
+VARIANTS = ("multi_object", "single_object", "same_object")
+ALPHABETS = {
+    "multi_object": Alphabet(demo=("D0", "D1", "D2"), resp="R"),
+    "single_object": Alphabet(demo=("D",), resp="R"),
+    "same_object": Alphabet(demo=("D",), resp="D"),
+}
+_SPLIT_CODE = {"train": 0, "val": 1, "test": 2, "heldout": 3}
+
+
+@dataclass(frozen=True)
+class CountingConfig:
+    seed: int = 0  # data seed
+    variant: str = "multi_object"
+    min_count: int = 1  # [paper]
+    max_count: int = 20  # [paper]
+    held_out: tuple[int, ...] = (4, 9, 14, 17)  # [paper]
+    n_train: int = 1000  # [paper] 1,000 training sequences (8 updates an epoch at batch 128)
+    n_val: int = 500  # [paper: grantsrb/mas make_models/config.yaml n_val_samples]
+    n_test: int = 1000  # [ours] also the size of `heldout`
+    n_das_train: int = 10_000  # [paper] DAS pairs
+    n_das_test: int = 1_000  # [paper]
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise UsageError(f"task.variant={self.variant!r} is not a variant; choose from "
+                             f"{', '.join(VARIANTS)}")
+        if self.seed < 0:
+            raise UsageError(f"task.seed={self.seed} must be non-negative")
+        if not 1 <= self.min_count <= self.max_count:
+            raise UsageError(f"task.min_count={self.min_count}, task.max_count="
+                             f"{self.max_count}: need 1 <= min_count <= max_count")
+        if not self.held_out:
+            raise UsageError("task.held_out is empty; give at least one count to hold out")
+        for c in self.held_out:
+            if not self.min_count <= c <= self.max_count:
+                raise UsageError(f"task.held_out={','.join(map(str, self.held_out))}: {c} is "
+                                 f"outside min_count..max_count ({self.min_count}..{self.max_count})")
+        if len(set(self.held_out)) == self.max_count - self.min_count + 1:
+            raise UsageError(f"task.held_out={','.join(map(str, self.held_out))} leaves no "
+                             f"count to train on")
+        for name in ("n_train", "n_val", "n_test", "n_das_train", "n_das_test"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"task.{name}={getattr(self, name)} must be at least 1")
+
+
+_PAPER_TRAIN = dict(
+    batch_size=128, lr=1e-4, warmup_steps=100,  # [paper]
+    # [paper] decay factor 0.5 to a 1e-7 floor. The authors' scheduler
+    # (dl_utils/schedulers.py) is inverse-power, lr = peak * (warmup / step) ** 0.5; [ours]
+    # the halving every 2,000 steps matches it at ~6,400 steps (their 800-epoch cap).
+    schedule="exp", decay_rate=0.5, decay_steps=2000, min_lr=1e-7,
+    target_accuracy=1.0,  # [paper] train until validation is perfect
+    steps=50_000,  # [ours] a generous cap; training normally stops at target_accuracy
+    loss_on="answer",  # [ours] responses + EOS; "all" = every next token
+    eval_examples=0,
+)
+
+
+@register("task", "counting", config=CountingConfig, presets={
+    "paper": {},
+    "small": {"n_das_train": 2000, "n_das_test": 500},
+    "smoke": {"n_train": 64, "n_val": 32, "n_test": 32, "n_das_train": 64, "n_das_test": 32},
+})
+class CountingTask(Task):
+    """Reproduce the number of demonstration tokens after a trigger (Grant et al. 2025)."""
+
+    name = "counting"
+    version = 1
+    eval_splits: ClassVar[tuple[str, ...]] = ("val", "test", "heldout")
+    causal_variables: ClassVar[tuple[str, ...]] = (
+        "up_down:count", "up_down:phase", "up_up:demo_count", "up_up:resp_count",
+        "up_up:phase", "ctx_distr:count")
+    counterfactual_kinds: ClassVar[tuple[str, ...]] = causal_variables + ("up_down:full",
+                                                                          "up_up:full")
+    train_presets: ClassVar[dict] = {
+        "paper": _PAPER_TRAIN,
+        # [ours] a GRU (state 128) on a 2-core CPU within minutes
+        "small": dict(steps=2000, batch_size=128, lr=3e-3, warmup_steps=50, schedule="exp",
+                      decay_rate=0.5, decay_steps=1000, min_lr=1e-5, target_accuracy=0.995,
+                      loss_on="answer", eval_examples=500),
+        "smoke": dict(steps=20, batch_size=16, lr=1e-3, warmup_steps=2, eval_examples=64,
+                      checkpoints=4, loss_on="answer"),
+    }
+
+    def __init__(self, config: CountingConfig):
+        super().__init__(config)
+        self.alphabet = ALPHABETS[config.variant]
+        held = set(config.held_out)
+        every = range(config.min_count, config.max_count + 1)
+        self.trained_counts = np.array([c for c in every if c not in held], dtype=np.int64)
+        self.held_out_counts = np.array(sorted(held), dtype=np.int64)
+        self._ids = {t: i for i, t in enumerate(VOCAB)}
+
+    # --- vocabulary -------------------------------------------------------------------
+    @property
+    def vocab(self) -> tuple[str, ...]:
+        return VOCAB
+
+    @property
+    def seq_len(self) -> int:
+        return 2 * self.config.max_count + 3
+
+    def render(self, ids: np.ndarray) -> str:
+        return " ".join(VOCAB[i] for i in np.asarray(ids).tolist() if i != self.pad_id)
+
+    def label_of(self, labels: np.ndarray) -> list[str]:
+        return [VOCAB[i] for i in np.asarray(labels).tolist() if i != IGNORE]
+
+    # --- data -------------------------------------------------------------------------
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return ("train", "val", "test", "heldout")
+
+    def counts_of(self, split: str) -> np.ndarray:
+        """The counts a split draws from."""
+        return self.held_out_counts if split == "heldout" else self.trained_counts
+
+    def generate(self, split: str) -> Examples:
+        c = self.config
+        n = {"train": c.n_train, "val": c.n_val, "test": c.n_test, "heldout": c.n_test}[split]
+        rng = np.random.default_rng([c.seed, _SPLIT_CODE[split]])
+        counts = rng.choice(self.counts_of(split), size=n)  # (n,)
+        ids = self._encode_batch(counts, rng)
+        return Examples(ids, self._labels(ids, counts), self._strata(counts))
+
+    def _encode_batch(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Well-formed sequences of the given counts -> (n, seq_len) ids."""
+        n, L, a = len(counts), self.seq_len, self.alphabet
+        demo_ids = np.array(self.encode(a.demo))
+        pick = demo_ids[rng.integers(len(demo_ids), size=(n, L))]  # (n, seq_len)
+        pos = np.arange(L)[None, :]
+        N = counts[:, None]
+        ids = np.full((n, L), self.pad_id, dtype=np.int64)
+        ids[:, 0] = self._ids[a.bos]
+        ids = np.where((pos >= 1) & (pos <= N), pick, ids)
+        ids = np.where(pos == N + 1, self._ids[a.trig], ids)
+        ids = np.where((pos >= N + 2) & (pos <= 2 * N + 1), self._ids[a.resp], ids)
+        return np.where(pos == 2 * N + 2, self._ids[a.eos], ids)
+
+    def _labels(self, ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Next token at positions T .. last response (n+1 .. 2n+1), IGNORE elsewhere."""
+        pos = np.arange(ids.shape[1])[None, :]
+        N = counts[:, None]
+        nxt = np.concatenate([ids[:, 1:], np.full((len(ids), 1), self.pad_id)], axis=1)
+        return np.where((pos >= N + 1) & (pos <= 2 * N + 1), nxt, IGNORE).astype(np.int64)
+
+    def _strata(self, counts: np.ndarray) -> dict[str, np.ndarray]:
+        return {"count": counts.astype(np.int64),
+                "variant": np.full(len(counts), VARIANTS.index(self.config.variant), np.int64),
+                "held_out": np.isin(counts, self.held_out_counts)}
+
+    # --- causal models ------------------------------------------------------------------
+    def causal_model(self, name: str):
+        """The program `name` ("up_down", "up_up", "ctx_distr") over this variant's tokens."""
+        return MODELS[name](self.alphabet)
+
+    def variable_values(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """Each causal variable's value after every token of unintervened sequences:
+        name -> (n, seq_len) int64, -1 at padding (for probes)."""
+        out = {v: np.full(ids.shape, -1, dtype=np.int64) for v in self.causal_variables}
+        for i, row in enumerate(ids):
+            toks = [VOCAB[t] for t in row.tolist() if t != self.pad_id]
+            for model in ("up_down", "up_up", "ctx_distr"):
+                states, _ = self.causal_model(model).run(toks)
+                for v in MODELS[model].variables:
+                    out[f"{model}:{v}"][i, :len(toks)] = [s[v] for s in states]
+        return out
+
+    def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
+        try:
+            model_name, variables = parse_kind(kind)
+        except ValueError:
+            raise UsageError(f"kind={kind!r} is not a counterfactual kind of counting; choose "
+                             f"from {', '.join(self.counterfactual_kinds)}") from None
+        if split not in self.splits:
+            raise UsageError(f"split={split!r} is not a split of task counting; choose from "
+                             f"{', '.join(self.splits)}")
+        model, L = self.causal_model(model_name), self.seq_len
+        rng = np.random.default_rng([self.config.seed, _SPLIT_CODE[split],
+                                     zlib.crc32(kind.encode()), seed, 3])
+        rows, tries = [], 0
+        while len(rows) < n:
+            tries += 1
+            if tries > 100 * n + 1000:  # cannot happen for the kinds above; guards edits
+                raise RuntimeError(f"counting: too few {kind} pairs fit in seq_len {L}")
+            row = self._pair(model, variables, split, rng)
+            if row is not None:
+                rows.append(row)
+        cols = list(zip(*rows))
+        arr = lambda k: np.array(cols[k], dtype=np.int64)  # noqa: E731
+        names = ("count", "source_count", "base_phase", "source_phase", "value")
+        strata = {k: arr(6 + j) for j, k in enumerate(names)}
+        strata["changed"] = (arr(3) != arr(2)).any(axis=1)
+        return Pairs(kind, arr(0), arr(1), arr(2), arr(3), arr(4), arr(5), strata)
+
+    def _pair(self, model, variables, split, rng):
+        """One pair as a tuple of rows, or None when the counterfactual sequence is too long."""
+        L, a = self.seq_len, self.alphabet
+        nb, ns = (int(x) for x in rng.choice(self.counts_of(split), size=2))
+        base, source = (self._tokens(k, rng) for k in (nb, ns))
+        bpos, spos = self._position(nb, rng), self._position(ns, rng)
+        cf, nxt, scored = model.intervene(base, bpos, source, spos, variables, rng)
+        if len(cf) > L:
+            return None
+        _, plain = model.run(cf, obj_count=nb)  # unintervened predictions on the same inputs
+        cf_lab = np.full(L, IGNORE, np.int64)
+        base_lab = np.full(L, IGNORE, np.int64)
+        for t in range(bpos, len(cf)):
+            if scored[t]:
+                cf_lab[t] = self._ids[nxt[t]]
+                p = plain[t]
+                if p == DEMO and len(a.demo) == 1:
+                    p = a.demo[0]
+                base_lab[t] = IGNORE if p == DEMO else self._ids[p]
+        value = model.run(source)[0][spos][variables[0]]
+        return (self._pad(cf), self._pad(source), base_lab, cf_lab, bpos, spos,
+                nb, ns, int(bpos > nb), int(spos > ns), value)
+
+    def _tokens(self, count: int, rng) -> list[str]:
+        a = self.alphabet
+        demos = [a.demo[int(i)] for i in rng.integers(len(a.demo), size=count)]
+        return [a.bos, *demos, a.trig, *([a.resp] * count), a.eos]
+
+    @staticmethod
+    def _position(count: int, rng) -> int:
+        """Uniform over demo positions 1..n and response positions n+2..2n+1."""
+        k = int(rng.integers(2 * count))
+        return 1 + k if k < count else 2 + k
+
+    def _pad(self, tokens) -> np.ndarray:
+        row = np.full(self.seq_len, self.pad_id, np.int64)
+        row[:len(tokens)] = self.encode(tokens)
+        return row
+
+    # --- heuristics -----------------------------------------------------------------------
+    def heuristics(self, split: str = "test") -> list[dict]:
+        """Shortcut rules, each naming a number of responses; right iff it equals the count.
+
+        - `modal_count`: always the most frequent training count (ties: the smallest);
+        - `subitize_3`: counts exactly up to 3 and answers 3 beyond (a small-number counter);
+        - `distinct_demo_types`: the number of distinct demo tokens (1 for one-object variants).
+        """
+        ex = self.split(split)
+        counts = ex.strata["count"]
+        train_counts = self.split("train").strata["count"]
+        values, freq = np.unique(train_counts, return_counts=True)
+        modal = int(values[np.argmax(freq)])
+        pos = np.arange(ex.ids.shape[1])[None, :]
+        demo = (pos >= 1) & (pos <= counts[:, None])
+        distinct = np.array([len(set(r[d].tolist())) for r, d in zip(ex.ids, demo)])
+        guesses = {"modal_count": np.full(len(counts), modal),
+                   "subitize_3": np.minimum(counts, 3),
+                   "distinct_demo_types": distinct}
+        rows = []
+        for name, guess in guesses.items():
+            right = guess == counts
+            rows.append({"heuristic": name, "stratum": "all", "value": "all",
+                         "accuracy": float(right.mean()), "n": int(len(right))})
+            for c in np.unique(counts):
+                sel = counts == c
+                rows.append({"heuristic": name, "stratum": "count", "value": int(c),
+                             "accuracy": float(right[sel].mean()), "n": int(sel.sum())})
+        return rows

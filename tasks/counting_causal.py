@@ -1,0 +1,214 @@
+"""Symbolic algorithms (causal models) of the counting task and their interventions.
+
+Three programs read a counting sequence token by token (`B`, demos, `T`, responses, `E`);
+each has named variables, a state *after* each token, and a prediction of the next token:
+
+- `UpDown` (variables `count`, `phase`): each demo adds 1, `T` sets the response phase,
+  each response subtracts 1; it emits `E` once the count is back to 0 [paper].
+- `UpUp` (`demo_count`, `resp_count`, `phase`): counts demos and responses separately and
+  emits `E` once they are equal [paper]. [ours] After an intervention the response count can
+  exceed the demo count; the program then emits `E` at once (`resp_count >= demo_count`),
+  where the authors' code stops scoring (that trial would have nothing left to test).
+- `CtxDistr` (`count`): the anti-Markovian solution [paper, operationalisation ours]. Its
+  `count` after token t is recomputed from the whole prefix as a ±1 sum (+1 per demo token
+  before `T`, -1 per response token after it) and `phase` is whether `T` occurred; neither
+  is carried from one step to the next. Interchanging `count` at a position therefore
+  changes only the prediction made at that position; every later position recomputes it
+  from the tokens actually present (which include the token that prediction emitted).
+
+Phases are coded 0 (demonstration) and 1 (response). `obj_count`, the number of demos the
+base sequence has, only decides when the demo phase emits `T`; like the authors' code it is
+never interchanged (`ignore_keys = {"obj_count"}` in `grantsrb/mas/causal_models.py`).
+
+Interventions follow the authors' `make_counterfactual_seqs`: the base's state after its
+token at `base_pos` has the named variables replaced by the source's values after its token
+at `source_pos`; the program then runs on from that state and *generates* the rest of the
+sequence (it is fed its own outputs, demo tokens drawn at random where several exist), so the
+counterfactual sequence is `base[:base_pos + 1]` followed by that continuation up to `E`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DEMO = "<demo>"  # prediction "some demonstration token" (which one is not determined)
+
+
+@dataclass(frozen=True)
+class Alphabet:
+    """The token classes of one task variant."""
+
+    demo: tuple[str, ...]  # demonstration tokens
+    resp: str  # the response token
+    bos: str = "B"
+    eos: str = "E"
+    trig: str = "T"
+
+
+class CausalModel:
+    """A program over tokens: `update` reads one token, `predict` names the next one."""
+
+    name = ""
+    variables: tuple[str, ...] = ()
+
+    def __init__(self, alphabet: Alphabet):
+        self.a = alphabet
+
+    def init(self, obj_count: int) -> dict:
+        raise NotImplementedError
+
+    def update(self, state: dict, token: str) -> dict:
+        raise NotImplementedError
+
+    def predict(self, state: dict) -> str:
+        """The next token: `T`, the response token, `E`, or `DEMO` (any demo token)."""
+        raise NotImplementedError
+
+    def scored(self, state: dict) -> bool:
+        """Whether the prediction after this state is scored (the response phase)."""
+        return state["phase"] == 1
+
+    # --- runs ------------------------------------------------------------------------
+    def run(self, tokens, obj_count: int | None = None):
+        """States after each token and the predicted next tokens, unintervened.
+
+        `obj_count` defaults to the number of demos before `T` in `tokens`."""
+        if obj_count is None:
+            obj_count = _demo_count(tokens, self.a)
+        state, states, preds = self.init(obj_count), [], []
+        for tok in tokens:
+            state = self.update(state, tok)
+            states.append(dict(state))
+            preds.append(self.predict(state))
+        return states, preds
+
+    def intervene(self, base, base_pos: int, source, source_pos: int, variables,
+                  rng: np.random.Generator | None = None):
+        """Counterfactual run of `base` with `variables` copied from `source`.
+
+        Returns (cf_tokens, cf_next, cf_scored): the counterfactual sequence (base up to
+        `base_pos`, then the program's own continuation through `E`), the program's next
+        token after each cf position (None after `E`) and whether that prediction is scored.
+        Demo tokens of the continuation are drawn with `rng` (the first one when None)."""
+        bad = [v for v in variables if v not in self.variables]
+        if bad:
+            raise ValueError(f"{self.name} has no variable {bad[0]!r}; it has {self.variables}")
+        src_states, _ = self.run(source)
+        swap = {v: src_states[source_pos][v] for v in variables}
+        state = self.init(_demo_count(base, self.a))
+        tokens = list(base[:base_pos + 1])
+        nxt, scored = [], []
+        for t, tok in enumerate(tokens):
+            state = self.update(state, tok)
+            if t == base_pos:
+                state.update(swap)
+            nxt.append(self.predict(state))
+            scored.append(self.scored(state))
+        while tokens[-1] != self.a.eos:  # terminates: each phase moves its counter monotonically
+            tok = nxt[-1]
+            if tok == DEMO:
+                tok = self.a.demo[0] if rng is None else self.a.demo[int(rng.integers(len(self.a.demo)))]
+            tokens.append(tok)
+            state = self.update(state, tok)
+            nxt.append(self.predict(state) if tok != self.a.eos else None)
+            scored.append(self.scored(state) and tok != self.a.eos)
+        nxt[-1], scored[-1] = None, False
+        return tokens, nxt, scored
+
+
+def _demo_count(tokens, a: Alphabet) -> int:
+    """Number of demonstration tokens before the trigger."""
+    n = 0
+    for tok in tokens:
+        if tok == a.trig:
+            break
+        n += tok in a.demo
+    return n
+
+
+class UpDown(CausalModel):
+    name = "up_down"
+    variables = ("count", "phase")
+
+    def init(self, obj_count):
+        return {"obj_count": obj_count, "count": 0, "phase": 0}
+
+    def update(self, state, tok):
+        s = dict(state)
+        if s["phase"] == 0:
+            if tok == self.a.trig:
+                s["phase"] = 1
+            elif tok in self.a.demo:
+                s["count"] += 1
+        elif tok == self.a.resp:
+            s["count"] -= 1
+        return s
+
+    def predict(self, s):
+        if s["phase"] == 0:
+            return self.a.trig if s["count"] >= s["obj_count"] else DEMO
+        return self.a.eos if s["count"] <= 0 else self.a.resp
+
+
+class UpUp(CausalModel):
+    name = "up_up"
+    variables = ("demo_count", "resp_count", "phase")
+
+    def init(self, obj_count):
+        return {"obj_count": obj_count, "demo_count": 0, "resp_count": 0, "phase": 0}
+
+    def update(self, state, tok):
+        s = dict(state)
+        if s["phase"] == 0:
+            if tok == self.a.trig:
+                s["phase"] = 1
+            elif tok in self.a.demo:
+                s["demo_count"] += 1
+        elif tok == self.a.resp:
+            s["resp_count"] += 1
+        return s
+
+    def predict(self, s):
+        if s["phase"] == 0:
+            return self.a.trig if s["demo_count"] >= s["obj_count"] else DEMO
+        return self.a.eos if s["resp_count"] >= s["demo_count"] else self.a.resp
+
+
+class CtxDistr(CausalModel):
+    """`count` and `phase` are recomputed from the prefix tallies `_demos`, `_resps`, `_trig`
+    (the context, never interchanged); an interchanged `count` lives for one prediction."""
+
+    name = "ctx_distr"
+    variables = ("count",)
+
+    def init(self, obj_count):
+        return {"obj_count": obj_count, "count": 0, "phase": 0, "_demos": 0, "_resps": 0}
+
+    def update(self, state, tok):
+        s = dict(state)
+        if s["phase"] == 0:
+            if tok == self.a.trig:
+                s["phase"] = 1
+            elif tok in self.a.demo:
+                s["_demos"] += 1
+        elif tok == self.a.resp:
+            s["_resps"] += 1
+        s["count"] = s["_demos"] - s["_resps"]  # recomputed: any interchanged value is dropped
+        return s
+
+    predict = UpDown.predict
+
+
+MODELS = {m.name: m for m in (UpDown, UpUp, CtxDistr)}
+
+
+def parse_kind(kind: str) -> tuple[str, tuple[str, ...]]:
+    """"up_up:demo_count" -> ("up_up", ("demo_count",)); "<model>:full" -> every variable."""
+    model, _, var = kind.partition(":")
+    if model not in MODELS:
+        raise ValueError(kind)
+    variables = MODELS[model].variables if var == "full" else (var,)
+    if any(v not in MODELS[model].variables for v in variables):
+        raise ValueError(kind)
+    return model, variables

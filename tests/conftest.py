@@ -1,0 +1,27 @@
+"""Shared test set-up: datasets and runs go to a per-session temporary cache."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("study-cache")
+    old = os.environ.get("STUDY_CACHE")
+    os.environ["STUDY_CACHE"] = str(cache)
+    yield cache
+    if old is None:
+        os.environ.pop("STUDY_CACHE", None)
+    else:
+        os.environ["STUDY_CACHE"] = old
+
+
+def run_cli(*args, cwd=None, timeout=600):
+    """Run `python -m study ARGS` in a subprocess; returns CompletedProcess (text)."""
+    return subprocess.run([sys.executable, "-m", "study", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
