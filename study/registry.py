@@ -88,5 +88,6 @@ def entries(kind: str) -> dict[str, Entry]:
 def get(kind: str, name: str) -> Entry:
     known = entries(kind)
     if name not in known:
-        raise UsageError(f"unknown {kind} {name!r}; known {kind}s: {', '.join(known) or '(none)'}")
+        plural = {"analysis": "analyses"}.get(kind, kind + "s")
+        raise UsageError(f"unknown {kind} {name!r}; known {plural}: {', '.join(known) or '(none)'}")
     return known[name]

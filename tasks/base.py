@@ -5,9 +5,11 @@ data seed) and the example index, the same bytes on every machine. Torch never a
 task; the training engine and analyses turn these arrays into tensors.
 
 Conventions shared by all tasks (the engine and analyses rely on them):
-- `ids`    (n, seq_len) int64 token ids, right-padded with `pad_id`.
-- `labels` (n, seq_len) int64: the token the model must predict *at* that position (i.e. the
-  next token), or IGNORE (-1) where nothing is scored. An example is correct when every
+- `ids`    (n, width) integer token ids (any integer dtype; compact ones such as uint8 keep
+  500k-example splits small), right-padded with `pad_id`; a split may be narrower than
+  `seq_len` (its own longest example) but never wider.
+- `labels` (n, width) signed integers: the token the model must predict *at* that position
+  (i.e. the next token), or IGNORE (-1) where nothing is scored. An example is correct when every
   scored position is right; that is how binding/assign_add answers and counting's
   "every response token and the EOS" criterion become one rule.
 - `strata` maps a stratum name to an (n,) integer/bool array, e.g. binding's `depth`.
@@ -32,8 +34,8 @@ IGNORE = -1
 class Examples:
     """A batch of examples of one split."""
 
-    ids: np.ndarray  # (n, seq_len) int64
-    labels: np.ndarray  # (n, seq_len) int64, IGNORE where unscored
+    ids: np.ndarray  # (n, width) integer ids, width <= task.seq_len
+    labels: np.ndarray  # (n, width) signed integers, IGNORE where unscored
     strata: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (n,)
 
     def __len__(self) -> int:

@@ -1,0 +1,338 @@
+"""The one place our networks meet pyvene: site registration, intervenable models, interchanges.
+
+Every network exposes its intervention sites as identity modules under `model.sites`
+(`models/nets/sites.py`). This module makes them addressable by pyvene under the site-kind
+names (`"resid"`, `"attn_out"`, `"mlp_out"`, `"head"`, `"state"`) and runs interchange
+interventions on per-example aligned positions.
+
+    iv = intervenable(model, "state", 7, "rotated")            # DAS at the state after token 7
+    logits = interchange(iv, base_ids, source_ids)              # (batch, pos, vocab)
+    iv = intervenable(model, "resid", 1, "vanilla")             # patch the stream entering layer 1
+    logits = interchange(iv, base_ids, source_ids, base_pos=[[3], [5]], source_pos=[[4], [2]])
+
+pyvene wraps a `PyveneView` of the network (`register(model)`): the network plus the two
+attributes pyvene reads from a model, `.config` (here: the width of each site kind, so the
+registered dimension mapping is right for every instance, whatever its size) and `.device`.
+The view's class is registered once in `pyvene.type_to_module_mapping` with
+`"<kind>": ("net.sites.<kind>[%s]", "register_forward_hook")` and in
+`type_to_dimension_mapping` with the kind's width; the view's forward takes `input_ids`, so
+pyvene's `model(**{"input_ids": ids})` calls reach any of our networks.
+
+Sites and positions. Sequence kinds (`resid`, `attn_out`, `mlp_out`, `head`) have hook output
+(batch, pos, width): the layer is the intervenable's index and the positions are per example
+(`base_pos`, `source_pos`: one list of positions per example). The `state` kind has hook output
+(batch, width) and one module per time step, so the base step is the intervenable's index
+(the same for the whole batch: group examples by step); the source state may come from a
+different step per example (`source_pos`), which is read with plain hooks and handed to
+pyvene as a source representation.
+
+pyvene 0.1.8 traps guarded here (DESIGN.md; each has a test in tests/models/test_rnn.py):
+- Every `IntervenableModel` call removes *every* forward and pre-forward hook on the wrapped
+  model, a user's too (`_cleanup_states` -> `remove_forward_hooks`). `intervenable` replaces
+  that clean-up on the instance with one that removes only pyvene's own hooks, so hooks you
+  registered survive any call (also one made directly, not through `interchange`). Do not
+  use `IntervenableModel.train_alignment`, which calls the hook-wiping function directly.
+- One integer location (`unit_locations={"base": 3}` or a flat list) switches the instance
+  to "fast" mode for good; afterwards only the first example's location is used for the
+  whole batch. `interchange` only ever passes per-example nested lists, rejects bare ints,
+  and resets the instance's fast flags before each call.
+- pyvene's per-timestep unit `"t"` for recurrent models is wrong at every batch size; our
+  recurrent networks are unrolled with one `state[t]` site per step instead, and the state
+  kind is addressed as an ordinary module per step (no `"t"` unit).
+- Models pyvene does not know must carry `.config` and `.device` (pyvene reads both);
+  `PyveneView` provides them instead of asking every network to.
+- Building an `IntervenableModel` freezes the model (`requires_grad=False` on every
+  parameter) and puts it in eval mode. That is what an analysis wants (dropout off, only the
+  intervention trains), and we keep it; a training loop must not share the instance.
+- pyvene clears the dict passed as `source_representations` after a call; `interchange`
+  builds a fresh one each time.
+- `save_intervention`/`load_intervention` map to `cuda:0` and custom intervention classes
+  must live in an importable module to load: save `iv.interventions.state_dict()` with
+  torch/safetensors instead, and keep custom interventions in an importable module.
+- Not a pyvene bug, but easy to misread: pyvene registers its hooks at call time, so a hook
+  you registered earlier on the same site runs first and sees the value *before* the
+  intervention; read the result downstream (e.g. a pre-hook on the next module).
+- Importing pyvene takes ~9 s and prints a notice to stdout: it is imported lazily, inside
+  functions, with stdout captured.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import types
+from types import SimpleNamespace
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+SEQUENCE_KINDS = ("resid", "attn_out", "mlp_out", "head")  # hook output (batch, pos, width)
+STEP_KINDS = ("state",)  # hook output (batch, width); one module per time step
+KINDS = SEQUENCE_KINDS + STEP_KINDS
+
+# pyvene's intervention classes by short name (a class or an instance may be passed instead).
+INTERVENTIONS = {
+    "vanilla": "VanillaIntervention",
+    "rotated": "RotatedSpaceIntervention",
+    "low_rank_rotated": "LowRankRotatedSpaceIntervention",
+    "boundless_rotated": "BoundlessRotatedSpaceIntervention",
+    "zero": "ZeroIntervention",
+    "collect": "CollectIntervention",
+    "addition": "AdditionIntervention",
+    "subtraction": "SubtractionIntervention",
+}
+
+_pyvene_module = None
+
+
+def pyvene():
+    """The pyvene package, imported on first use with its start-up notice kept off stdout."""
+    global _pyvene_module
+    if _pyvene_module is None:
+        with contextlib.redirect_stdout(io.StringIO()):
+            import pyvene as pv
+        _pyvene_module = pv
+    return _pyvene_module
+
+
+# --------------------------------------------------------------------------- site widths
+
+def site_widths(model: nn.Module) -> dict[str, int]:
+    """Width (features per position or step) of each site kind `model.sites` offers.
+
+    Uses `model.site_kinds()` (a list of `models.base.SiteKind`) when the network provides
+    it; otherwise runs the network once on a one-token input and reads the hooked shapes.
+    """
+    counts = model.sites.kinds()
+    if hasattr(model, "site_kinds"):
+        widths = {k.name: int(k.width) for k in model.site_kinds()}
+    else:
+        widths = _probe_widths(model)
+    missing = [k for k in counts if k not in widths]
+    if missing:
+        raise ValueError(f"no width known for site kinds {missing} of {type(model).__name__}")
+    return {k: widths[k] for k in counts}
+
+
+def _probe_widths(model: nn.Module) -> dict[str, int]:
+    widths: dict[str, int] = {}
+    handles = []
+    for kind, mods in model.sites.named_children():
+        if len(mods) == 0:
+            continue
+
+        def record(_mod, _args, out, kind=kind):
+            widths[kind] = int(out.shape[-1])
+
+        handles += [m.register_forward_hook(record) for m in mods]
+    device = next(model.parameters()).device
+    try:
+        with torch.no_grad():
+            model(torch.zeros(1, 1, dtype=torch.long, device=device))  # (1, 1): token 0
+    finally:
+        for h in handles:
+            h.remove()
+    return widths
+
+
+# --------------------------------------------------------------------------- registration
+
+class PyveneView(nn.Module):
+    """What pyvene wraps: the network, plus the `.config` and `.device` pyvene reads.
+
+    `config` holds one attribute per site kind, its width; the registered dimension mapping
+    points at it, so each view reports its own network's sizes.
+    """
+
+    def __init__(self, net: nn.Module, widths: dict[str, int]):
+        super().__init__()
+        self.net = net
+        self.config = SimpleNamespace(**widths)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.net.parameters()).device
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.net(input_ids)  # (batch, pos) -> (batch, pos, vocab)
+
+
+def register(model: nn.Module) -> PyveneView:
+    """Register our site vocabulary with pyvene and return the view of `model` it wraps."""
+    pv = pyvene()
+    if PyveneView not in pv.type_to_module_mapping:
+        hook = "register_forward_hook"  # every site is read/replaced at its output
+        pv.type_to_module_mapping[PyveneView] = {k: (f"net.sites.{k}[%s]", hook) for k in KINDS}
+        # resolved by pyvene as getattr(view.config, kind): this instance's width
+        pv.type_to_dimension_mapping[PyveneView] = {k: (k,) for k in KINDS}
+    return PyveneView(model, site_widths(model))
+
+
+def _drop_pyvene_hooks(model: nn.Module) -> None:
+    """Remove the hooks pyvene registered on `model` and leave every other hook in place."""
+    own = pyvene().models.intervenable_base.__name__  # where pyvene's hook callbacks live
+    for m in model.modules():
+        for hooks, extras in (
+            (m._forward_hooks, (m._forward_hooks_with_kwargs, m._forward_hooks_always_called)),
+            (m._forward_pre_hooks, (m._forward_pre_hooks_with_kwargs,)),
+        ):
+            for key in [k for k, fn in hooks.items() if getattr(fn, "__module__", None) == own]:
+                del hooks[key]
+                for extra in extras:
+                    extra.pop(key, None)
+
+
+def _make_intervention(intervention: Any, embed_dim: int, kwargs: dict):
+    pv = pyvene()
+    if isinstance(intervention, str):
+        if intervention not in INTERVENTIONS:
+            raise ValueError(f"unknown intervention {intervention!r}; known: {', '.join(INTERVENTIONS)}")
+        intervention = getattr(pv, INTERVENTIONS[intervention])
+    if isinstance(intervention, type):
+        return intervention(embed_dim=embed_dim, **kwargs)
+    if kwargs:
+        raise ValueError("intervention keyword arguments are only used when a name or class is given")
+    dim = getattr(intervention, "embed_dim", None)
+    if dim is not None and int(dim) != embed_dim:
+        raise ValueError(f"intervention has embed_dim {int(dim)}, the site needs {embed_dim}")
+    return intervention
+
+
+def intervenable(model: nn.Module, kind: str, index: int, intervention: Any = "vanilla", *,
+                 n_units: int = 1, **intervention_kwargs):
+    """A `pyvene.IntervenableModel` acting on `model.sites.<kind>[index]`.
+
+    `intervention`: a name from `INTERVENTIONS`, a pyvene intervention class (built with
+    `embed_dim` = the site width times `n_units`, plus `intervention_kwargs`, e.g.
+    `low_rank_dimension=4`) or a ready instance (shared instances let one alignment act at
+    several sites). `n_units`: positions intervened on per example (sequence kinds; pyvene
+    flattens them into one vector for distributed interventions). The model is frozen and
+    put in eval mode (pyvene); its hooks survive calls (see the module docstring).
+    """
+    pv = pyvene()
+    counts = model.sites.kinds()
+    if kind not in counts:
+        raise ValueError(f"{type(model).__name__} has no {kind!r} sites; it has {sorted(counts)}")
+    if not 0 <= index < counts[kind]:
+        raise ValueError(f"{kind}[{index}] out of range: {type(model).__name__} has {counts[kind]}")
+    if n_units < 1 or (kind in STEP_KINDS and n_units != 1):
+        raise ValueError(f"n_units={n_units}: must be >= 1, and 1 for the {kind!r} kind")
+    view = register(model)
+    width = view.config.__dict__[kind]
+    inst = _make_intervention(intervention, width * n_units, intervention_kwargs)
+    rep = pv.RepresentationConfig(layer=index, component=kind, unit="pos",
+                                  max_number_of_units=n_units, intervention=inst)
+    iv = pv.IntervenableModel(pv.IntervenableConfig(representations=[rep]), view, use_fast=False)
+    # trap: pyvene's clean-up wipes every hook on the model; keep the user's
+    iv._remove_forward_hooks = types.MethodType(lambda self: _drop_pyvene_hooks(self.model), iv)
+    iv.study_site = (kind, index, n_units)
+    return iv
+
+
+# --------------------------------------------------------------------------- interchange
+
+def _is_scalar(pos) -> bool:
+    return isinstance(pos, int) or getattr(pos, "ndim", None) == 0  # int, 0-d tensor/array
+
+
+def _positions(pos, batch: int, seq: int, n_units: int, name: str) -> list[list[int]]:
+    """Per-example position lists (batch, n_units) from per-example ints or lists."""
+    if _is_scalar(pos):
+        raise ValueError(f"{name}: one integer for the whole batch is refused (pyvene would "
+                         f"switch to fast mode for good); give one position list per example")
+    rows = pos.tolist() if hasattr(pos, "tolist") else list(pos)
+    if len(rows) != batch:
+        raise ValueError(f"{name}: {len(rows)} entries for a batch of {batch}")
+    out = [[int(r)] if not isinstance(r, (list, tuple)) else [int(p) for p in r] for r in rows]
+    for r in out:
+        if len(r) != n_units:
+            raise ValueError(f"{name}: each example needs {n_units} position(s), got {r}")
+        if not all(0 <= p < seq for p in r):
+            raise ValueError(f"{name}: position out of range [0, {seq}) in {r}")
+    return out
+
+
+def _steps(pos, batch: int, name: str) -> list[int] | None:
+    if pos is None:
+        return None
+    if _is_scalar(pos):
+        raise ValueError(f"{name}: give one step per example, not one integer")
+    rows = pos.tolist() if hasattr(pos, "tolist") else list(pos)
+    if len(rows) != batch:
+        raise ValueError(f"{name}: {len(rows)} entries for a batch of {batch}")
+    return [int(r[0]) if isinstance(r, (list, tuple)) else int(r) for r in rows]
+
+
+def state_at(model: nn.Module, ids: torch.Tensor, steps: Sequence[int]) -> torch.Tensor:
+    """The state after token `steps[i]` of example i, read with plain hooks: (batch, width)."""
+    want = torch.as_tensor(list(steps), device=ids.device)
+    out = [None] * len(want)
+    handles = []
+    for t in sorted(set(int(s) for s in steps)):
+        rows = (want == t).nonzero().flatten()
+
+        def grab(_mod, _args, y, rows=rows):
+            for r in rows.tolist():
+                out[r] = y[r]
+
+        handles.append(model.sites.state[t].register_forward_hook(grab))
+    try:
+        model(ids)
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.stack(out)  # (batch, width)
+
+
+def interchange(iv, base: torch.Tensor, source: torch.Tensor | None = None, *,
+                base_pos=None, source_pos=None, subspaces=None) -> torch.Tensor:
+    """Run `base` (batch, pos) with the intervenable's site set from `source`; return logits.
+
+    Sequence kinds: `base_pos` is required, one position (or `n_units` positions) per
+    example; `source_pos` defaults to `base_pos`. State kind: the base step is the
+    intervenable's index, so `base_pos` may be omitted or must equal it for every example;
+    `source_pos` (default: that step) picks each example's source step. `source=None` for
+    interventions that need no source (zero, collect). `subspaces`: per-example lists of
+    feature indices (in the intervention's basis), passed through to pyvene. Positions may
+    be lists, numpy arrays or tensors. Gradients reach trainable interventions (DAS); the
+    network itself is frozen. Returns (batch, pos, vocab).
+    """
+    kind, index, n_units = iv.study_site
+    batch = base.shape[0]
+    if source is not None and source.shape[0] != batch:
+        raise ValueError(f"source batch {source.shape[0]} != base batch {batch}")
+    # trap: fast mode is sticky once any call passed an integer location
+    iv.use_fast = False
+    for inter in iv.interventions.values():
+        inter.use_fast = False
+    kwargs = {}
+    if subspaces is not None:
+        if isinstance(subspaces, int) or len(subspaces) != batch:
+            raise ValueError("subspaces: give one list of feature indices per example")
+        kwargs["subspaces"] = [[list(s) for s in subspaces]]
+    base_in = {"input_ids": base}
+    if kind in STEP_KINDS:
+        steps = _steps(base_pos, batch, "base_pos")
+        if steps is not None and any(s != index for s in steps):
+            raise ValueError(f"base_pos: this intervenable acts at {kind}[{index}]; "
+                             f"group examples by step (got steps {sorted(set(steps))})")
+        src_steps = _steps(source_pos, batch, "source_pos")
+        if source is None or src_steps is None or all(s == index for s in src_steps):
+            sources = None if source is None else [{"input_ids": source}]
+            _, out = iv(base_in, sources, unit_locations=None, **kwargs)
+        else:
+            src = state_at(iv.model.net, source, src_steps)  # (batch, width)
+            _, out = iv(base_in, unit_locations=None, source_representations=src, **kwargs)
+        return out
+    if base_pos is None:
+        raise ValueError(f"base_pos is required for the {kind!r} kind (per-example positions)")
+    bpos = _positions(base_pos, batch, base.shape[1], n_units, "base_pos")
+    if source is None:
+        locations = {"sources->base": (None, [bpos])}
+        _, out = iv(base_in, None, unit_locations=locations, **kwargs)
+        return out
+    spos = bpos if source_pos is None else _positions(source_pos, batch, source.shape[1],
+                                                      n_units, "source_pos")
+    locations = {"sources->base": ([spos], [bpos])}
+    _, out = iv(base_in, [{"input_ids": source}], unit_locations=locations, **kwargs)
+    return out

@@ -1,0 +1,105 @@
+"""Recurrent model families `gru` and `lstm` (Grant, Goodman & McClelland 2025, seed 003).
+
+One recurrent cell over token embeddings, then an output MLP at every position [paper §
+experiment setup]: embedding 128, state 128 (GRU: h; LSTM: hidden 64, analysed state
+[h, c]), MLP state -> 512 -> vocab with GELU and 50% dropout on the hidden layer. The cell is
+unrolled in `models/nets/rnn.py` with one `state[t]` site per token (DESIGN.md: pyvene's own
+per-timestep unit is broken).
+
+Torch-free: this file registers the families; the network is imported when built.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+from study.errors import UsageError
+from study.registry import register
+
+CELLS = ("gru", "lstm")
+ACTIVATIONS = ("gelu", "relu")
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    """One recurrent cell + output MLP. Defaults: the paper's GRU."""
+
+    cell: str = "gru"  # gru | lstm
+    d_embed: int = 128  # token embedding [paper]
+    d_hidden: int = 128  # cell hidden size [paper]; the LSTM family uses 64 (state [h, c] = 128)
+    d_mlp: int = 512  # output MLP hidden layer, 4x the 128 state [paper]
+    dropout: float = 0.5  # on the MLP hidden layer [paper]
+    activation: str = "gelu"  # [paper]
+
+    family: ClassVar[Optional[str]] = None  # the cell a registered family is pinned to
+
+    def __post_init__(self):
+        if self.cell not in CELLS:
+            raise UsageError(f"model.cell: {self.cell!r} is not one of {', '.join(CELLS)}")
+        if self.family is not None and self.cell != self.family:
+            raise UsageError(f"model.cell: {self.cell!r} given, but model={self.family} builds "
+                             f"{self.family} cells; use model={self.cell}")
+        for key in ("d_embed", "d_hidden", "d_mlp"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or value < 1:
+                raise UsageError(f"model.{key}: {value!r} given; a positive integer is required")
+        if not 0.0 <= self.dropout < 1.0:
+            raise UsageError(f"model.dropout: {self.dropout!r} given; allowed: 0 <= dropout < 1")
+        if self.activation not in ACTIVATIONS:
+            raise UsageError(f"model.activation: {self.activation!r} is not one of "
+                             f"{', '.join(ACTIVATIONS)}")
+
+    @property
+    def d_state(self) -> int:
+        """Width of the analysed state: h (GRU) or [h, c] (LSTM)."""
+        return self.d_hidden * (2 if self.cell == "lstm" else 1)
+
+    def param_count(self, vocab_size: int, seq_len: int) -> int:
+        """Number of parameters of the built network (sites carry none; seq_len is unused)."""
+        gates = 3 if self.cell == "gru" else 4
+        h, e, s, m = self.d_hidden, self.d_embed, self.d_state, self.d_mlp
+        embed = vocab_size * e
+        cell = gates * h * (e + h) + 2 * gates * h  # W_ih, W_hh, b_ih, b_hh
+        head = (s * m + m) + (m * vocab_size + vocab_size)
+        return embed + cell + head
+
+
+@dataclass(frozen=True)
+class GRUConfig(RNNConfig):
+    """The `gru` family: one GRU cell, hidden 128 [paper]."""
+
+    family: ClassVar[Optional[str]] = "gru"
+
+
+@dataclass(frozen=True)
+class LSTMConfig(RNNConfig):
+    """The `lstm` family: one LSTM cell, hidden 64, analysed state [h, c] of 128 [paper]."""
+
+    cell: str = "lstm"
+    d_hidden: int = 64
+
+    family: ClassVar[Optional[str]] = "lstm"
+
+
+# paper = SPEC values; small = the same (the networks are small); smoke = seconds, for tests
+_SMOKE = {"d_embed": 16, "d_mlp": 32}
+
+
+def _build(config: RNNConfig, vocab_size: int, seq_len: int):
+    from models.nets.rnn import RecurrentLM
+
+    return RecurrentLM(config, vocab_size, seq_len)
+
+
+@register("model", "gru", config=GRUConfig, capabilities=("recurrent",),
+          presets={"paper": {}, "small": {}, "smoke": {**_SMOKE, "d_hidden": 16}})
+def gru(config: GRUConfig, vocab_size: int, seq_len: int):
+    """One GRU cell (state 128) with an output MLP; a state site after every token."""
+    return _build(config, vocab_size, seq_len)
+
+
+@register("model", "lstm", config=LSTMConfig, capabilities=("recurrent",),
+          presets={"paper": {}, "small": {}, "smoke": {**_SMOKE, "d_hidden": 8}})
+def lstm(config: LSTMConfig, vocab_size: int, seq_len: int):
+    """One LSTM cell (hidden 64, state [h, c] 128) with an output MLP; a state site per token."""
+    return _build(config, vocab_size, seq_len)

@@ -1,0 +1,355 @@
+"""The recurrent families and the pyvene bridge: sizes, exact cells, causal state sites,
+and interchanges that agree with hand-written hooks (DESIGN.md's pyvene traps)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from models.base import build_model
+from models.nets import pyvene_sites as ps
+from models.nets.rnn import RecurrentLM
+from models.nets.sites import Sites
+from models.rnn import GRUConfig, LSTMConfig, RNNConfig
+from study.errors import UsageError
+from study.registry import SCALES, get
+
+VOCAB, SEQ = 7, 9
+
+
+def _model(cell: str, seed: int = 0) -> RecurrentLM:
+    torch.manual_seed(seed)
+    config = get("model", cell).make_config("smoke")
+    return build_model(get("model", cell), config, VOCAB, SEQ).eval()
+
+
+def _ids(batch: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, VOCAB, (batch, SEQ), generator=g)  # (batch, SEQ)
+
+
+def _states(model, ids, patch=None):
+    """Logits and every state site's output; `patch` = (t, fn) replaces state[t]'s output."""
+    seen = {}
+    handles = []
+    for t, site in enumerate(model.sites.state):
+        def hook(_m, _a, y, t=t):
+            if patch is not None and patch[0] == t:
+                y = patch[1](y)
+            seen[t] = y.detach().clone()
+            return y
+        handles.append(site.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            logits = model(ids)
+    finally:
+        for h in handles:
+            h.remove()
+    return logits, torch.stack([seen[t] for t in range(ids.shape[1])], dim=1)  # (b, pos, d)
+
+
+def _hook_snapshot(model):
+    return [(name, dict(m._forward_hooks), dict(m._forward_pre_hooks))
+            for name, m in model.named_modules()]
+
+
+# ----------------------------------------------------------------------------- families
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("scale", SCALES)
+def test_param_count_is_the_built_networks(cell, scale):
+    entry = get("model", cell)
+    config = entry.make_config(scale)
+    model = build_model(entry, config, VOCAB, SEQ)
+    assert config.param_count(VOCAB, SEQ) == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_smoke_entry_runs_and_offers_a_state_site_per_token(cell):
+    entry = get("model", cell)
+    assert "recurrent" in entry.capabilities
+    model = _model(cell)
+    ids = _ids(3, 1)
+    logits, states = _states(model, ids)
+    assert logits.shape == (3, SEQ, VOCAB)
+    d_state = entry.make_config("smoke").d_state
+    assert states.shape == (3, SEQ, d_state)
+    assert model.sites.kinds() == {"state": SEQ}
+    assert ps.site_widths(model) == {"state": d_state}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(ids)
+    assert out.shape == (3, SEQ, VOCAB) and torch.isfinite(out.float()).all()
+
+
+def test_paper_configs_and_validation():
+    assert (GRUConfig().d_hidden, GRUConfig().d_state) == (128, 128)
+    assert (LSTMConfig().d_hidden, LSTMConfig().d_state) == (64, 128)
+    assert get("model", "lstm").make_config("paper") == LSTMConfig()
+    assert get("model", "gru").make_config("small") == GRUConfig()
+    with pytest.raises(UsageError, match="model.cell"):
+        get("model", "gru").make_config("paper", {"cell": "lstm"})
+    with pytest.raises(UsageError, match="model.dropout"):
+        RNNConfig(dropout=1.5)
+    with pytest.raises(UsageError, match="model.d_hidden"):
+        LSTMConfig(d_hidden=0)
+
+
+def test_gru_matches_torch_gru():
+    torch.manual_seed(0)
+    model = RecurrentLM(RNNConfig(cell="gru", d_embed=5, d_hidden=6, d_mlp=8), VOCAB, SEQ).eval()
+    ref = nn.GRU(5, 6, batch_first=True)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(ref, f"{name}_l0").copy_(getattr(model.cell, name))
+    ids = _ids(4, 2)
+    logits, states = _states(model, ids)
+    with torch.no_grad():
+        want, _ = ref(model.embed(ids))
+        torch.testing.assert_close(states, want, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(logits, model.head(want), rtol=1e-5, atol=1e-6)
+
+
+def test_lstm_matches_torch_lstm():
+    torch.manual_seed(0)
+    model = RecurrentLM(RNNConfig(cell="lstm", d_embed=5, d_hidden=4, d_mlp=8), VOCAB, SEQ).eval()
+    ref = nn.LSTM(5, 4, batch_first=True)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(ref, f"{name}_l0").copy_(getattr(model.cell, name))
+    ids = _ids(4, 3)
+    _, states = _states(model, ids)
+    with torch.no_grad():
+        h, (_, c_last) = ref(model.embed(ids))
+    torch.testing.assert_close(states[..., :4], h, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(states[:, -1, 4:], c_last[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("batch", [1, 5])
+def test_patching_state_t_changes_t_onward_and_nothing_before(cell, batch):
+    model, t = _model(cell), 3
+    ids = _ids(batch, 4)
+    clean_logits, clean = _states(model, ids)
+    patch = torch.randn(batch, clean.shape[-1], generator=torch.Generator().manual_seed(5)) * 3
+    logits, states = _states(model, ids, patch=(t, lambda y: patch))
+    assert torch.equal(states[:, :t], clean[:, :t])
+    assert torch.equal(logits[:, :t], clean_logits[:, :t])
+    assert torch.equal(states[:, t], patch)
+    for p in range(t + 1, SEQ):  # every later state and logit moves
+        assert (states[:, p] - clean[:, p]).abs().amax() > 1e-4
+    for p in range(t, SEQ):
+        assert (logits[:, p] - clean_logits[:, p]).abs().amax() > 1e-4
+
+
+# ----------------------------------------------------------------------------- pyvene, state
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("batch", [1, 5])
+def test_pyvene_state_interchange_is_causal_and_equals_a_hook(cell, batch):
+    model, t = _model(cell), 4
+    base, source = _ids(batch, 6), _ids(batch, 7)
+    iv = ps.intervenable(model, "state", t, "vanilla")
+    clean_logits, clean = _states(model, base)
+    _, src_states = _states(model, source)
+    # hooks registered before the call run (pyvene would have removed them) and, being
+    # older than pyvene's, see each site before the intervention; the head sees the result
+    seen = {}
+    handles = [site.register_forward_hook(lambda _m, _a, y, i=i: seen.__setitem__(i, y.clone()))
+               for i, site in enumerate(model.sites.state)]
+    handles.append(model.head.register_forward_pre_hook(
+        lambda _m, a: seen.__setitem__("head", a[0].clone())))
+    try:
+        with torch.no_grad():
+            out = ps.interchange(iv, base, source)
+    finally:
+        for h in handles:
+            h.remove()
+    states = torch.stack([seen[i] for i in range(SEQ)], dim=1)
+    assert torch.equal(states[:, : t + 1], clean[:, : t + 1])
+    assert (states[:, t + 1] - clean[:, t + 1]).abs().amax() > 1e-4
+    assert torch.equal(seen["head"][:, :t], clean[:, :t])
+    assert torch.equal(seen["head"][:, t], src_states[:, t])
+    assert torch.equal(out[:, :t], clean_logits[:, :t])
+    for p in range(t, SEQ):
+        assert (out[:, p] - clean_logits[:, p]).abs().amax() > 1e-4
+    # the same interchange by hand
+    by_hook, _ = _states(model, base, patch=(t, lambda y: src_states[:, t]))
+    torch.testing.assert_close(out, by_hook, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_pyvene_identity_swap_changes_nothing(cell):
+    model = _model(cell)
+    base = _ids(5, 8)
+    clean, _ = _states(model, base)
+    with torch.no_grad():
+        out = ps.interchange(ps.intervenable(model, "state", 2, "vanilla"), base, base)
+        assert torch.equal(out, clean)
+        rot = ps.intervenable(model, "state", 5, "rotated")
+        torch.testing.assert_close(ps.interchange(rot, base, base), clean, rtol=0, atol=1e-5)
+
+
+def test_pyvene_state_source_from_other_steps_equals_a_hook():
+    model, t = _model("gru"), 5
+    base, source = _ids(5, 9), _ids(5, 10)
+    src_steps = [0, 2, 5, 7, 1]
+    _, src_states = _states(model, source)
+    picked = src_states[torch.arange(5), torch.tensor(src_steps)]  # (5, d_state)
+    want, _ = _states(model, base, patch=(t, lambda y: picked))
+    iv = ps.intervenable(model, "state", t, "vanilla")
+    with torch.no_grad():
+        out = ps.interchange(iv, base, source, base_pos=[t] * 5, source_pos=src_steps)
+    torch.testing.assert_close(out, want, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="group examples by step"):
+        ps.interchange(iv, base, source, base_pos=[t, t, t, t, t - 1])
+    with pytest.raises(ValueError, match="one integer"):
+        ps.interchange(iv, base, source, source_pos=2)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_pyvene_rotated_subspace_equals_a_hook_and_trains(cell):
+    model, t = _model(cell), 3
+    base, source = _ids(4, 13), _ids(4, 14)
+    iv = ps.intervenable(model, "state", t, "rotated")
+    out = ps.interchange(iv, base, source, source_pos=torch.tensor([0, 1, 2, 3]),
+                         subspaces=[[0, 1]] * 4)
+    (rotation,) = [p for p in iv.parameters() if p.requires_grad]  # the model is frozen
+    out.logsumexp(-1).sum().backward()
+    assert rotation.grad is not None and rotation.grad.abs().sum() > 0
+    with torch.no_grad():
+        R = list(iv.interventions.values())[0].rotate_layer.weight  # (d, d) orthogonal
+        _, src_states = _states(model, source)
+        src = src_states[torch.arange(4), torch.arange(4)] @ R
+
+        def swap(y):
+            rot = y @ R
+            rot[:, :2] = src[:, :2]
+            return rot @ R.T
+
+        want, _ = _states(model, base, patch=(t, swap))
+    torch.testing.assert_close(out.detach(), want, rtol=0, atol=1e-5)
+
+
+def test_user_hooks_survive_pyvene_calls():
+    model = _model("lstm")
+    calls = []
+    model.sites.state[0].register_forward_hook(lambda *_: calls.append("state0"))
+    model.head.register_forward_pre_hook(lambda *_: calls.append("head"))
+    before = _hook_snapshot(model)
+    iv = ps.intervenable(model, "state", 3, "vanilla")
+    base, source = _ids(2, 11), _ids(2, 12)
+    with torch.no_grad():
+        ps.interchange(iv, base, source)
+        iv({"input_ids": base}, [{"input_ids": source}])  # a direct call is guarded too
+        ps.interchange(iv, base, source, source_pos=[1, 6])
+    assert _hook_snapshot(model) == before  # user's hooks kept, none of pyvene's left
+    calls.clear()
+    with torch.no_grad():
+        model(base)
+    assert calls == ["state0", "head"]
+
+
+# ----------------------------------------------------------------------------- pyvene, sequence sites
+
+class _Stub(nn.Module):
+    """Transformer-like: a residual stream with causal mixing and `sites.resid[l]`."""
+
+    def __init__(self, vocab=11, d=6, n_layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.mix = nn.ModuleList(nn.Linear(d, d) for _ in range(n_layers))
+        self.sites = Sites(resid=n_layers + 1)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        x = self.embed(ids)  # (batch, pos, d)
+        pos = ids.shape[1]
+        causal = torch.tril(torch.ones(pos, pos)) / torch.arange(1, pos + 1).unsqueeze(1)
+        for layer, mix in enumerate(self.mix):
+            x = self.sites.resid[layer](x)
+            x = x + torch.tanh(mix(causal @ x))  # position p reads positions <= p
+        return self.out(self.sites.resid[len(self.mix)](x))
+
+
+def _stub_ids(batch, seed, pos=8):
+    return torch.randint(0, 11, (batch, pos), generator=torch.Generator().manual_seed(seed))
+
+
+def _hook_interchange(model, layer, base, source, bpos, spos):
+    grab = {}
+    h = model.sites.resid[layer].register_forward_hook(lambda _m, _a, y: grab.__setitem__(0, y.clone()))
+    with torch.no_grad():
+        model(source)
+    h.remove()
+
+    def put(_m, _a, y):
+        y = y.clone()
+        for i, (bp, sp) in enumerate(zip(bpos, spos)):
+            y[i, bp] = grab[0][i, sp]
+        return y
+
+    h = model.sites.resid[layer].register_forward_hook(put)
+    with torch.no_grad():
+        out = model(base)
+    h.remove()
+    return out
+
+
+def test_stub_widths_are_probed():
+    assert ps.site_widths(_Stub()) == {"resid": 6}
+
+
+@pytest.mark.parametrize("n_units", [1, 2])
+def test_stub_per_example_interchange_equals_a_hook(n_units):
+    torch.manual_seed(0)
+    model = _Stub().eval()
+    base, source = _stub_ids(4, 1), _stub_ids(4, 2)
+    bpos = [[1, 3], [6, 0], [2, 5], [7, 4]]
+    spos = [[5, 2], [0, 7], [3, 3], [1, 6]]
+    bpos, spos = [p[:n_units] for p in bpos], [p[:n_units] for p in spos]
+    want = _hook_interchange(model, 1, base, source, bpos, spos)
+    iv = ps.intervenable(model, "resid", 1, "vanilla", n_units=n_units)
+    with torch.no_grad():
+        out = ps.interchange(iv, base, source, base_pos=bpos, source_pos=spos)
+        clean = model(base)
+    torch.testing.assert_close(out, want, rtol=0, atol=1e-6)
+    assert (out - clean).abs().amax() > 1e-3  # the patch did something
+
+
+def test_stub_identity_swap_changes_nothing():
+    torch.manual_seed(0)
+    model = _Stub().eval()
+    base = _stub_ids(3, 3)
+    with torch.no_grad():
+        clean = model(base)
+        for name in ("vanilla", "rotated"):
+            iv = ps.intervenable(model, "resid", 2, name)
+            out = ps.interchange(iv, base, base, base_pos=[[0], [4], [7]])
+            torch.testing.assert_close(out, clean, rtol=0, atol=1e-5)
+
+
+def test_stub_sticky_fast_mode_is_reset():
+    torch.manual_seed(0)
+    model = _Stub().eval()
+    base, source = _stub_ids(3, 4), _stub_ids(3, 5)
+    iv = ps.intervenable(model, "resid", 1, "vanilla")
+    with torch.no_grad():
+        iv({"input_ids": base}, [{"input_ids": source}], unit_locations={"sources->base": 2})
+    assert iv.use_fast  # pyvene's trap is armed by one integer location
+    bpos, spos = [[1], [6], [3]], [[4], [0], [7]]
+    with torch.no_grad():
+        out = ps.interchange(iv, base, source, base_pos=bpos, source_pos=spos)
+    torch.testing.assert_close(out, _hook_interchange(model, 1, base, source, bpos, spos),
+                               rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="fast mode"):
+        ps.interchange(iv, base, source, base_pos=3)
+
+
+def test_bridge_rejects_bad_sites():
+    model = _Stub()
+    with pytest.raises(ValueError, match="no 'state' sites"):
+        ps.intervenable(model, "state", 0)
+    with pytest.raises(ValueError, match="out of range"):
+        ps.intervenable(model, "resid", 3)
+    with pytest.raises(ValueError, match="embed_dim"):
+        ps.intervenable(model, "resid", 0, ps.pyvene().VanillaIntervention(embed_dim=5))
