@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.base import SiteKind
 from models.nets.attention import CausalAttention
 from models.nets.sites import Sites
 
@@ -97,6 +98,18 @@ class Attn2Transformer(nn.Module):
         self.sites = Sites(resid=config.n_layers + 1, attn_out=config.n_layers,
                            mlp_out=config.n_layers, head=config.n_layers)
         self.reset_parameters()
+
+    def site_kinds(self) -> list[SiteKind]:
+        """The site kinds this network offers, with their counts and widths."""
+        d, heads = self.config.d_model, self.config.n_heads * self.config.d_head
+        L = self.n_layers
+        return [SiteKind("resid", L + 1, d), SiteKind("attn_out", L, d),
+                SiteKind("mlp_out", L, d), SiteKind("head", L, heads)]
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights live (pyvene reads `model.device`)."""
+        return self.W_E.device
 
     @torch.no_grad()
     def reset_parameters(self) -> None:

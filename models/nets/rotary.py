@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.base import SiteKind
 from models.nets.attention import CausalAttention
 from models.nets.sites import Sites
 
@@ -102,6 +103,18 @@ class RotaryTransformer(nn.Module):
         self.register_buffer("rot_cos", cos, persistent=False)  # (seq_len, d_head)
         self.register_buffer("rot_sin", sin, persistent=False)
         self.reset_parameters()
+
+    def site_kinds(self) -> list[SiteKind]:
+        """The site kinds this network offers, with their counts and widths."""
+        d, heads = self.config.d_model, self.config.n_heads * self.config.d_head
+        L = self.n_layers
+        return [SiteKind("resid", L + 1, d), SiteKind("attn_out", L, d),
+                SiteKind("mlp_out", L, d), SiteKind("head", L, heads)]
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights live (pyvene reads `model.device`)."""
+        return self.embed.weight.device
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
