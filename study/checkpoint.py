@@ -218,11 +218,13 @@ def resolve_step(run_dir, step: int | str = "final") -> Path:
     steps = list_checkpoints(run_dir)
     if not steps:
         raise CheckpointError(f"no checkpoints in {checkpoints_dir(run_dir)}")
-    if step == "final":
-        step = steps[-1]
+    if isinstance(step, str):  # from the command line: "final" or digits
+        step = steps[-1] if step == "final" else int(step) if step.isdigit() else step
+    elif hasattr(step, "__index__") and not isinstance(step, bool):
+        step = int(step.__index__())  # numpy integers too
     if not isinstance(step, int) or step not in steps:
-        raise UsageError(f"step={step!r} is not a checkpoint of this run; saved steps: "
-                         f"{', '.join(map(str, steps))}")
+        raise UsageError(f"checkpoint={step!r} is not a checkpoint of this run; choose final or "
+                         f"one of {', '.join(map(str, steps))}")
     return checkpoints_dir(run_dir) / dir_name(step)
 
 

@@ -28,6 +28,13 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA
     compile: Literal["auto", "on", "off"] = "auto"  # auto: torch.compile on CUDA
+    # extra evaluations between checkpoints (they also drive early stopping); 0 = auto: every
+    # ~0.5% of `steps` when target_accuracy is set, otherwise only at checkpoints
+    eval_every: int = 0
+    log_every: int = 0  # train loss/lr rows every this many steps; 0 = auto (~500 a run)
+    resume_minutes: float = 10.0  # write a resume point this often between checkpoints; 0 = never
+    # which checkpoints keep the optimiser/RNG state: only the newest ("last") or every one
+    keep_state: Literal["last", "all"] = "last"
 
     def __post_init__(self):
         from study.errors import UsageError
@@ -38,5 +45,12 @@ class TrainConfig:
             raise UsageError(f"train.lr={self.lr} must be positive")
         if not 0 <= self.warmup_steps <= self.steps:
             raise UsageError(f"train.warmup_steps={self.warmup_steps} must be in 0..train.steps ({self.steps})")
+        for name in ("eval_every", "log_every"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"train.{name}={getattr(self, name)} must be 0 (auto) or positive")
+        if self.resume_minutes < 0:
+            raise UsageError(f"train.resume_minutes={self.resume_minutes} must be 0 (never) or positive")
+        if self.keep_state not in ("last", "all"):
+            raise UsageError(f"train.keep_state={self.keep_state!r} must be 'last' or 'all'")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise UsageError(f"train.target_accuracy={self.target_accuracy} must be in (0, 1]")

@@ -5,6 +5,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+# Small models on a CPU run fastest on one intra-op thread; more threads only contend.
+torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,0 +1,136 @@
+"""Training throughput: the engine's hot loop against a naive training loop, same process.
+
+The naive loop is what a first script looks like: fp32, eager, the paper's batch, every
+batch gathered on the CPU at the task's full padded length and copied to the device, plain
+AdamW, `loss.item()` every step. The engine variant runs `study.train.Engine` and the
+engine's own data streams (device-resident, trimmed, shuffled by index; on CUDA bf16 autocast,
+fused AdamW, torch.compile), optionally at a larger batch. Both are timed after warm-up steps
+(which absorb compilation) between device synchronisations.
+
+tokens_per_s counts the non-PAD tokens of the examples consumed, so both variants are
+measured in the same unit of useful work and `ratio_vs_naive` compares tokens/s.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from study.train import (Engine, LossMeter, OnTheFlyStream, ShuffledStream, loss_targets, lr_at,
+                         resolve_runtime, to_width)
+from study.train_config import TrainConfig
+from tasks.base import IGNORE
+
+
+def _pool(task, n: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(ids, labels, on_the_fly): the training split, or n sampled examples for tasks that
+    sample their batches."""
+    if task.train_batch(0, 1) is None:
+        train = task.split("train")
+        return train.ids, train.labels, False
+    batches, got, k = [], 0, 0
+    while got < n:
+        ex = task.train_batch(k, min(4096, n - got))
+        batches.append(ex)
+        got, k = got + len(ex), k + 1
+    return (np.concatenate([to_width(b.ids, task.seq_len, task.pad_id) for b in batches]),
+            np.concatenate([to_width(b.labels, task.seq_len, IGNORE) for b in batches]), True)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _naive(task, entry, model_cfg, cfg: TrainConfig, ids, labels, device, steps, warmup) -> float:
+    """Seconds for `steps` naive steps."""
+    torch.manual_seed(0)
+    model = entry.obj(model_cfg, len(task.vocab), task.seq_len).to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas),
+                            weight_decay=cfg.weight_decay)
+    ids, labels = ids[:65536], labels[:65536]  # enough to draw from; keeps host memory small
+    ids_cpu = torch.from_numpy(to_width(ids, task.seq_len, task.pad_id))  # (n, seq_len) full width
+    labels_cpu = torch.from_numpy(to_width(labels, task.seq_len, IGNORE))
+    tgt_cpu = loss_targets(ids_cpu, labels_cpu, cfg.loss_on, task.pad_id)
+    gen = torch.Generator().manual_seed(0)
+
+    def one() -> float:
+        idx = torch.randint(len(ids_cpu), (cfg.batch_size,), generator=gen)
+        x, y = ids_cpu[idx].to(device), tgt_cpu[idx].to(device)  # (B, seq_len)
+        logits = model(x)
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
+        opt.zero_grad()
+        loss.backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        return loss.item()
+
+    for _ in range(warmup):
+        one()
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        one()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def _engine(task, entry, model_cfg, cfg: TrainConfig, ids, labels, on_the_fly, steps, warmup):
+    """(seconds for `steps` engine steps, runtime, tokens per batch, positions per example)."""
+    rt = resolve_runtime(cfg)
+    torch.manual_seed(0)
+    model = entry.obj(model_cfg, len(task.vocab), task.seq_len).to(rt.device).train()
+    engine = Engine(model, cfg, rt)
+    if on_the_fly:
+        stream = OnTheFlyStream(task, cfg.batch_size, cfg.steps, rt.device, cfg.loss_on)
+    else:
+        stream = ShuffledStream(ids, labels, cfg.batch_size, 0, rt.device, cfg.loss_on, task.pad_id)
+    meter = LossMeter(rt.device)
+    try:
+        for i in range(warmup):
+            meter.add(*engine.step(*stream.batch(i), lr_at(cfg, i)))
+        _sync(rt.device)
+        t0 = time.perf_counter()
+        for i in range(warmup, warmup + steps):
+            meter.add(*engine.step(*stream.batch(i), lr_at(cfg, i)))
+        meter.state()  # the loop's one read-back
+        _sync(rt.device)
+        return time.perf_counter() - t0, rt, stream.tokens_per_batch, stream.seq_len
+    finally:
+        stream.close()
+
+
+def bench_train(task, model_entry, model_cfg, train_cfg: TrainConfig, steps: int, device: str, *,
+                engine_batch_size: int | None = None, warmup: int | None = None) -> pd.DataFrame:
+    """Steps/s and tokens/s of the naive loop and of the engine (at `engine_batch_size`, or
+    the config's batch). Columns: variant, device, batch_size, seq_len, precision, compiled,
+    steps_per_s, tokens_per_s, ratio_vs_naive."""
+    dev = torch.device(device)
+    warmup = max(2, steps // 5) if warmup is None else warmup
+    big = engine_batch_size or train_cfg.batch_size
+    ids, labels, on_the_fly = _pool(task, max(train_cfg.batch_size, big) * 8)
+    mean_tokens = float((ids != task.pad_id).sum()) / len(ids)
+
+    secs = _naive(task, model_entry, model_cfg, train_cfg, ids, labels, dev, steps, warmup)
+    naive_rate = steps / secs
+    rows = [{"variant": "naive", "device": str(dev), "batch_size": train_cfg.batch_size,
+             "seq_len": task.seq_len, "precision": "fp32", "compiled": False,
+             "steps_per_s": naive_rate, "tokens_per_s": naive_rate * train_cfg.batch_size * mean_tokens}]
+
+    cfg = dataclasses.replace(train_cfg, device=str(dev), batch_size=big,
+                              steps=max(train_cfg.steps, warmup + steps),
+                              warmup_steps=min(train_cfg.warmup_steps, train_cfg.steps))
+    secs, rt, tokens_per_batch, used = _engine(task, model_entry, model_cfg, cfg, ids, labels,
+                                               on_the_fly, steps, warmup)
+    rate = steps / secs
+    rows.append({"variant": "engine", "device": str(dev), "batch_size": big, "seq_len": int(used),
+                 "precision": rt.precision, "compiled": rt.compiled,
+                 "steps_per_s": rate, "tokens_per_s": rate * tokens_per_batch})
+    df = pd.DataFrame(rows)
+    df["ratio_vs_naive"] = df["tokens_per_s"] / df.loc[0, "tokens_per_s"]
+    return df
