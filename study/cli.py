@@ -24,7 +24,6 @@ commands:
   sweep KEY=V1,V2 ... | study=NAME       expand comma lists into runs; skips finished ones
   analyze RUN_DIR analysis=A[,B] [checkpoint=final|STEP] [A.F=V ...]
                                          run analyses on an existing run
-  report RUN_DIR [RUN_DIR ...] [out=DIR] one run's report, or a comparison of several
   bench train|das [key=value ...]        speed of the hot loops against a naive baseline
 
 scales: paper (the published setup, GPU), small (minutes on a laptop CPU), smoke (seconds)
@@ -68,7 +67,6 @@ COMMANDS = {
     "run": _lazy("study.commands", "cmd_run"),
     "sweep": _lazy("study.sweep", "cmd_sweep"),
     "analyze": _lazy("study.commands", "cmd_analyze"),
-    "report": _lazy("study.commands", "cmd_report"),
     "bench": _lazy("study.commands", "cmd_bench"),
 }
 

@@ -1,10 +1,9 @@
-"""Handlers of the simple commands (list, describe, sample, run, analyze, report, bench)."""
+"""Handlers of the simple commands (list, describe, sample, run, analyze, bench)."""
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import re
-import sys
 
 from study import registry
 from study.coerce import coerce, field_types, type_name
@@ -135,25 +134,8 @@ def cmd_analyze(args):
         print(rd.analysis_dir(name))
 
 
-def cmd_report(args):
-    kv = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
-    dirs = [a for a in args if "=" not in a]
-    unknown = set(kv) - {"out"}
-    if unknown:
-        raise UsageError(f"unknown key {sorted(unknown)[0]!r} for report; valid: out")
-    if not dirs:
-        raise UsageError("report needs at least one RUN_DIR")
-    from reports.build import build_report
-    out = build_report(dirs, kv.get("out"))
-    print(out)
-
-
 def cmd_bench(args):
     if not args or args[0] not in ("train", "das"):
         raise UsageError("usage: bench train|das [task=NAME model=NAME scale=... steps=N out=PATH]")
     from study.bench import main as bench_main
     bench_main(args[0], split_args(args[1:]))
-
-
-def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Run one resolved config end to end: run directory → data → training → analyses → report.
+"""Run one resolved config end to end: run directory → data → training → analyses.
 
 Re-running the same command resumes an interrupted run and skips a finished one (unless
 `force=true`); a run directory that holds a *different* config is refused, not overwritten.
@@ -73,7 +73,7 @@ def run(cfg: RunConfig) -> RunDir:
         except BaseException as e:
             rd.set_status("failed", error=f"{type(e).__name__}: {e}")
             raise
-    _analyses_and_report(cfg, rd)
+    _analyses(cfg, rd)
     rd.set_status("done")
     return rd
 
@@ -86,12 +86,7 @@ def _train(cfg: RunConfig, rd: RunDir, task) -> None:
     log(f"trained {cfg.model} on {cfg.task}: " + (f"test accuracy {acc:.4f}" if acc is not None else "done"))
 
 
-def _analyses_and_report(cfg: RunConfig, rd: RunDir) -> None:
+def _analyses(cfg: RunConfig, rd: RunDir) -> None:
     if cfg.analyses:
         from study.analyze import analyze
         analyze(rd, cfg.analyses, cfg.analysis_overrides)
-    try:
-        from reports.html import write_run_report
-    except ImportError:
-        return
-    write_run_report(rd)

@@ -1,6 +1,6 @@
 """`study sweep`: expand comma lists into runs and run them one after another (a local
 launcher); finished runs are skipped, interrupted ones resume. `study=NAME` names a
-predefined comparative study; the sweep ends with the comparative report of its runs."""
+predefined comparative study; the sweep prints the directories of its runs."""
 from __future__ import annotations
 
 import itertools
@@ -62,7 +62,6 @@ def cmd_sweep(args):
     for i, cfg in enumerate(configs, 1):
         log(f"[{i}/{len(configs)}] {cfg.task} × {cfg.model} seed {cfg.seed} → {cfg.path}")
         done.append(run(cfg))
-    from reports.build import build_report
-    out = build_report([str(rd.path) for rd in done], None)
-    print(out)
+    for rd in done:
+        print(rd.path)
     sys.stdout.flush()

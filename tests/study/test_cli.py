@@ -11,7 +11,7 @@ from tests.conftest import ROOT, run_cli
 def test_help_lists_every_command():
     r = run_cli("--help")
     assert r.returncode == 0
-    for command in ("list", "describe", "sample", "run", "sweep", "analyze", "report", "bench"):
+    for command in ("list", "describe", "sample", "run", "sweep", "analyze", "bench"):
         assert command in r.stdout
 
 
