@@ -93,6 +93,8 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
         return cfg.lr
     if cfg.schedule == "linear":
         return cfg.lr * max(0, cfg.steps - step) / max(1, cfg.steps - cfg.warmup_steps)
+    if cfg.schedule == "inverse_sqrt":
+        return max(cfg.min_lr, cfg.lr * (max(1, cfg.warmup_steps) / max(1, step)) ** cfg.decay_rate)
     decayed = cfg.lr * cfg.decay_rate ** ((step - cfg.warmup_steps) // cfg.decay_steps)
     return max(cfg.min_lr, decayed)
 

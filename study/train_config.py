@@ -15,8 +15,9 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.999)
     warmup_steps: int = 0  # linear warm-up from 0
     # after warm-up: "linear" decays to 0 at `steps`; "constant"; "exp" multiplies by
-    # `decay_rate` every `decay_steps` down to `min_lr` (counting study's scheduler)
-    schedule: Literal["linear", "constant", "exp"] = "linear"
+    # `decay_rate` every `decay_steps` down to `min_lr`; "inverse_sqrt" is the counting
+    # study's lr * (warmup / step) ** decay_rate, floored at `min_lr`
+    schedule: Literal["linear", "constant", "exp", "inverse_sqrt"] = "linear"
     decay_rate: float = 0.5
     decay_steps: int = 1000
     min_lr: float = 0.0

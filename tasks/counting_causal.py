@@ -108,7 +108,8 @@ class CausalModel:
         while tokens[-1] != self.a.eos:  # terminates: each phase moves its counter monotonically
             tok = nxt[-1]
             if tok == DEMO:
-                tok = self.a.demo[0] if rng is None else self.a.demo[int(rng.integers(len(self.a.demo)))]
+                k = 0 if rng is None else int(rng.integers(len(self.a.demo)))
+                tok = self.a.demo[k]
             tokens.append(tok)
             state = self.update(state, tok)
             nxt.append(self.predict(state) if tok != self.a.eos else None)

@@ -166,6 +166,8 @@ def test_lr_schedules():
     exp = TrainConfig(**base, schedule="exp", decay_rate=0.5, decay_steps=20, min_lr=0.1)
     assert [lr_at(exp, s) for s in (10, 29, 30, 50, 70, 90)] == pytest.approx(
         [1, 1, 0.5, 0.25, 0.125, 0.1])
+    inv = TrainConfig(**base, schedule="inverse_sqrt", decay_rate=0.5, min_lr=0.32)
+    assert [lr_at(inv, s) for s in (5, 10, 40, 90, 100)] == pytest.approx([0.5, 1, 0.5, 1 / 3, 0.32])
 
 
 def test_loss_targets_answer_and_all():
