@@ -67,7 +67,7 @@ def cmd_describe(args):
         print(f"capabilities: {', '.join(sorted(entry.capabilities))}")
     if entry.requires:
         print(f"requires: {', '.join(sorted(entry.requires))}")
-    _describe_fields(entry.config, f"{kind}.", entry.presets)
+    _describe_fields(entry.config, f"{entry.name if kind == 'analysis' else kind}.", entry.presets)
     if kind == "task":
         from study.train_config import TrainConfig
         print("\ntraining (train.FIELD), presets from this task:")

@@ -1,0 +1,131 @@
+"""Analysis `circuits`: what each attention head does, and what the task loses without it.
+
+Table `circuits` (checkpoint, layer, head, score, value); head -1 = all heads of the layer
+together (summed pattern or summed weight matrices). Scores:
+- every attention model (`analyses/_circuit_scores.py`): `prev_token` (mean attention to
+  the previous token on task sequences), `induction` (on repeated random tokens),
+  `attn_to_<target>` — mean attention mass from the task's query positions onto its targets
+  (`analyses/_task_views.attention_targets`): binding `chain`, `root`, `query_line` from `:`;
+  assign_add `operands`, `values` from `=`, `prev_var` from assigned numbers; counting
+  `trigger`, `demos`, `bos` from the response positions.
+- assign_add, every attention model: Exoo et al.'s attention progress measures
+  `attn_num_to_prev`, `attn_eq_to_operands`, `attn_eq_to_values` (fraction of query rows
+  whose top-1 / top-2 attention is exactly the target; the paper reads them at layers 0, 0
+  and 1, with head -1) and `probe_var_from_num` (layer 0: a linear probe's test accuracy
+  for the variable name from the residual after layer-0 attention at assigned numbers).
+- models with W_E/W_Q/.../W_U matrices (`attn2`; `analyses/_attn2_views.py`): `ov_copy_frac`,
+  `qk_prev_pos`; on assign_add also `qk_num_to_prev_var`, `qk_var_identity`,
+  `ov_mlp_accuracy`, `fourier_frac` + `fourier_freq_<i>`, `cos_premlp_ov` and its shuffled
+  baseline `cos_premlp_ov_shuffled`.
+
+Table `ablation` (checkpoint, layer, head, method, split, stratum, accuracy): each head
+zero- and mean-ablated (`analyses/_head_ablation.py`), task accuracy on each split overall
+(stratum "all") and per stratum value ("depth=3", "pool=var1_seen_allowed", "count=7");
+the unablated model is layer = head = -1, method "none".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from study.errors import UsageError
+from study.registry import register
+
+_METHODS = ("zero", "mean")
+
+
+@dataclass(frozen=True)
+class CircuitsConfig:
+    split: str = "test"  # task split the attention scores are read on
+    n_examples: int = 1000  # sequences drawn from it
+    n_induction: int = 256  # repeated random sequences for the induction score
+    induction_len: int = 0  # T tokens repeated once (0: half the task's seq_len)
+    ablation: tuple[str, ...] = ("zero", "mean")  # ablation methods (empty: no ablation)
+    ablation_splits: tuple[str, ...] = ("test",)  # splits whose accuracy is measured
+    n_ablation: int = 1000  # sequences per ablation split
+    fourier_top_k: int = 5  # frequencies counted by `fourier_frac`
+    batch_size: int = 128  # sequences per forward pass
+
+    def __post_init__(self):
+        bad = [m for m in self.ablation if m not in _METHODS]
+        if bad:
+            raise UsageError(f"circuits.ablation={','.join(self.ablation)}: choose among "
+                             f"{', '.join(_METHODS)}")
+        for key in ("n_examples", "n_induction", "n_ablation", "fourier_top_k", "batch_size"):
+            if getattr(self, key) < 1:
+                raise UsageError(f"circuits.{key}={getattr(self, key)} must be at least 1")
+        if self.induction_len < 0 or self.induction_len == 1:
+            raise UsageError(f"circuits.induction_len={self.induction_len} must be 0 (auto) "
+                             f"or at least 2")
+
+
+@register("analysis", "circuits", config=CircuitsConfig, requires=("attention",), presets={
+    "paper": {},
+    "small": {"n_examples": 500, "n_ablation": 500},
+    "smoke": {"n_examples": 48, "n_induction": 16, "n_ablation": 48},
+})
+def run(ctx) -> dict:
+    """Per-head attention scores, QK/OV and Fourier views, and head ablation by stratum."""
+    import pandas as pd
+
+    from analyses import _attn2_views, _circuit_scores
+    from analyses._head_ablation import ablation_rows
+    from analyses._task_views import sample
+
+    cfg, task, model, dev = ctx.config, ctx.task, ctx.model, ctx.device
+    ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
+    rows = _circuit_scores.task_head_scores(model, task, ids, dev, cfg.batch_size)
+    T = cfg.induction_len or task.seq_len // 2
+    if 2 * T > task.seq_len and hasattr(model, "W_pos"):
+        raise UsageError(f"circuits.induction_len={T}: 2T exceeds the {task.seq_len} positions "
+                         f"model {ctx.model_name} has learned")
+    rows += _circuit_scores.induction_rows(model, task, cfg.n_induction, T, dev,
+                                           cfg.batch_size, ctx.seed)
+    if _attn2_views.has_weights(model):
+        rows += _attn2_views.generic_rows(model, task.pad_id)
+        if task.name == "assign_add":
+            rows += _attn2_views.assign_add_rows(model, task, ids, dev, cfg.fourier_top_k)
+    if task.name == "assign_add":
+        rows.append(_probe_var_from_num(model, task, ids, dev, ctx.seed))
+    circuits = pd.DataFrame([(ctx.checkpoint, *r) for r in rows],
+                            columns=["checkpoint", "layer", "head", "score", "value"])
+
+    abl = []
+    if cfg.ablation:
+        n_heads = int(model.config.n_heads)
+        for split in cfg.ablation_splits:
+            s_ids, s_labels, strata = sample(task, split, cfg.n_ablation, ctx.seed)
+            for layer, head, method, stratum, acc in ablation_rows(
+                    model, task, s_ids, s_labels, strata, dev, n_heads, cfg.ablation,
+                    cfg.batch_size):
+                abl.append((ctx.checkpoint, layer, head, method, split, stratum, acc))
+    ablation = pd.DataFrame(abl, columns=["checkpoint", "layer", "head", "method", "split",
+                                          "stratum", "accuracy"])
+    return {"circuits": circuits, "ablation": ablation}
+
+
+def _probe_var_from_num(model, task, ids, device, seed: int) -> tuple:
+    """(0, -1, "probe_var_from_num", test accuracy) [paper probe_l1_var_from_num]: the
+    residual after layer-0 attention (resid[0] + attn_out[0]) at each assigned number, probed
+    for the index of its variable; 70 / 30 split of the sequences."""
+    import numpy as np
+
+    from analyses._probe_fit import fit_probe
+    from analyses._site_activations import collect
+    from analyses._task_views import probe_variables
+
+    acts = collect(model, ids, [("resid", 0), ("attn_out", 0)], device)
+    x = acts[("resid", 0)] + acts[("attn_out", 0)]  # (n, pos, d)
+    y = probe_variables(task, ids)["var_of_num"]  # (n, pos)
+    order = np.random.default_rng(seed).permutation(len(ids))
+    cut = int(0.7 * len(ids))
+    parts = []
+    for idx in (order[:cut], order[cut:]):
+        seq, pos = np.nonzero(y[idx] >= 0)
+        parts.append((x[idx[seq], pos], y[idx[seq], pos]))
+    if min(len(parts[0][1]), len(parts[1][1])) == 0:
+        return (0, -1, "probe_var_from_num", float("nan"))
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):  # see analyses/_probe_fit.probe_site
+        _, test_acc = fit_probe(parts[0][0], parts[0][1], parts[1][0], parts[1][1], max_iter=500)
+    return (0, -1, "probe_var_from_num", test_acc)

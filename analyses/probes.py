@@ -1,0 +1,115 @@
+"""Analysis `probes`: linear probes for the task's causal variables at every site.
+
+For each causal variable (per task: `analyses/_task_views.probe_variables`) and each site —
+the residual stream entering every layer at every position for transformers
+(`sites.resid[l]`, layer = l, l = n_layers is the final stream), the recurrent state after
+every token for RNNs (`sites.state[t]`, layer 0, position = t) — a logistic-regression probe
+is fitted on some sequences and scored on others (`analyses/_probe_fit.py`). Position -1 is a
+probe fitted on every position of the site at once. Each probe has a control: the same
+probe fitted to labels permuted among the sequences (`control` = True), which shows the
+accuracy the probe reaches without any information in the representation.
+
+Table `probes`: checkpoint, variable, site, layer, position, split (train | test), accuracy,
+control (bool). [paper] Wu et al. report that linear probes recover only ≈31 % of binding's
+variable values; Exoo et al. probe the variable name from layer-1 number tokens
+(`var_of_num` here, also the circuits analysis' `probe_var_from_num`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from study.errors import UsageError
+from study.registry import register
+
+_KINDS = ("resid", "attn_out", "mlp_out", "head", "state")
+
+
+@dataclass(frozen=True)
+class ProbesConfig:
+    split: str = "test"  # task split the probe sequences are drawn from
+    n_examples: int = 2000  # sequences drawn (uniformly, without replacement) from the split
+    test_fraction: float = 0.3  # share of those sequences the probes are scored on
+    variables: tuple[str, ...] = ()  # variables to probe (empty: every one the task offers)
+    sites: tuple[str, ...] = ("resid", "state")  # site kinds probed where the model has them
+    layers: tuple[int, ...] = ()  # site indices (layers) to probe (empty: all)
+    positions: tuple[int, ...] = ()  # token positions to probe (empty: all)
+    pooled: bool = True  # also fit one probe on every position of a site (position -1)
+    C: float = 1.0  # inverse L2 strength of the logistic regression (scikit-learn's C)
+    max_iter: int = 200  # lbfgs iterations per probe
+    max_pooled: int = 20_000  # cap on (sequence, position) samples of a pooled probe per split
+    min_train: int = 8  # fewer defined training labels than this: no probe at that position
+    min_test: int = 4  # likewise for test labels
+    n_jobs: int = 1  # probes fitted in parallel processes (-1: one per core)
+    batch_size: int = 256  # sequences per forward pass
+
+    def __post_init__(self):
+        if self.n_examples < 4:
+            raise UsageError(f"probes.n_examples={self.n_examples} must be at least 4")
+        if not 0 < self.test_fraction < 1:
+            raise UsageError(f"probes.test_fraction={self.test_fraction} must be in (0, 1)")
+        bad = [s for s in self.sites if s not in _KINDS]
+        if bad or not self.sites:
+            raise UsageError(f"probes.sites={','.join(self.sites)}: choose among "
+                             f"{', '.join(_KINDS)}")
+        if self.C <= 0:
+            raise UsageError(f"probes.C={self.C} must be positive")
+        for key in ("max_iter", "max_pooled", "min_train", "min_test", "batch_size"):
+            if getattr(self, key) < 1:
+                raise UsageError(f"probes.{key}={getattr(self, key)} must be at least 1")
+        if self.n_jobs == 0 or self.n_jobs < -1:
+            raise UsageError(f"probes.n_jobs={self.n_jobs} must be -1 or at least 1")
+        if any(p < 0 for p in self.positions) or any(layer < 0 for layer in self.layers):
+            raise UsageError("probes.positions and probes.layers must be non-negative")
+
+
+@register("analysis", "probes", config=ProbesConfig, presets={
+    "paper": {"n_jobs": -1},
+    "small": {"n_examples": 1000},
+    "smoke": {"n_examples": 96, "max_iter": 50, "max_pooled": 2000},
+})
+def run(ctx) -> dict:
+    """Linear probes (and shuffled-label controls) for each causal variable at each site."""
+    import numpy as np
+    import pandas as pd
+
+    from analyses._probe_fit import probe_site, shuffled
+    from analyses._site_activations import grouped_collect, site_kinds
+    from analyses._task_views import probe_variables, sample
+
+    cfg, task, model = ctx.config, ctx.task, ctx.model
+    ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
+    rng = np.random.default_rng(ctx.seed)
+    variables = probe_variables(task, ids, labels)
+    if cfg.variables:
+        unknown = [v for v in cfg.variables if v not in variables]
+        if unknown:
+            raise UsageError(f"probes.variables={','.join(cfg.variables)}: {unknown[0]!r} is not "
+                             f"a variable of task {task.name}; choose from {', '.join(variables)}")
+        variables = {v: variables[v] for v in cfg.variables}
+    controls = {v: shuffled(vals, [ctx.seed, i]) for i, (v, vals) in enumerate(variables.items())}
+    order = rng.permutation(len(ids))
+    n_test = max(1, int(round(cfg.test_fraction * len(ids))))
+    test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
+
+    kinds = site_kinds(model)
+    sites = []
+    for kind in cfg.sites:
+        if kind == "state" and "state" in kinds:
+            sites.append(("state", 0))
+        elif kind in kinds and kind != "state":
+            sites += [(kind, i) for i in range(kinds[kind]) if not cfg.layers or i in cfg.layers]
+    if not sites:
+        raise UsageError(f"probes.sites={','.join(cfg.sites)}: model {ctx.model_name} has sites "
+                         f"{', '.join(kinds)}")
+    positions = list(cfg.positions) or list(range(ids.shape[1]))
+    rows = []
+    for acts in grouped_collect(model, ids, sites, ctx.device, cfg.batch_size):
+        for (kind, layer), x in acts.items():
+            for var, pos, control, split, acc in probe_site(
+                    x, variables, train, test, positions, pooled=cfg.pooled, controls=controls,
+                    min_train=cfg.min_train, min_test=cfg.min_test, max_pooled=cfg.max_pooled,
+                    C=cfg.C, max_iter=cfg.max_iter, seed=ctx.seed, n_jobs=cfg.n_jobs):
+                rows.append((ctx.checkpoint, var, kind, layer, pos, split, acc, control))
+    table = pd.DataFrame(rows, columns=["checkpoint", "variable", "site", "layer", "position",
+                                        "split", "accuracy", "control"])
+    return {"probes": table}

@@ -1,0 +1,102 @@
+"""Analysis `subspaces`: do DAS subspaces for the same variable agree across checkpoints,
+seeds and architectures?
+
+Reads the alignments the `das` analysis saved (`RUN/analyses/das/alignments*.safetensors`,
+keys `<alignment>/<variable>/<site>/k=<k>`), turns each into a basis of its interchanged
+k-dimensional subspace (`analyses/_subspace_math.alignment_basis`, `subspaces.space`) and
+compares the analysed checkpoint's subspaces with those of
+- the runs listed in `subspaces.runs` (every checkpoint with alignments there), or, when none
+  are given,
+- the run's own other checkpoints that have alignments,
+by their principal angles (`principal_cosines`): `mean_cos_angle` is the mean cosine of the
+k principal angles (1: the same subspace; k/d expected of random subspaces in d dims),
+`min_cos_angle` the cosine of the largest angle (1 only if the subspaces coincide).
+
+Only sites of equal width are compared, and only the same (alignment, variable, k); with
+`subspaces.match_sites` (default) also only the same site label (e.g. `resid[1]@pair`).
+Angles are only meaningful where the two activation spaces share coordinates: checkpoints of
+one run, or runs that share an initialisation. Across seeds and architectures the bases are
+unrelated, so read them against the `random` alignment's rows (a random rotation's subspace),
+which give the chance level for the same widths and k.
+
+Table `subspaces`: checkpoint, variable, site, alignment, k, other_run, other_checkpoint,
+other_site, mean_cos_angle, min_cos_angle (other_checkpoint -1 where a file does not say
+which checkpoint it holds).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from study.errors import UsageError
+from study.registry import register
+
+_SPACES = ("write", "read", "standardised")
+
+
+@dataclass(frozen=True)
+class SubspacesConfig:
+    runs: tuple[str, ...] = ()  # other run directories (empty: this run's other checkpoints)
+    space: str = "write"  # basis of a subspace: write | read | standardised (see _subspace_math)
+    match_sites: bool = True  # compare only equal site labels (False: any site of equal width)
+    alignments: tuple[str, ...] = ()  # alignments compared (empty: all that were saved)
+
+    def __post_init__(self):
+        if self.space not in _SPACES:
+            raise UsageError(f"subspaces.space={self.space!r}: choose from {', '.join(_SPACES)}")
+
+
+@register("analysis", "subspaces", config=SubspacesConfig, presets={
+    "paper": {}, "small": {}, "smoke": {},
+})
+def run(ctx) -> dict:
+    """Principal angles between DAS subspaces across checkpoints, seeds and architectures."""
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    from analyses._subspace_math import alignment_files, principal_cosines, read_alignments
+
+    cfg = ctx.config
+    own_dir = Path(ctx.out_dir).parent.parent
+    own = alignment_files(own_dir)
+    mine = [f for step, f in own if step == ctx.checkpoint]
+    if not mine and len(own) == 1 and own[0][0] is None:
+        print(f"subspaces: {own[0][1]} does not say its checkpoint; taken as step "
+              f"{ctx.checkpoint}", file=sys.stderr)
+        mine = [own[0][1]]
+    if not mine:
+        raise UsageError(f"subspaces: no das alignments for checkpoint {ctx.checkpoint} in "
+                         f"{own_dir / 'analyses' / 'das'}; run `analyze {own_dir} analysis=das "
+                         f"checkpoint={ctx.checkpoint}` first")
+    others: list[tuple[str, int, Path]] = []
+    if cfg.runs:
+        for run_dir in cfg.runs:
+            found = alignment_files(Path(run_dir))
+            if not found:
+                raise UsageError(f"subspaces.runs: {run_dir} has no das alignments "
+                                 f"(analyses/das/alignments*.safetensors)")
+            others += [(str(run_dir), -1 if s is None else s, f) for s, f in found]
+    else:
+        others = [(str(own_dir), s, f) for s, f in own if s is not None and s != ctx.checkpoint]
+
+    bases = {}
+    for f in mine:
+        bases.update(read_alignments(f, cfg.space))
+    rows = []
+    for other_run, other_step, f in others:
+        theirs = read_alignments(f, cfg.space)
+        for (align, var, site, k), A in bases.items():
+            if cfg.alignments and align not in cfg.alignments:
+                continue
+            for (o_align, o_var, o_site, o_k), B in theirs.items():
+                if (o_align, o_var, o_k) != (align, var, k) or A.shape[0] != B.shape[0]:
+                    continue
+                if cfg.match_sites and o_site != site:
+                    continue
+                cos = principal_cosines(A, B)
+                rows.append((ctx.checkpoint, var, site, align, k, other_run, other_step, o_site,
+                             float(cos.mean()), float(cos.min())))
+    cols = ["checkpoint", "variable", "site", "alignment", "k", "other_run", "other_checkpoint",
+            "other_site", "mean_cos_angle", "min_cos_angle"]
+    return {"subspaces": pd.DataFrame(rows, columns=cols)}
