@@ -16,8 +16,9 @@ $(VENV)/.installed: pyproject.toml
 	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
 		echo "GPU found: installing the CUDA build of torch"; \
 		$(BIN)/pip install -q "torch>=2.4"; \
-	elif $(BIN)/pip install -q --no-index "torch==$(TORCH_CPU_VERSION)" 2>/dev/null; then \
-		echo "installed the local CPU build of torch $(TORCH_CPU_VERSION)"; \
+	elif $(BIN)/pip install -q --no-index --no-deps "torch==$(TORCH_CPU_VERSION)" 2>/dev/null; then \
+		echo "found a local CPU build of torch $(TORCH_CPU_VERSION)"; \
+		$(BIN)/pip install -q "torch==$(TORCH_CPU_VERSION)"; \
 	else \
 		echo "installing the CPU build of torch"; \
 		$(BIN)/pip install -q "torch>=2.4" --index-url $(TORCH_CPU_INDEX); \
