@@ -1,0 +1,238 @@
+"""Alignment functions of DAS as pyvene interventions: OAF, LAF and the random control.
+
+Every alignment acts on one site vector per example (base (batch, d), source (batch, d)):
+
+    standardise:  x -> (x - mu) / sigma            mu, sigma: buffers fitted on the site's
+                                                   activations [SPEC "standardise the state"]
+    map:          z = A(x)
+    interchange:  z* = [z_source[:k], z_base[k:]]
+    map back:     x* = A^-1(z*) * sigma + mu
+
+- `OrthogonalAlignment` (OAF): pyvene's `RotatedSpaceIntervention` (A(x) = x R with R a full
+  orthogonal matrix under torch's orthogonal parametrisation, A^-1(z) = z R^T, the first k
+  rotated dims from the source) inside the standardisation. With mu = 0, sigma = 1 it is
+  exactly pyvene's class.
+- `LinearAlignment` (LAF) [SPEC; authors' `SymmetricDefiniteMatrix` in grantsrb/mas]:
+  A(x) = (x + b) W with W = (M M^T + 0.1 I) diag(s), s_j = tanh(u_j) + 0.1 sign(tanh(u_j))
+  (a learned sign per column, its magnitude kept in (0.1, 1.1) so W stays invertible), b a
+  learned bias; A^-1(z) = z W^-1 - b with W^-1 = `torch.linalg.inv(W)` [SPEC].
+  `condition_number()` reports cond(W); the DAS loop refuses (reports NaN) above a
+  threshold, since the inverse is then not trustworthy in float32.
+- random control: an `OrthogonalAlignment` frozen at a seeded random rotation (`random_oaf`).
+
+The classes live in this importable module so that pyvene and `load_alignment` can rebuild
+saved ones. `cached_maps(intervention)` computes W, W^-1 (or R) once for a whole forward,
+which would otherwise be recomputed at every call (the recurrent state is intervened on in
+one call per time step).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+from models.nets.pyvene_sites import pyvene
+
+pv = pyvene()
+LAF_EPS = 0.1  # [SPEC] A = M M^T + 0.1 I; also the authors' floor on the column signs
+
+
+class _Standardised:
+    """Mixin: the mu/sigma buffers and their fitting."""
+
+    def _init_standardisation(self, n: int) -> None:
+        self.register_buffer("mu", torch.zeros(n))
+        self.register_buffer("sigma", torch.ones(n))
+
+    @torch.no_grad()
+    def fit_standardisation(self, acts: torch.Tensor) -> None:
+        """Set mu, sigma from activations (n, d); dims that never vary keep sigma = 1."""
+        acts = acts.float()
+        self.mu.copy_(acts.mean(0))
+        sd = acts.std(0) if len(acts) > 1 else torch.ones_like(self.sigma)
+        self.sigma.copy_(torch.where(sd > 1e-6, sd, torch.ones_like(sd)))
+
+    def _std(self, x):
+        return (x - self.mu) / self.sigma
+
+    def _unstd(self, x):
+        return x * self.sigma + self.mu
+
+    @property
+    def k(self) -> int:
+        return int(self.interchange_dim)
+
+
+class OrthogonalAlignment(_Standardised, pv.RotatedSpaceIntervention):
+    """OAF: pyvene's rotated-space interchange of the first k dims, in standardised space."""
+
+    def __init__(self, embed_dim: int, k: int | None = None, **kwargs):
+        super().__init__(embed_dim=embed_dim, **kwargs)
+        self._init_standardisation(embed_dim)
+        if k is not None:
+            self.set_interchange_dim(k)
+
+    def set_interchange_dim(self, k):
+        self.interchange_dim = torch.as_tensor(int(k))
+
+    def forward(self, base, source, subspaces=None, **kwargs):
+        out = super().forward(self._std(base), self._std(source), subspaces, **kwargs)
+        return self._unstd(out).to(base.dtype)
+
+    def matrix(self) -> torch.Tensor:
+        """R (d, d): rotated = x R; its first k columns span the aligned subspace."""
+        return self.rotate_layer.weight
+
+    def condition_number(self) -> float:
+        return 1.0
+
+
+def random_oaf(embed_dim: int, k: int, seed: int) -> OrthogonalAlignment:
+    """The random control: a fixed (untrained) seeded random rotation."""
+    g = torch.Generator().manual_seed(seed)
+    q, r = torch.linalg.qr(torch.randn(embed_dim, embed_dim, generator=g))
+    q = q * torch.sign(torch.diagonal(r))  # Haar-distributed
+    inst = OrthogonalAlignment(embed_dim, k)
+    with torch.no_grad():
+        inst.rotate_layer.weight = q  # through the parametrisation's right inverse
+    for p in inst.parameters():
+        p.requires_grad_(False)
+    return inst
+
+
+class LinearAlignment(_Standardised, pv.TrainableIntervention,
+                      pv.DistributedRepresentationIntervention):
+    """LAF: A = (M M^T + 0.1 I) with learned column signs and a bias; A^-1 by linalg.inv."""
+
+    def __init__(self, embed_dim: int, k: int | None = None, **kwargs):
+        super().__init__(embed_dim=embed_dim, **kwargs)
+        n = embed_dim
+        self.core = nn.Parameter(torch.randn(n, n) / math.sqrt(n))  # M [authors' init]
+        self.signs = nn.Parameter(0.01 * torch.randn(n))  # u [authors' init]
+        self.bias = nn.Parameter(torch.zeros(n))  # b
+        self._init_standardisation(n)
+        self._cache = None
+        if k is not None:
+            self.set_interchange_dim(k)
+
+    def set_interchange_dim(self, k):
+        self.interchange_dim = torch.as_tensor(int(k))
+
+    def matrix(self) -> torch.Tensor:
+        """W (d, d) = (M M^T + 0.1 I) diag(s)."""
+        n = self.core.shape[0]
+        psd = self.core @ self.core.T + LAF_EPS * torch.eye(n, device=self.core.device,
+                                                             dtype=self.core.dtype)
+        t = torch.tanh(self.signs)
+        return psd * (t + LAF_EPS * torch.sign(t))  # scales column j by s_j
+
+    def maps(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._cache is not None:
+            return self._cache
+        w = self.matrix()
+        return w, torch.linalg.inv(w)
+
+    def condition_number(self) -> float:
+        with torch.no_grad():
+            return float(torch.linalg.cond(self.matrix().double()))
+
+    def forward(self, base, source, subspaces=None, **kwargs):
+        if subspaces is not None:
+            raise ValueError("LinearAlignment interchanges the first k dims; subspaces are "
+                             "not supported")
+        w, w_inv = self.maps()
+        k = self.k
+        zb = (self._std(base.to(w.dtype)) + self.bias) @ w
+        zs = (self._std(source.to(w.dtype)) + self.bias) @ w
+        z = torch.cat([zs[..., :k], zb[..., k:]], dim=-1)
+        return self._unstd(z @ w_inv - self.bias).to(base.dtype)
+
+    def __str__(self):
+        return "LinearAlignment()"
+
+
+@contextlib.contextmanager
+def cached_maps(inst):
+    """Compute the alignment's matrices once for every call inside the block (autograd kept)."""
+    if isinstance(inst, LinearAlignment):
+        inst._cache = None
+        inst._cache = inst.maps()
+        try:
+            yield
+        finally:
+            inst._cache = None
+    else:
+        with parametrize.cached():
+            yield
+
+
+ALIGNMENTS = ("oaf", "laf", "random")
+
+
+def make_alignment(name: str, embed_dim: int, k: int, seed: int):
+    """A fresh alignment of the given kind (seeded)."""
+    if name == "random":
+        return random_oaf(embed_dim, k, seed)
+    torch.manual_seed(seed)
+    cls = {"oaf": OrthogonalAlignment, "laf": LinearAlignment}[name]
+    return cls(embed_dim, k)
+
+
+def tensors_of(name: str, inst) -> dict[str, torch.Tensor]:
+    """What `alignments.safetensors` keeps of one alignment: the matrix ("" key: R or W) and
+    the parameters needed to rebuild it (suffix keys)."""
+    out = {"": inst.matrix().detach(), "/mu": inst.mu, "/sigma": inst.sigma,
+           "/k": torch.tensor(inst.k)}
+    if name == "laf":
+        out.update({"/core": inst.core.detach(), "/signs": inst.signs.detach(),
+                    "/bias": inst.bias.detach()})
+    return {k: v.detach().cpu().contiguous() for k, v in out.items()}
+
+
+def save_alignments(tensors: dict, out_dir, checkpoint: int):
+    """Write `out_dir/alignments.safetensors` (atomically; metadata "checkpoint").
+
+    The file holds the latest analysed checkpoint; one of another checkpoint already there
+    is kept as `alignments-<step>.safetensors`, so `checkpoint=STEP` runs build a history
+    (read by the `subspaces` analysis).
+    """
+    import os
+    from pathlib import Path
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    out_dir = Path(out_dir)
+    path = out_dir / "alignments.safetensors"
+    if path.exists():
+        with safe_open(str(path), framework="pt") as f:
+            old = (f.metadata() or {}).get("checkpoint")
+        if old is not None and old.isdigit() and int(old) != checkpoint:
+            os.replace(path, out_dir / f"alignments-{int(old)}.safetensors")
+    (out_dir / f"alignments-{checkpoint}.safetensors").unlink(missing_ok=True)
+    tmp = out_dir / f".alignments.tmp{os.getpid()}"
+    save_file(tensors, str(tmp), metadata={"checkpoint": str(checkpoint)})
+    os.replace(tmp, path)
+
+
+def load_alignment(path, key: str):
+    """Rebuild the alignment saved under `key` (e.g. "oaf/up_down:count/state@pair/k=4")."""
+    from safetensors.torch import load_file
+
+    t = load_file(str(path))
+    name = key.split("/", 1)[0]
+    mat = t[key]
+    inst = make_alignment("oaf" if name == "random" else name, mat.shape[0], int(t[key + "/k"]), 0)
+    with torch.no_grad():
+        inst.mu.copy_(t[key + "/mu"])
+        inst.sigma.copy_(t[key + "/sigma"])
+        if name == "laf":
+            inst.core.copy_(t[key + "/core"])
+            inst.signs.copy_(t[key + "/signs"])
+            inst.bias.copy_(t[key + "/bias"])
+        else:
+            inst.rotate_layer.weight = mat
+    return inst

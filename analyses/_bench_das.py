@@ -1,0 +1,109 @@
+"""`python -m study bench das`: DAS training steps per second, our loop against pyvene's.
+
+Both loops train the same OAF (`analyses/_alignment.OrthogonalAlignment`, a pyvene
+`RotatedSpaceIntervention`) on the same pairs of the task's first causal variable, at the
+`das` analysis's default site, batch 128, Adam, fp32:
+- `pyvene`: the tutorial-style loop. An `IntervenableModel` (`models/nets/pyvene_sites`)
+  runs the source forward and the base forward at every step, on full-length inputs.
+- `cached`: the `das` analysis's loop (`analyses/_das_train`): source vectors read once
+  (their one-off cost is `setup_s`), then one base forward per step through a hook, inputs
+  cut after the last scored position, the rotation computed once per step.
+At the recurrent `state` site pyvene needs one module (time step) per call, so both loops
+use the pairs whose base position is the most common one. The model is built untrained
+(speed does not depend on the weights).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "auto",
+              batch_size: int = 128, n_pairs: int = 2048, seed: int = 0):
+    """Steps/s of both loops and their ratio, as a DataFrame (one row per loop)."""
+    import pandas as pd
+
+    from analyses._alignment import OrthogonalAlignment
+    from analyses._das_train import site_data, step
+    from analyses._interchange import pair_tensors
+    from analyses.das import DasConfig, default_sites
+    from models.base import build_model
+    from models.nets.pyvene_sites import interchange, intervenable
+    from tasks.base import IGNORE
+
+    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available()
+                       else ("cpu" if device == "auto" else device))
+    torch.manual_seed(seed)
+    model = build_model(model_entry, model_config, len(task.vocab), task.seq_len).to(dev).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    kind, layer = default_sites(model, DasConfig())[0]
+    variable = task.causal_variables[0]
+    pairs = task.counterfactuals(variable, n_pairs, split="train", seed=seed)
+    probe = pair_tensors(pairs, "cpu")
+    if kind == "state":  # pyvene: one intervenable per time step
+        modal = int(np.bincount(probe.base_pos.numpy()).argmax())
+        keep = np.flatnonzero(probe.base_pos.numpy() == modal)
+        pairs = type(pairs)(pairs.kind, *(getattr(pairs, f)[keep] for f in (
+            "base_ids", "source_ids", "base_labels", "cf_labels", "base_pos", "source_pos")))
+        index = modal
+    else:
+        index = layer
+    batch_size = min(batch_size, len(pairs.base_ids))
+
+    # ours: cached sources
+    t0 = time.perf_counter()
+    data = site_data(model, pairs, pairs, kind, layer, -1, dev)
+    _sync(dev)
+    setup = time.perf_counter() - t0
+    width = data.src_train.shape[1]
+    g = torch.Generator().manual_seed(seed)
+    batches = [torch.randperm(len(data.train), generator=g)[:batch_size]
+               for _ in range(steps + 2)]
+    inst = OrthogonalAlignment(width, min(4, width)).to(dev)
+    opt = torch.optim.Adam([p for p in inst.parameters() if p.requires_grad], lr=1e-3)
+    for i, idx in enumerate(batches):
+        if i == 2:
+            _sync(dev)
+            t0 = time.perf_counter()
+        step(model, data, inst, opt, idx.to(dev))
+    _sync(dev)
+    ours = time.perf_counter() - t0
+
+    # pyvene: source forward every step
+    inst = OrthogonalAlignment(width, min(4, width)).to(dev)
+    iv = intervenable(model, kind, index, inst)
+    opt = torch.optim.Adam([p for p in inst.parameters() if p.requires_grad], lr=1e-3)
+    pt = data.train
+    for i, idx in enumerate(batches):
+        if i == 2:
+            _sync(dev)
+            t0 = time.perf_counter()
+        idx = idx.to(dev)
+        bpos, spos = pt.base_pos[idx], pt.source_pos[idx]
+        logits = interchange(iv, pt.base_ids[idx], pt.source_ids[idx],
+                             base_pos=[[int(p)] for p in bpos], source_pos=[[int(p)] for p in spos])
+        loss = F.cross_entropy(logits.flatten(0, 1), pt.cf_labels[idx].flatten(),
+                               ignore_index=IGNORE)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    _sync(dev)
+    theirs = time.perf_counter() - t0
+
+    site = kind if kind == "state" else f"{kind}[{layer}]"
+    rows = [dict(loop="pyvene (source forward every step)", site=site, device=str(dev),
+                 batch_size=batch_size, steps=steps, setup_s=0.0, seconds=theirs,
+                 steps_per_s=steps / theirs, speedup=1.0),
+            dict(loop="cached sources (das analysis)", site=site, device=str(dev),
+                 batch_size=batch_size, steps=steps, setup_s=setup, seconds=ours,
+                 steps_per_s=steps / ours, speedup=theirs / ours)]
+    return pd.DataFrame(rows)

@@ -1,0 +1,173 @@
+"""Counterfactual activation patching, batched: the engine behind `analyses/patching.py`.
+
+For one kind of counterfactual pairs, every listed site (`resid[l]`, `head[l]` split per
+head, `attn_out[l]`, `mlp_out[l]`, or the recurrent `state`) is patched with the source's
+activation and the base is re-run:
+
+- aligned pairs (base and source share a layout): at every (site, position) up to the last
+  scored position, the source's vector at that position replaces the base's;
+- explicit pairs (`base_pos`, `source_pos` given, e.g. counting): the source's vector at
+  `source_pos` replaces the base's at `base_pos`, one patch per example (position -1 in the
+  table).
+
+Cost. Per chunk of pairs, one forward of the sources and one of the bases record every
+site at once. A (example, position) patch can only change anything where the source's vector
+differs from the base's, so only those become *jobs*; all jobs of a site, whatever their
+positions, are run together in batches of `batch_size` rows (each row carries its own
+position), cut to the last scored position. Unchanged rows keep the base's outputs exactly.
+
+Metrics per (site, position) over the pairs [ours where SPEC is silent]:
+- `flip_rate`: fraction of pairs whose every scored output equals `cf_labels`;
+- `logit_diff`: mean LD_patched - mean LD_base, LD = logit(cf answer) - logit(base answer)
+  averaged over the positions where the two answers differ (pairs with none are left out);
+- `norm_logit_diff` (aligned pairs): (mean LD_patched - mean LD_base) /
+  (mean LD_source - mean LD_base), LD_source read from the source run at the same
+  positions: 0 = no effect, 1 = the whole effect of switching inputs. A ratio of means,
+  not a mean of per-pair ratios, which explode where a pair's denominator is near 0.
+Rows with site "none" give the unpatched base's flip rate (the floor of `flip_rate`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from analyses._interchange import (STEP_KINDS, PairTensors, all_right, capture, intervene,
+                                   logit_diff, replace_fn, scored_end)
+
+
+def _units(kind: str, width: int, n_heads: int) -> list[tuple[int, slice | None]]:
+    """(head index, feature slice) per patched unit of a site: one per head for `head`."""
+    if kind != "head":
+        return [(-1, None)]
+    d_head = width // n_heads
+    return [(h, slice(h * d_head, (h + 1) * d_head)) for h in range(n_heads)]
+
+
+class _Acc:
+    """Sums per (kind, layer, head, position): flips, rows, LD sums over LD-eligible rows."""
+
+    def __init__(self):
+        self.sums: dict = {}
+
+    def add(self, key, flip: np.ndarray, ld: np.ndarray, ok: np.ndarray) -> None:
+        s = self.sums.setdefault(key, np.zeros(4))
+        s += (flip.sum(), len(flip), (ld * ok).sum(), ok.sum())
+
+
+def _metrics(logits, pt: PairTensors):
+    flip = all_right(logits, pt.cf_labels)
+    ld, ok = logit_diff(logits, pt.cf_labels, pt.base_labels)
+    return flip, ld, ok
+
+
+def _run_jobs(model, pt: PairTensors, kind, layer, rows, pos, values, features, batch_size):
+    """Patched forwards of base rows `rows` at positions `pos` with `values`: flip, ld, ok."""
+    flips, lds, oks = [], [], []
+    for lo in range(0, len(rows), batch_size):
+        r, p = rows[lo:lo + batch_size], pos[lo:lo + batch_size]
+        sub = pt.take(r)
+        T = scored_end(sub.cf_labels, p)
+        with torch.no_grad(), intervene(model, kind, layer, p,
+                                        replace_fn(values[lo:lo + batch_size], features)):
+            logits = model(sub.base_ids[:, :T])
+        f, ld, ok = _metrics(logits, sub)
+        flips.append(f), lds.append(ld), oks.append(ok)
+    cat = lambda xs: torch.cat(xs).cpu().numpy()  # noqa: E731
+    return cat(flips), cat(lds), cat(oks)
+
+
+def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
+          batch_size: int) -> tuple[_Acc, dict]:
+    """Patch every site of `sites` (at every position for aligned pairs). Returns the
+    accumulator and the base/source reference sums {"base": [...], "source": [...]}."""
+    acc = _Acc()
+    ref = {"base": np.zeros(4), "source": np.zeros(4)}
+    for lo in range(0, len(pt), batch_size):
+        chunk = pt.take(slice(lo, lo + batch_size))
+        n = len(chunk)
+        T = scored_end(chunk.cf_labels, chunk.base_pos)
+        base_ids = chunk.base_ids[:, :T]
+        with torch.no_grad(), capture(model, sites if chunk.aligned else []) as base_acts:
+            base_logits = model(base_ids)
+        fb, ldb, okb = (x.cpu().numpy() for x in _metrics(base_logits, chunk))
+        ref["base"] += (fb.sum(), n, (ldb * okb).sum(), okb.sum())
+        T_src = T if chunk.aligned else int(chunk.source_pos.max()) + 1
+        with torch.no_grad(), capture(model, sites) as src_acts:
+            src_logits = model(chunk.source_ids[:, :T_src])
+        if chunk.aligned:  # the source run's LD at the same (aligned) positions
+            lds, oks = logit_diff(src_logits, chunk.cf_labels, chunk.base_labels)
+            ref["source"] += (0, 0, (lds * oks).sum().item(), oks.sum().item())
+        rows_all = torch.arange(n, device=base_ids.device)
+        for kind, layer in sites:
+            if (kind, layer) not in src_acts:  # a site the network never runs (attn2's
+                continue  # layer-0 mlp_out)
+            a_src, a_base = src_acts[(kind, layer)], base_acts.get((kind, layer))  # (n, pos, w)
+            for head, feats in _units(kind, a_src.shape[-1], n_heads):
+                fs = feats if feats is not None else slice(None)
+                if not chunk.aligned:
+                    values = a_src[rows_all, chunk.source_pos][:, fs]
+                    f, ld, ok = _run_jobs(model, chunk, kind, layer, rows_all, chunk.base_pos,
+                                          values, feats, batch_size)
+                    acc.add((kind, layer, head, -1), f, ld, ok)
+                    continue
+                # aligned: only (row, position) where source and base differ need a forward
+                differs = (a_src[..., fs] != a_base[..., fs]).any(-1)  # (n, T)
+                rows, pos = differs.nonzero(as_tuple=True)
+                f_all = np.repeat(fb[:, None], T, 1)  # (n, T) unpatched rows keep the base's
+                ld_all = np.repeat(ldb[:, None], T, 1)
+                if len(rows):
+                    values = a_src[rows, pos][:, fs]
+                    f, ld, _ = _run_jobs(model, chunk, kind, layer, rows, pos, values, feats,
+                                         batch_size)
+                    r, p = rows.cpu().numpy(), pos.cpu().numpy()
+                    f_all[r, p], ld_all[r, p] = f, ld
+                for p in range(T):
+                    acc.add((kind, layer, head, p), f_all[:, p], ld_all[:, p], okb)
+    return acc, ref
+
+
+def tables(acc: _Acc, ref: dict, kind: str, aligned: bool, checkpoint: int):
+    """Long rows of the `patching` table for one counterfactual kind."""
+    rows = []
+    fb, nb, ldb_sum, nld = ref["base"]
+    ld_base = ldb_sum / nld if nld else np.nan
+    ld_src = ref["source"][2] / nld if nld and aligned else np.nan
+
+    def row(site, layer, position, head, metric, value):
+        rows.append(dict(checkpoint=checkpoint, site=site, layer=layer, position=position,
+                         head=head, counterfactual=kind, metric=metric, value=float(value)))
+
+    row("none", -1, -1, -1, "flip_rate", fb / nb)
+    for (site, layer, head, pos), (f, n, ld_sum, n_ld) in sorted(acc.sums.items()):
+        layer_ = 0 if site in STEP_KINDS else layer
+        row(site, layer_, pos, head, "flip_rate", f / n)
+        if n_ld:
+            effect = ld_sum / n_ld - ld_base
+            row(site, layer_, pos, head, "logit_diff", effect)
+            if aligned and abs(ld_src - ld_base) > 1e-12:
+                row(site, layer_, pos, head, "norm_logit_diff", effect / (ld_src - ld_base))
+    return rows
+
+
+def head_ranking(patching, checkpoint: int):
+    """Per (counterfactual, layer, head): the head's effect summed over positions, ranked
+    (1 = largest) within each counterfactual and metric. Metrics: `logit_diff` (already an
+    effect over the unpatched base) and `flip_gain` (flip_rate minus the unpatched base's)."""
+    import pandas as pd
+
+    cols = ["checkpoint", "counterfactual", "metric", "layer", "head", "value", "rank"]
+    heads = patching[patching["site"] == "head"].copy()
+    if heads.empty:
+        return pd.DataFrame(columns=cols)
+    floor = (patching[(patching["site"] == "none") & (patching["metric"] == "flip_rate")]
+             .set_index("counterfactual")["value"])
+    flips = heads["metric"] == "flip_rate"
+    heads.loc[flips, "value"] -= heads.loc[flips, "counterfactual"].map(floor).to_numpy()
+    heads.loc[flips, "metric"] = "flip_gain"
+    heads = heads[heads["metric"].isin(["logit_diff", "flip_gain"])]
+    out = (heads.groupby(["counterfactual", "metric", "layer", "head"], as_index=False)["value"]
+           .sum())
+    out["rank"] = (out.groupby(["counterfactual", "metric"])["value"]
+                   .rank(ascending=False, method="first").astype(int))
+    out["checkpoint"] = checkpoint
+    return out[cols].sort_values(["counterfactual", "metric", "rank"]).reset_index(drop=True)

@@ -1,0 +1,97 @@
+"""Analysis `patching`: counterfactual activation patching over (layer x position), time
+step, and attention head.
+
+For every counterfactual kind of the task (binding: root_value, distractor, query), n pairs
+are drawn from the test split [SPEC: "Patching success = the output switches to the
+counterfactual answer"]. Each site is patched with the source's activation:
+- transformers: the residual stream `resid[l]` entering every layer l (l = n_layers is the
+  final stream) at every position, and with the `heads` capability each head of
+  `head[l]` (its d_head features of the pre-projection head outputs) at every position;
+- recurrent models: the state `state[t]` after every token t (the position is the step).
+Aligned pairs (base_pos = -1) are patched position by position; pairs with explicit
+positions (counting) are patched once per site, source_pos into base_pos (position -1).
+
+Tables (long format):
+- `patching`: checkpoint, site, layer, position, head, counterfactual, metric, value;
+  metric in flip_rate | logit_diff | norm_logit_diff (see `analyses/_patch_sweep.py`),
+  head = -1 for non-head sites, layer = 0 for `state`; site "none" rows hold the unpatched
+  base's flip rate.
+- `head_ranking`: checkpoint, counterfactual, metric, layer, head, value, rank: each head's
+  effect summed over positions (logit_diff, flip_gain), rank 1 = strongest.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from study.errors import UsageError
+from study.registry import register
+
+SITE_KINDS = ("resid", "head", "attn_out", "mlp_out", "state")
+
+
+@dataclass(frozen=True)
+class PatchingConfig:
+    n_pairs: int = 1000  # pairs per counterfactual kind [ours]
+    kinds: tuple[str, ...] = ()  # counterfactual kinds; () = all of the task's
+    sites: tuple[str, ...] = ()  # () = resid (+ head with the heads capability), or state
+    split: str = "test"  # split the pairs are drawn from
+    batch_size: int = 256  # pairs per recording chunk, and rows per patched forward
+    seed: int = 0  # pair-sampling seed, added to the run's seed
+
+    def __post_init__(self):
+        if self.n_pairs < 1:
+            raise UsageError(f"patching.n_pairs={self.n_pairs} must be at least 1")
+        if self.batch_size < 1:
+            raise UsageError(f"patching.batch_size={self.batch_size} must be at least 1")
+        for s in self.sites:
+            if s not in SITE_KINDS:
+                raise UsageError(f"patching.sites={','.join(self.sites)}: {s!r} is not a site "
+                                 f"kind; choose from {', '.join(SITE_KINDS)}")
+
+
+@register("analysis", "patching", config=PatchingConfig, presets={
+    "paper": {},
+    "small": {"n_pairs": 200, "batch_size": 128},
+    "smoke": {"n_pairs": 8, "batch_size": 64},
+})
+def run(ctx):
+    """Counterfactual activation patching per (layer x position), time step, and head."""
+    import pandas as pd
+
+    from analyses._interchange import pair_tensors
+    from analyses._patch_sweep import head_ranking, sweep, tables
+
+    cfg, model, task = ctx.config, ctx.model, ctx.task
+    kinds = cfg.kinds or task.counterfactual_kinds
+    for k in kinds:
+        if k not in task.counterfactual_kinds:
+            raise UsageError(f"patching.kinds: {k!r} is not a counterfactual kind of "
+                             f"{task.name}; choose from {', '.join(task.counterfactual_kinds)}")
+    sites = default_sites(model, ctx.capabilities, cfg.sites)
+    n_heads = int(getattr(getattr(model, "config", None), "n_heads", 1))
+    rows = []
+    for kind in kinds:
+        pairs = task.counterfactuals(kind, cfg.n_pairs, split=cfg.split, seed=ctx.seed + cfg.seed)
+        pt = pair_tensors(pairs, ctx.device)
+        acc, ref = sweep(model, pt, sites, n_heads, cfg.batch_size)
+        rows += tables(acc, ref, kind, pt.aligned, ctx.checkpoint)
+    cols = ["checkpoint", "site", "layer", "position", "head", "counterfactual", "metric", "value"]
+    patching = pd.DataFrame(rows, columns=cols)
+    return {"patching": patching, "head_ranking": head_ranking(patching, ctx.checkpoint)}
+
+
+def default_sites(model, capabilities, asked) -> list[tuple[str, int]]:
+    """(kind, layer) sites to patch: the asked kinds at every layer, or the defaults."""
+    counts = model.sites.kinds()
+    if not asked:
+        if "state" in counts:
+            asked = ("state",)
+        else:
+            asked = ("resid",) + (("head",) if "heads" in capabilities and "head" in counts else ())
+    out = []
+    for kind in asked:
+        if kind not in counts:
+            raise UsageError(f"patching.sites: the model has no {kind!r} sites; it has "
+                             f"{', '.join(sorted(counts))}")
+        out += [("state", 0)] if kind == "state" else [(kind, l) for l in range(counts[kind])]
+    return out

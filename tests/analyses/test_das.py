@@ -1,0 +1,249 @@
+"""DAS: alignment functions (OAF, LAF, random control), the cached-source loop against
+pyvene, and recovery of a planted causal variable (the test that catches silent failures)."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from torch import nn
+
+from analyses._alignment import (LinearAlignment, OrthogonalAlignment, load_alignment, pv,
+                                 random_oaf)
+from analyses._das_train import forward, search, site_data
+from analyses._interchange import intervene, pair_tensors
+from analyses.base import AnalysisContext
+from analyses.das import DasConfig
+from models.base import build_model
+from models.nets.pyvene_sites import interchange, intervenable
+from models.nets.sites import Sites
+from study.registry import get
+from tasks.base import Pairs
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: intra-op threads only contend (10x slower on a busy 2-core machine)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# ----------------------------------------------------------------------------- planted model
+
+D, C, M = 12, 4, 6  # site width, classes of the variable, nuisance values
+
+
+class Planted(nn.Module):
+    """Token (v, w) -> h = Q [c_v ; n_w] at site resid[0]; the output reads only Q[:, :2]^T h,
+    so the variable v lives in a known 2-dim subspace (span of Q[:, :2]) of the site."""
+
+    def __init__(self, seed=0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        q, _ = torch.linalg.qr(torch.randn(D, D, generator=g))
+        angle = 2 * math.pi * torch.arange(C) / C
+        self.register_buffer("protos", 3 * torch.stack([angle.cos(), angle.sin()], 1))  # (C, 2)
+        nuisance = 3 * torch.randn(M, D - 2, generator=g)
+        codes = torch.cat([self.protos.repeat_interleave(M, 0), nuisance.repeat(C, 1)], 1)
+        self.register_buffer("emb", codes @ q.T)  # (C*M, D); token id = v*M + w
+        self.register_buffer("qv", q[:, :2])
+        self.sites = Sites(resid=1)
+
+    def forward(self, ids):
+        h = self.sites.resid[0](self.emb[ids])  # (batch, pos, D)
+        r = h @ self.qv  # (batch, pos, 2)
+        return -((r[..., None, :] - self.protos) ** 2).sum(-1)  # (batch, pos, C)
+
+
+def planted_pairs(n, seed):
+    """Base v_b, source v_s != v_b, independent nuisances; the cf answer is v_s."""
+    rng = np.random.default_rng(seed)
+    vb, vs = rng.integers(C, size=n), rng.integers(C, size=n)
+    vs = np.where(vs == vb, (vb + 1) % C, vs)
+    base = (vb * M + rng.integers(M, size=n))[:, None]
+    source = (vs * M + rng.integers(M, size=n))[:, None]
+    aligned = np.full(n, -1)
+    return Pairs("v", base, source, vb[:, None], vs[:, None], aligned, aligned.copy())
+
+
+def test_das_recovers_a_planted_two_dim_variable_and_the_random_control_does_not(tmp_path):
+    model = Planted().eval()
+    data = site_data(model, planted_pairs(512, 0), planted_pairs(256, 1), "resid", 0, -1, "cpu")
+    cfg = DasConfig(k=(2,), steps=400, batch_size=64, lr=1e-2, n_train=512, n_test=256)
+    rows, saved = search(model, data, "v", -1, cfg, seed=0, checkpoint=0)
+    test = {r["alignment"]: r["iia"] for r in rows if r["split"] == "test"}
+    assert test["oaf"] >= 0.95 and test["laf"] >= 0.95, test
+    assert test["random"] <= 0.5, test  # a wrong 2-dim subspace: about chance (1/C) or below
+    # the saved tensors rebuild alignments that act exactly like the trained ones
+    path = tmp_path / "alignments.safetensors"
+    save_file(saved, str(path))
+    sub = data.test.take(slice(0, 64))
+    with torch.no_grad():
+        for name in ("oaf", "laf"):
+            inst = load_alignment(path, f"{name}/v/resid[0]@pair/k=2")
+            right = (forward(model, data, inst, sub, data.src_test[:64]).argmax(-1)[:, 0]
+                     == sub.cf_labels[:, 0]).float().mean()
+            assert right >= 0.95
+
+
+# ----------------------------------------------------------------------------- alignments
+
+def _laf_identity(d, k):
+    laf = LinearAlignment(d, k)
+    with torch.no_grad():  # M M^T + 0.1 I = I, column signs +1 (tanh(u) + 0.1 = 1), bias 0
+        laf.core.copy_(math.sqrt(0.9) * torch.eye(d))
+        laf.signs.fill_(math.atanh(0.9))
+    return laf
+
+
+def test_laf_with_the_identity_map_is_a_plain_interchange_of_the_first_k_dims():
+    laf = _laf_identity(8, 3)
+    assert torch.allclose(laf.matrix(), torch.eye(8), atol=1e-6)
+    g = torch.Generator().manual_seed(0)
+    base, source = torch.randn(5, 8, generator=g), torch.randn(5, 8, generator=g)
+    out = laf(base, source)
+    assert torch.allclose(out, torch.cat([source[:, :3], base[:, 3:]], 1), atol=1e-6)
+
+
+def test_laf_inverse_is_exact_and_a_self_interchange_changes_nothing():
+    torch.manual_seed(1)
+    laf = LinearAlignment(16, 4)
+    with torch.no_grad():
+        laf.bias.normal_()
+    laf.fit_standardisation(3 * torch.randn(200, 16) + 1)
+    w, w_inv = laf.maps()
+    assert (w @ w_inv - torch.eye(16)).abs().max() < 1e-5
+    x = torch.randn(7, 16)
+    assert (laf(x, x) - x).abs().max() < 1e-5
+    assert 1 < laf.condition_number() < 1e4
+
+
+def test_laf_refuses_an_ill_conditioned_map():
+    model = Planted().eval()
+    data = site_data(model, planted_pairs(32, 0), planted_pairs(16, 1), "resid", 0, -1, "cpu")
+    cfg = DasConfig(k=(2,), steps=0, alignments=("laf",), max_cond=1.001)
+    with pytest.warns(UserWarning, match="cond"):
+        rows, _ = search(model, data, "v", -1, cfg, seed=0, checkpoint=0)
+    assert all(math.isnan(r["iia"]) for r in rows)
+
+
+def test_oaf_is_pyvenes_rotated_space_intervention_inside_the_standardisation():
+    oaf = OrthogonalAlignment(6, 2)
+    ref = pv.RotatedSpaceIntervention(embed_dim=6)
+    ref.set_interchange_dim(2)
+    with torch.no_grad():
+        ref.rotate_layer.weight = oaf.matrix().detach()
+    g = torch.Generator().manual_seed(0)
+    base, source = torch.randn(4, 6, generator=g), torch.randn(4, 6, generator=g)
+    assert torch.allclose(oaf(base, source), ref(base.clone(), source.clone()), atol=1e-6)
+    w = random_oaf(6, 2, seed=3).matrix()
+    assert torch.allclose(w @ w.T, torch.eye(6), atol=1e-5)
+    assert not any(p.requires_grad for p in random_oaf(6, 2, seed=3).parameters())
+
+
+# ----------------------------------------------------------------------------- against pyvene
+
+def _smoke(task_name, model_name):
+    te, me = get("task", task_name), get("model", model_name)
+    task = te.obj(te.make_config("smoke"))
+    torch.manual_seed(0)
+    model = build_model(me, me.make_config("smoke"), len(task.vocab), task.seq_len).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return task, model, me
+
+
+@pytest.mark.parametrize("name", ["oaf", "laf"])
+def test_cached_source_hook_path_equals_pyvene_on_a_transformer(name):
+    task, model, _ = _smoke("counting", "rope2")  # explicit, per-example positions
+    pairs = task.counterfactuals("up_down:count", 6, split="test", seed=0)
+    data = site_data(model, pairs, pairs, "resid", 1, -1, "cpu")
+    width = data.src_test.shape[1]
+    inst = (OrthogonalAlignment if name == "oaf" else LinearAlignment)(width, 4)
+    inst.fit_standardisation(data.fit_acts)
+    pt = data.test
+    with torch.no_grad():
+        ours = forward(model, data, inst, pt, data.src_test)
+        iv = intervenable(model, "resid", 1, inst)
+        theirs = interchange(iv, pt.base_ids, pt.source_ids, base_pos=pt.base_pos.tolist(),
+                             source_pos=pt.source_pos.tolist())
+    T = ours.shape[1]
+    assert torch.allclose(ours, theirs[:, :T], atol=1e-5)
+    plain = model(pt.base_ids[:, :T])
+    assert not torch.allclose(ours, plain, atol=1e-3)  # the intervention did something
+
+
+def test_cached_source_hook_path_equals_pyvene_on_the_recurrent_state():
+    task, model, _ = _smoke("counting", "gru")
+    pairs = task.counterfactuals("up_down:count", 40, split="test", seed=0)
+    data = site_data(model, pairs, pairs, "state", 0, -1, "cpu")
+    inst = LinearAlignment(data.src_test.shape[1], 3)
+    pt = data.test
+    with torch.no_grad():
+        ours = forward(model, data, inst, pt, data.src_test)
+        step = int(pt.base_pos.mode().values)  # pyvene: one module, so one step per call
+        rows = (pt.base_pos == step).nonzero().flatten()
+        sub = pt.take(rows)
+        iv = intervenable(model, "state", step, inst)
+        theirs = interchange(iv, sub.base_ids, sub.source_ids, base_pos=sub.base_pos.tolist(),
+                             source_pos=sub.source_pos.tolist())
+    T = ours.shape[1]
+    assert len(rows) >= 2
+    assert torch.allclose(ours[rows], theirs[:, :T], atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_state_intervention_at_step_t_leaves_every_earlier_output_unchanged(batch):
+    _, model, _ = _smoke("counting", "gru")
+    g = torch.Generator().manual_seed(batch)
+    ids = torch.randint(0, 9, (batch, 12), generator=g)
+    inst = random_oaf(model.d_state, 4, seed=0)
+    src = torch.randn(batch, model.d_state, generator=g)
+    t = 5
+    pos = torch.full((batch,), t)
+    with torch.no_grad():
+        plain = model(ids)
+        with intervene(model, "state", 0, pos, lambda rows, v: inst(v, src[rows])):
+            ours = model(ids)
+        iv = intervenable(model, "state", t, inst)
+        theirs = interchange(iv, ids, ids)  # source state = its own state at t
+    assert torch.equal(ours[:, :t], plain[:, :t])
+    assert not torch.allclose(ours[:, t], plain[:, t], atol=1e-4)
+    assert torch.allclose(theirs, plain, atol=1e-5)  # self-interchange is the identity
+
+
+# ----------------------------------------------------------------------------- the analysis
+
+def test_das_analysis_writes_its_table_and_alignments(tmp_path):
+    task, model, entry = _smoke("counting", "gru")
+    cfg = replace(get("analysis", "das").make_config("smoke"),
+                  variables=("up_down:count", "up_down:phase"))
+    ctx = AnalysisContext(model, task, cfg, "gru", entry.capabilities, 7, torch.device("cpu"),
+                          tmp_path)
+    df = get("analysis", "das").obj(ctx)["das"]
+    assert list(df.columns) == ["checkpoint", "variable", "site", "layer", "position",
+                                "alignment", "k", "split", "iia"]
+    assert len(df) == 2 * 3 * 2  # variables x alignments x splits (k=2 only)
+    assert set(df["site"]) == {"state"} and set(df["position"]) == {-1}
+    assert df["iia"].between(0, 1).all() and (df["checkpoint"] == 7).all()
+    inst = load_alignment(tmp_path / "alignments.safetensors", "laf/up_down:phase/state@pair/k=2")
+    assert isinstance(inst, LinearAlignment) and inst.k == 2
+    # analysing another checkpoint keeps this one's alignments beside the new ones
+    get("analysis", "das").obj(replace(ctx, checkpoint=9))
+    files = sorted(p.name for p in tmp_path.glob("alignments*.safetensors"))
+    assert files == ["alignments-7.safetensors", "alignments.safetensors"]
+    with safe_open(str(tmp_path / "alignments.safetensors"), framework="pt") as f:
+        assert f.metadata()["checkpoint"] == "9"
+
+
+def test_explicit_positions_are_refused_for_pairs_that_carry_their_own():
+    task, model, _ = _smoke("counting", "gru")
+    pairs = task.counterfactuals("up_down:count", 4, split="test", seed=0)
+    with pytest.raises(ValueError, match="aligned pairs only"):
+        pair_tensors(pairs, "cpu", position=3)

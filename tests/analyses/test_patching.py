@@ -1,0 +1,202 @@
+"""Activation patching: hooks that change nothing when they should not, agreement with
+pyvene, the batched sweep against a one-site-at-a-time brute force, and the tables."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from analyses._interchange import (all_right, capture, intervene, logit_diff, pair_tensors,
+                                   replace_fn)
+from analyses._patch_sweep import sweep, tables
+from analyses.base import AnalysisContext
+from models.base import build_model
+from models.nets.pyvene_sites import interchange, intervenable
+from study.registry import get
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: intra-op threads only contend (10x slower on a busy 2-core machine)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _smoke(task_name, model_name):
+    te, me = get("task", task_name), get("model", model_name)
+    task = te.obj(te.make_config("smoke"))
+    torch.manual_seed(0)
+    model = build_model(me, me.make_config("smoke"), len(task.vocab), task.seq_len).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return task, model, me
+
+
+def _acts(model, ids, sites):
+    with torch.no_grad(), capture(model, sites) as acts:
+        logits = model(ids)
+    return acts, logits
+
+
+# ----------------------------------------------------------------------------- no-op patches
+
+@pytest.mark.parametrize("model_name,kind,layer,feats", [
+    ("gpt12", "resid", 1, None), ("gpt12", "head", 0, slice(16, 32)), ("gru", "state", 0, None)])
+def test_patching_a_site_with_the_bases_own_activation_changes_nothing(model_name, kind, layer,
+                                                                       feats):
+    task, model, _ = _smoke("counting", model_name)
+    ids = torch.as_tensor(task.split("test").ids[:5]).long()
+    acts, plain = _acts(model, ids, [(kind, layer)])
+    a = acts[(kind, layer)]  # (5, pos, width)
+    pos = torch.tensor([1, 3, 4, 7, 9])
+    values = a[torch.arange(5), pos][:, feats if feats is not None else slice(None)]
+    with torch.no_grad(), intervene(model, kind, layer, pos, replace_fn(values, feats)):
+        patched = model(ids)
+    assert torch.equal(patched, plain)
+    # and the hook really acts: another row's vector changes the outputs from pos on
+    with torch.no_grad(), intervene(model, kind, layer, pos, replace_fn(values.flip(0), feats)):
+        moved = model(ids)
+    assert torch.equal(moved[0, :1], plain[0, :1]) and not torch.allclose(moved, plain)
+
+
+def test_patching_with_a_source_equal_to_the_base_changes_nothing():
+    task, model, _ = _smoke("binding", "gpt12")
+    pairs = task.counterfactuals("root_value", 6, split="test", seed=0)
+    pairs = replace(pairs, source_ids=pairs.base_ids.copy())
+    pt = pair_tensors(pairs, "cpu")
+    acc, ref = sweep(model, pt, [("resid", 0), ("resid", 2), ("head", 1)], 2, batch_size=4)
+    df = tables(acc, ref, "root_value", True, 0)
+    flips = {(r["site"], r["metric"]): r["value"] for r in df}
+    base_flip = [r["value"] for r in df if r["site"] == "none"][0]
+    assert all(r["value"] == base_flip for r in df if r["metric"] == "flip_rate")
+    assert all(abs(r["value"]) < 1e-6 for r in df if r["metric"] == "logit_diff")
+    assert ("resid", "flip_rate") in flips
+
+
+# ----------------------------------------------------------------------------- pyvene
+
+def test_hook_patches_equal_pyvene_interchanges():
+    task, model, _ = _smoke("binding", "gpt12")
+    pairs = task.counterfactuals("query", 4, split="test", seed=1)
+    base, src = (torch.as_tensor(a).long() for a in (pairs.base_ids, pairs.source_ids))
+    bpos, spos = torch.tensor([10, 30, 50, 66]), torch.tensor([12, 30, 2, 66])
+    acts, _ = _acts(model, src, [("resid", 1), ("head", 1)])
+    with torch.no_grad():
+        for kind, feats in (("resid", None), ("head", slice(16, 32))):
+            values = acts[(kind, 1)][torch.arange(4), spos]
+            fs = feats if feats is not None else slice(None)
+            with intervene(model, kind, 1, bpos, replace_fn(values[:, fs], feats)):
+                ours = model(base)
+            iv = intervenable(model, kind, 1, "vanilla")
+            sub = None if feats is None else [list(range(16, 32))] * 4
+            theirs = interchange(iv, base, src, base_pos=bpos.tolist(), source_pos=spos.tolist(),
+                                 subspaces=sub)
+            assert torch.allclose(ours, theirs, atol=1e-5), kind
+    _, gru, _ = _smoke("counting", "gru")
+    ids = torch.as_tensor(task.split("test").ids[:3, :20]).long() % 9
+    other = ids.flip(0)
+    acts, _ = _acts(gru, other, [("state", 0)])
+    with torch.no_grad():
+        with intervene(gru, "state", 0, torch.full((3,), 6), replace_fn(acts[("state", 0)][:, 6])):
+            ours = gru(ids)
+        theirs = interchange(intervenable(gru, "state", 6, "vanilla"), ids, other)
+    assert torch.allclose(ours, theirs, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+def _brute(model, pt, kind, layer, pos, feats):
+    """One patched forward of every pair at one site, full length, no skipping."""
+    n = len(pt)
+    aligned = pt.aligned
+    acts, _ = _acts(model, pt.source_ids, [(kind, layer)])
+    a = acts[(kind, layer)]
+    spos = torch.full((n,), pos) if aligned else pt.source_pos
+    bpos = torch.full((n,), pos) if aligned else pt.base_pos
+    fs = feats if feats is not None else slice(None)
+    with torch.no_grad(), intervene(model, kind, layer, bpos,
+                                    replace_fn(a[torch.arange(n), spos][:, fs], feats)):
+        logits = model(pt.base_ids)
+    ld, ok = logit_diff(logits, pt.cf_labels, pt.base_labels)
+    return all_right(logits, pt.cf_labels).float().mean().item(), ld, ok
+
+
+def test_batched_sweep_equals_brute_force_on_aligned_pairs():
+    task, model, _ = _smoke("binding", "gpt12")
+    pt = pair_tensors(task.counterfactuals("root_value", 5, split="test", seed=2), "cpu")
+    acc, ref = sweep(model, pt, [("resid", 1), ("head", 0)], 2, batch_size=3)
+    _, base_logits = _acts(model, pt.base_ids, [])
+    ld_base, ok = logit_diff(base_logits, pt.cf_labels, pt.base_labels)
+    checked = 0
+    for (kind, layer, head, pos), (f, n, ld_sum, n_ld) in acc.sums.items():
+        if pos % 9 and pos != 66:  # a spread of positions, incl. the answer's
+            continue
+        feats = None if head < 0 else slice(16 * head, 16 * head + 16)
+        flip, ld, ok2 = _brute(model, pt, kind, layer, pos, feats)
+        assert f / n == pytest.approx(flip)
+        assert ld_sum / n_ld == pytest.approx(ld[ok2].mean().item(), abs=1e-4)
+        checked += 1
+    assert checked >= 15
+
+
+@pytest.mark.parametrize("model_name,site", [("rope2", ("resid", 1)), ("gru", ("state", 0))])
+def test_batched_sweep_equals_brute_force_on_pairs_with_explicit_positions(model_name, site):
+    task, model, _ = _smoke("counting", model_name)
+    pt = pair_tensors(task.counterfactuals("up_down:count", 7, split="test", seed=0), "cpu")
+    assert not pt.aligned
+    acc, ref = sweep(model, pt, [site], 1, batch_size=3)
+    (key, (f, n, ld_sum, n_ld)), = acc.sums.items()
+    assert key == (*site, -1, -1)
+    flip, ld, ok = _brute(model, pt, *site, None, None)
+    assert f / n == pytest.approx(flip)
+    assert ld_sum / n_ld == pytest.approx(ld[ok].mean().item(), abs=1e-4)
+
+
+# ----------------------------------------------------------------------------- the analysis
+
+def test_patching_analysis_tables_and_the_final_stream_sanity_check(tmp_path):
+    task, model, entry = _smoke("binding", "gpt12")
+    cfg = replace(get("analysis", "patching").make_config("smoke"), n_pairs=6,
+                  kinds=("root_value", "distractor"))
+    ctx = AnalysisContext(model, task, cfg, "gpt12", entry.capabilities, 3, torch.device("cpu"),
+                          tmp_path)
+    out = get("analysis", "patching").obj(ctx)
+    df, ranking = out["patching"], out["head_ranking"]
+    assert list(df.columns) == ["checkpoint", "site", "layer", "position", "head",
+                                "counterfactual", "metric", "value"]
+    assert set(df["site"]) == {"none", "resid", "head"}
+    assert (df.loc[df["site"] == "resid", "head"] == -1).all()
+    assert set(df.loc[df["site"] == "head", "head"]) == {0, 1}
+    assert set(df.loc[df["site"] == "resid", "layer"]) == {0, 1, 2}  # n_layers + 1 streams
+    # patching the final stream at the answer position hands over the source's whole answer
+    final = df[(df["site"] == "resid") & (df["layer"] == 2) & (df["position"] == 66)
+               & (df["counterfactual"] == "root_value") & (df["metric"] == "norm_logit_diff")]
+    assert final["value"].item() == pytest.approx(1.0, abs=1e-4)
+    assert list(ranking.columns) == ["checkpoint", "counterfactual", "metric", "layer", "head",
+                                     "value", "rank"]
+    # root_value: flip_gain and logit_diff; distractor keeps the answer, so has no logit diff
+    assert ranking.groupby(["counterfactual", "metric"]).size().to_dict() == {
+        ("distractor", "flip_gain"): 4, ("root_value", "flip_gain"): 4,
+        ("root_value", "logit_diff"): 4}
+    assert sorted(ranking.groupby(["counterfactual", "metric"])["rank"].apply(list).iloc[0]) == \
+        [1, 2, 3, 4]
+
+
+def test_patching_analysis_on_a_recurrent_model_patches_every_step(tmp_path):
+    task, model, entry = _smoke("binding", "gru")
+    cfg = replace(get("analysis", "patching").make_config("smoke"), n_pairs=4,
+                  kinds=("query",))
+    ctx = AnalysisContext(model, task, cfg, "gru", entry.capabilities, 0, torch.device("cpu"),
+                          tmp_path)
+    out = get("analysis", "patching").obj(ctx)
+    df = out["patching"]
+    steps = df.loc[(df["site"] == "state") & (df["metric"] == "flip_rate"), "position"]
+    assert sorted(steps) == list(range(67)) and out["head_ranking"].empty
+    # patching the last step hands over the source's whole state, so its whole answer
+    last = df[(df["site"] == "state") & (df["position"] == 66) & (df["metric"] == "norm_logit_diff")]
+    assert last["value"].item() == pytest.approx(1.0, abs=1e-4)
+    assert np.isfinite(df["value"]).all()
