@@ -15,7 +15,10 @@ from study.train_config import TrainConfig
 
 # Predefined studies: key=value defaults (comma lists sweep), overridable on the command line.
 STUDIES = {
-    "demo": {  # the README's first command: finishes on a 2-core CPU in minutes
+    "demo": {  # the README's first command: one small run with analyses, minutes on a 2-core CPU
+        "task": "counting", "model": "gru", "scale": "small", "analyses": "patching,probes",
+    },
+    "counting": {  # the counting study's comparison across architectures
         "task": "counting", "model": "gru,lstm,rope2", "scale": "small",
         "analyses": "patching,das,probes",
     },
