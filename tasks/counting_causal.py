@@ -28,6 +28,7 @@ counterfactual sequence is `base[:base_pos + 1]` followed by that continuation u
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +47,7 @@ class Alphabet:
     trig: str = "T"
 
 
-class CausalModel:
+class CausalModel(ABC):
     """A program over tokens: `update` reads one token, `predict` names the next one."""
 
     name = ""
@@ -55,15 +56,17 @@ class CausalModel:
     def __init__(self, alphabet: Alphabet):
         self.a = alphabet
 
+    @abstractmethod
     def init(self, obj_count: int) -> dict:
-        raise NotImplementedError
+        """The state before the first token, for a sequence of `obj_count` demo tokens."""
 
+    @abstractmethod
     def update(self, state: dict, token: str) -> dict:
-        raise NotImplementedError
+        """The state after reading `token`."""
 
+    @abstractmethod
     def predict(self, state: dict) -> str:
         """The next token: `T`, the response token, `E`, or `DEMO` (any demo token)."""
-        raise NotImplementedError
 
     def scored(self, state: dict) -> bool:
         """Whether the prediction after this state is scored (the response phase)."""
