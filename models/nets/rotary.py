@@ -28,7 +28,7 @@ from torch import nn
 
 from models.base import SiteKind
 from models.nets.attention import CausalAttention
-from models.nets.sites import Sites
+from models.nets.sites import Sites, transformer_site_kinds
 
 ACTIVATIONS = {
     "gelu": F.gelu,
@@ -106,10 +106,8 @@ class RotaryTransformer(nn.Module):
 
     def site_kinds(self) -> list[SiteKind]:
         """The site kinds this network offers, with their counts and widths."""
-        d, heads = self.config.d_model, self.config.n_heads * self.config.d_head
-        L = self.n_layers
-        return [SiteKind("resid", L + 1, d), SiteKind("attn_out", L, d),
-                SiteKind("mlp_out", L, d), SiteKind("head", L, heads)]
+        c = self.config
+        return transformer_site_kinds(self.n_layers, c.d_model, c.n_heads * c.d_head)
 
     @property
     def device(self) -> torch.device:

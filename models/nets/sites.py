@@ -27,3 +27,11 @@ class Sites(nn.Module):
 
     def kinds(self) -> dict[str, int]:
         return {name: len(mods) for name, mods in self.named_children()}
+
+
+def transformer_site_kinds(n_layers: int, d_model: int, head_width: int):
+    """The site kinds of a transformer: resid (n_layers + 1), attn_out, mlp_out and head."""
+    from models.base import SiteKind
+
+    return [SiteKind("resid", n_layers + 1, d_model), SiteKind("attn_out", n_layers, d_model),
+            SiteKind("mlp_out", n_layers, d_model), SiteKind("head", n_layers, head_width)]
