@@ -26,12 +26,16 @@ def main(kind: str, kv: dict[str, str]) -> Path:
     cfg = resolve(kv)
     task = registry.get("task", cfg.task).obj(cfg.task_config)
     model_entry = registry.get("model", cfg.model)
+    device = cfg.train.device
+    if device == "auto":
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     if kind == "train":
         from study.bench_train import bench_train
-        table = bench_train(task, model_entry, cfg.model_config, cfg.train, steps=steps, device=cfg.train.device)
+        table = bench_train(task, model_entry, cfg.model_config, cfg.train, steps=steps, device=device)
     else:
         from analyses._bench_das import bench_das
-        table = bench_das(task, model_entry, cfg.model_config, steps=steps, device=cfg.train.device)
+        table = bench_das(task, model_entry, cfg.model_config, steps=steps, device=device)
     header = (f"# bench {kind}: task={cfg.task} model={cfg.model} scale={cfg.scale} "
               f"({time.strftime('%Y-%m-%d')})\n\n")
     atomic_write_bytes(out, (header + markdown_table(table) + "\n").encode())

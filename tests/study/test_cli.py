@@ -91,3 +91,13 @@ def test_analysis_the_architecture_cannot_support_is_refused_at_parse_time(tmp_p
     assert r.returncode == 2
     assert "circuits" in r.stderr and "attention" in r.stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("kind,model", [("train", "gru"), ("das", "gru")])
+def test_bench_writes_a_table_with_the_ratio_to_the_naive_baseline(tmp_path, kind, model):
+    out = tmp_path / f"{kind}.md"
+    r = run_cli("bench", kind, "task=counting", f"model={model}", "scale=smoke", "steps=3", f"out={out}")
+    assert r.returncode == 0, r.stderr
+    table = out.read_text()
+    assert ("ratio" in table or "speedup" in table) and table.count("\n|") >= 4  # header, rule, 2 rows
+    assert out.with_suffix(".csv").exists()
