@@ -47,6 +47,20 @@ class Alphabet:
     trig: str = "T"
 
 
+def _tally(a: Alphabet, state: dict, tok: str, demo_key: str, resp_key: str) -> dict:
+    """A copy of `state` after `tok`: the trigger sets the phase; demo tokens before it add
+    to `demo_key`, response tokens after it to `resp_key`."""
+    s = dict(state)
+    if s["phase"] == 0:
+        if tok == a.trig:
+            s["phase"] = 1
+        elif tok in a.demo:
+            s[demo_key] += 1
+    elif tok == a.resp:
+        s[resp_key] += 1
+    return s
+
+
 class CausalModel(ABC):
     """A program over tokens: `update` reads one token, `predict` names the next one."""
 
@@ -163,15 +177,7 @@ class UpUp(CausalModel):
         return {"obj_count": obj_count, "demo_count": 0, "resp_count": 0, "phase": 0}
 
     def update(self, state, tok):
-        s = dict(state)
-        if s["phase"] == 0:
-            if tok == self.a.trig:
-                s["phase"] = 1
-            elif tok in self.a.demo:
-                s["demo_count"] += 1
-        elif tok == self.a.resp:
-            s["resp_count"] += 1
-        return s
+        return _tally(self.a, state, tok, "demo_count", "resp_count")
 
     def predict(self, s):
         if s["phase"] == 0:
@@ -190,14 +196,7 @@ class CtxDistr(CausalModel):
         return {"obj_count": obj_count, "count": 0, "phase": 0, "_demos": 0, "_resps": 0}
 
     def update(self, state, tok):
-        s = dict(state)
-        if s["phase"] == 0:
-            if tok == self.a.trig:
-                s["phase"] = 1
-            elif tok in self.a.demo:
-                s["_demos"] += 1
-        elif tok == self.a.resp:
-            s["_resps"] += 1
+        s = _tally(self.a, state, tok, "_demos", "_resps")
         s["count"] = s["_demos"] - s["_resps"]  # recomputed: any interchanged value is dropped
         return s
 
