@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import math
 import signal
 import threading
 import time

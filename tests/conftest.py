@@ -29,3 +29,17 @@ def run_cli(*args, cwd=None, timeout=600):
     """Run `python -m study ARGS` in a subprocess; returns CompletedProcess (text)."""
     return subprocess.run([sys.executable, "-m", "study", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def frozen_smoke_model(task_name, model_name):
+    """(task, model, model entry) at scale=smoke, seed 0, eval mode, parameters frozen."""
+    from models.base import build_model
+    from study.registry import get
+
+    te, me = get("task", task_name), get("model", model_name)
+    task = te.obj(te.make_config("smoke"))
+    torch.manual_seed(0)
+    model = build_model(me, me.make_config("smoke"), len(task.vocab), task.seq_len).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return task, model, me

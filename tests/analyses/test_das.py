@@ -18,20 +18,12 @@ from analyses._das_train import forward, search, site_data
 from analyses._interchange import intervene, pair_tensors
 from analyses.base import AnalysisContext
 from analyses.das import DasConfig
-from models.base import build_model
 from models.nets.pyvene_sites import interchange, intervenable
 from models.nets.sites import Sites
 from study.registry import get
+from tests.conftest import frozen_smoke_model as _smoke
 from tasks.base import Pairs
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only contend (10x slower on a busy 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 # ----------------------------------------------------------------------------- planted model
@@ -149,14 +141,6 @@ def test_oaf_is_pyvenes_rotated_space_intervention_inside_the_standardisation():
 
 # ----------------------------------------------------------------------------- against pyvene
 
-def _smoke(task_name, model_name):
-    te, me = get("task", task_name), get("model", model_name)
-    task = te.obj(te.make_config("smoke"))
-    torch.manual_seed(0)
-    model = build_model(me, me.make_config("smoke"), len(task.vocab), task.seq_len).eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return task, model, me
 
 
 @pytest.mark.parametrize("name", ["oaf", "laf"])

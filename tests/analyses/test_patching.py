@@ -12,28 +12,12 @@ from analyses._interchange import (all_right, capture, intervene, logit_diff, pa
                                    replace_fn)
 from analyses._patch_sweep import sweep, tables
 from analyses.base import AnalysisContext
-from models.base import build_model
 from models.nets.pyvene_sites import interchange, intervenable
 from study.registry import get
+from tests.conftest import frozen_smoke_model as _smoke
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only contend (10x slower on a busy 2-core machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
-
-def _smoke(task_name, model_name):
-    te, me = get("task", task_name), get("model", model_name)
-    task = te.obj(te.make_config("smoke"))
-    torch.manual_seed(0)
-    model = build_model(me, me.make_config("smoke"), len(task.vocab), task.seq_len).eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return task, model, me
 
 
 def _acts(model, ids, sites):

@@ -115,14 +115,6 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("STUDY_CACHE", str(tmp_path / "cache"))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # these networks are tiny: a second intra-op thread only adds contention
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def _run(path, steps=60, seed=3, callback=None, task_cfg=RecallConfig(), **train):
     cfg = TrainConfig(steps=steps, batch_size=32, lr=1e-2, warmup_steps=5, checkpoints=5,
