@@ -87,6 +87,8 @@ def _train(cfg: RunConfig, rd: RunDir, task) -> None:
 
 
 def _analyses(cfg: RunConfig, rd: RunDir) -> None:
-    if cfg.analyses:
+    """Run the requested analyses that have no tables yet (a re-run skips finished ones)."""
+    todo = tuple(n for n in cfg.analyses if not any(rd.analysis_dir(n).glob("*.parquet")))
+    if todo:
         from study.analyze import analyze
-        analyze(rd, cfg.analyses, cfg.analysis_overrides)
+        analyze(rd, todo, {k: v for k, v in cfg.analysis_overrides.items() if k.split(".", 1)[0] in todo})

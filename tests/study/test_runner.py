@@ -1,0 +1,33 @@
+"""`study run` end to end at smoke scale: the run directory layout, and a re-run that skips."""
+import json
+
+from tests.conftest import run_cli
+
+
+def test_run_writes_the_layout_and_a_rerun_skips(tmp_path):
+    run_dir = tmp_path / "r"
+    args = ("run", "task=counting", "model=gru", "scale=smoke", "analyses=probes", f"run_dir={run_dir}")
+    r = run_cli(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith(str(run_dir))
+    for name in ("config.json", "env.json", "status.json", "metrics.parquet", "summary.json"):
+        assert (run_dir / name).exists(), name
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "done"
+    assert json.loads((run_dir / "config.json").read_text())["task"] == "counting"
+    assert any((run_dir / "analyses" / "probes").glob("*.parquet"))
+    stamps = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()
+              and p.name not in ("status.json", "env.json", "config.json")}
+
+    again = run_cli(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "already finished" in again.stderr
+    assert "analysis probes" not in again.stderr  # finished analyses are not recomputed
+    assert stamps == {p: p.stat().st_mtime_ns for p in stamps}  # weights, metrics, tables untouched
+
+
+def test_a_run_dir_holding_another_config_is_refused(tmp_path):
+    run_dir = tmp_path / "r"
+    assert run_cli("run", "task=counting", "model=gru", "scale=smoke", f"run_dir={run_dir}").returncode == 0
+    r = run_cli("run", "task=counting", "model=lstm", "scale=smoke", f"run_dir={run_dir}")
+    assert r.returncode == 2 and "different config" in r.stderr
+    assert json.loads((run_dir / "config.json").read_text())["model"] == "gru"
