@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH_CPU_VERSION ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: setup demo test test-all clean
+.PHONY: setup browser demo test test-all clean
 
 setup: $(VENV)/.installed
 
@@ -26,13 +26,28 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e ".[test]"
 	touch $@
 
+# The browser tests (tests/reports/test_browser.py) drive Debian's Chromium; where it is missing
+# and we may install packages, install it, else say the tests will be skipped. Never fails.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then \
+		:; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1; then \
+			echo "could not install chromium: browser tests will be skipped (apt-get install chromium)"; \
+		fi; \
+	else \
+		echo "chromium not found: browser tests will be skipped (install Debian's chromium package: sudo apt-get install chromium)"; \
+	fi
+
 demo: setup
 	$(BIN)/python -m study sweep study=demo
 
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest -q
 
-test-all: setup
+test-all: setup browser
 	$(BIN)/python -m pytest -q -m ""
 
 clean:

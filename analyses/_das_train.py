@@ -123,7 +123,7 @@ def site_label(kind: str, layer: int, position: int) -> str:
 
 
 def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
-           checkpoint: int) -> tuple[list[dict], dict]:
+           checkpoint: int, progress=None) -> tuple[list[dict], dict]:
     """Every (alignment, k) of the config at one site: table rows and saved tensors."""
     width = data.src_train.shape[1]
     rows, saved = [], {}
@@ -131,6 +131,8 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
     for k in cfg.k:
         if k > width:
             print(f"das: k={k} skipped at {label}: the site has {width} dims", file=sys.stderr)
+            if progress is not None:
+                progress.update(len(cfg.alignments))
             continue
         for a_i, name in enumerate(cfg.alignments):
             inst = make_alignment(name, width, k, seed + 7919 * a_i + k).to(data.src_train.device)
@@ -155,4 +157,6 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
                                  split=split, iia=value))
             key = f"{name}/{variable}/{label}/k={k}"
             saved.update({key + suffix: t for suffix, t in tensors_of(name, inst).items()})
+            if progress is not None:
+                progress.update(1)
     return rows, saved

@@ -18,6 +18,8 @@ Tables (long format):
   base's flip rate.
 - `head_ranking`: checkpoint, counterfactual, metric, layer, head, value, rank: each head's
   effect summed over positions (logit_diff, flip_gain), rank 1 = strongest.
+- `positions`: checkpoint, counterfactual, position, token: the tokens of the first base
+  sequence of each kind, to label the positions of heatmaps.
 """
 from __future__ import annotations
 
@@ -69,15 +71,19 @@ def run(ctx):
                              f"{task.name}; choose from {', '.join(task.counterfactual_kinds)}")
     sites = default_sites(model, ctx.capabilities, cfg.sites)
     n_heads = int(getattr(getattr(model, "config", None), "n_heads", 1))
-    rows = []
+    rows, positions = [], []
     for kind in kinds:
         pairs = task.counterfactuals(kind, cfg.n_pairs, split=cfg.split, seed=ctx.seed + cfg.seed)
+        positions += [(ctx.checkpoint, kind, p, task.vocab[int(t)])
+                      for p, t in enumerate(pairs.base_ids[0])]
         pt = pair_tensors(pairs, ctx.device)
         acc, ref = sweep(model, pt, sites, n_heads, cfg.batch_size)
         rows += tables(acc, ref, kind, pt.aligned, ctx.checkpoint)
     cols = ["checkpoint", "site", "layer", "position", "head", "counterfactual", "metric", "value"]
     patching = pd.DataFrame(rows, columns=cols)
-    return {"patching": patching, "head_ranking": head_ranking(patching, ctx.checkpoint)}
+    return {"patching": patching, "head_ranking": head_ranking(patching, ctx.checkpoint),
+            "positions": pd.DataFrame(positions, columns=["checkpoint", "counterfactual",
+                                                          "position", "token"])}
 
 
 def default_sites(model, capabilities, asked) -> list[tuple[str, int]]:

@@ -2,13 +2,12 @@
 `RUN_DIR/analyses/<name>/<table>.parquet` (atomic), artefacts beside them."""
 from __future__ import annotations
 
-import io
 import sys
 
 from study import registry
 from study.config import check_analyses, from_dict, group_config
 from study.errors import UsageError
-from study.rundir import RunDir, atomic_write_bytes
+from study.rundir import RunDir
 
 
 def _split_overrides(names, overrides: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -58,9 +57,7 @@ def analyze(rd: RunDir, names, overrides: dict[str, str], checkpoint: str | int 
         for table, df in tables.items():
             assert isinstance(df, pd.DataFrame), f"{name}.{table} is not a DataFrame"
             df = _merge_checkpoints(out / f"{table}.parquet", df, ctx.checkpoint)
-            buf = io.BytesIO()
-            df.to_parquet(buf, index=False)
-            atomic_write_bytes(out / f"{table}.parquet", buf.getvalue())
+            rd.write_parquet(f"analyses/{name}/{table}.parquet", df)
 
 
 def _merge_checkpoints(path, df, step: int):

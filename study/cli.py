@@ -24,6 +24,9 @@ commands:
   sweep KEY=V1,V2 ... | study=NAME       expand comma lists into runs; skips finished ones
   analyze RUN_DIR analysis=A[,B] [checkpoint=final|STEP] [A.F=V ...]
                                          run analyses on an existing run
+  report RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]
+                                         one self-contained index.html (+ report.md with PNGs);
+                                         several runs are compared side by side per task
   bench train|das [key=value ...]        speed of the hot loops against a naive baseline
 
 scales: paper (the published setup, GPU), small (minutes on a laptop CPU), smoke (seconds)
@@ -67,6 +70,7 @@ COMMANDS = {
     "run": _lazy("study.commands", "cmd_run"),
     "sweep": _lazy("study.sweep", "cmd_sweep"),
     "analyze": _lazy("study.commands", "cmd_analyze"),
+    "report": _lazy("reports.write", "cmd_report"),
     "bench": _lazy("study.commands", "cmd_bench"),
 }
 

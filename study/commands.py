@@ -130,6 +130,8 @@ def cmd_analyze(args):
     from study.analyze import analyze, validate
     validate(rd, names, kv)
     analyze(rd, names, kv, checkpoint=checkpoint)
+    from study.runner import write_report
+    write_report(rd)  # the run's report.html now shows the new tables
     for name in names:
         print(rd.analysis_dir(name))
 

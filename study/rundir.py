@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 STATUSES = ("created", "running", "done", "failed")
 
 
@@ -22,6 +24,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the usual mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -77,6 +80,15 @@ class RunDir:
     def set_status(self, status: str, **extra: Any) -> None:
         assert status in STATUSES, status
         self.write_json("status.json", {"status": status, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **extra})
+
+    def write_parquet(self, name: str, df) -> Path:
+        """A pandas DataFrame as `name` (relative to the run directory), atomically."""
+        import io
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        path = self.path / name
+        atomic_write_bytes(path, buf.getvalue())
+        return path
 
     def config(self) -> dict:
         return self.read_json("config.json")

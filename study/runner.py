@@ -61,6 +61,7 @@ def run(cfg: RunConfig) -> RunDir:
     t0 = time.time()
     sizes = prepare_data(task)
     log(f"data: {', '.join(f'{k} {v:,}' for k, v in sizes.items())} ({time.time() - t0:.1f} s)")
+    write_heuristics(rd, task)
     if rd.status() == "done":
         log(f"{rd.path}: already finished (force=true retrains)")
     else:
@@ -75,7 +76,24 @@ def run(cfg: RunConfig) -> RunDir:
             raise
     _analyses(cfg, rd)
     rd.set_status("done")
+    write_report(rd)
     return rd
+
+
+def write_heuristics(rd: RunDir, task) -> None:
+    """`heuristics.parquet`: the task's shortcut rules scored on its test split, for reports."""
+    if (rd.path / "heuristics.parquet").exists():
+        return
+    rows = task.heuristics("test")
+    if rows:
+        import pandas as pd
+        df = pd.DataFrame(rows).astype({"stratum": str, "value": str})
+        rd.write_parquet("heuristics.parquet", df)
+
+
+def write_report(rd: RunDir) -> None:
+    from reports.write import write_run_report
+    log(f"report: {write_run_report(rd.path)}")
 
 
 def _train(cfg: RunConfig, rd: RunDir, task) -> None:

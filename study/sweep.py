@@ -1,6 +1,8 @@
 """`study sweep`: expand comma lists into runs and run them one after another (a local
 launcher); finished runs are skipped, interrupted ones resume. `study=NAME` names a
-predefined comparative study; the sweep prints the directories of its runs."""
+predefined comparative study. The sweep ends with the comparative report of its runs
+(`runs/study-NAME/index.html` for a named study) and prints the run directories and the
+report's path."""
 from __future__ import annotations
 
 import itertools
@@ -15,8 +17,11 @@ from study.train_config import TrainConfig
 
 # Predefined studies: key=value defaults (comma lists sweep), overridable on the command line.
 STUDIES = {
-    "demo": {  # the README's first command: one small run with analyses, minutes on a 2-core CPU
-        "task": "counting", "model": "gru", "scale": "small", "analyses": "patching,probes",
+    "demo": {  # the README's first command: a small comparative study, minutes on a 2-core CPU
+        "task": "counting", "model": "gru,lstm,rope2", "scale": "small",
+        "analyses": "patching,das,probes",
+        # [ours] DAS on the Up-Down model's count, the counting study's headline variable
+        "das.variables": "up_down:count", "das.alignments": "oaf,laf,random",
     },
     "counting": {  # the counting study's comparison across architectures
         "task": "counting", "model": "gru,lstm,rope2", "scale": "small",
@@ -24,6 +29,7 @@ STUDIES = {
     },
 }
 NEVER_EXPANDED = {"analyses", "run_dir"}
+SWEEP_KEYS = ("jobs",)  # settings of the sweep itself, not of its runs
 
 
 def _is_tuple_field(key: str, task: str, model: str) -> bool:
@@ -31,6 +37,8 @@ def _is_tuple_field(key: str, task: str, model: str) -> bool:
     cls = {"task": lambda: registry.get("task", task).config,
            "model": lambda: registry.get("model", model).config,
            "train": lambda: TrainConfig}.get(group)
+    if cls is None and group in registry.entries("analysis"):
+        cls = lambda: registry.get("analysis", group).config  # noqa: E731
     if cls is None or not name:
         return False
     tp = field_types(cls()).get(name)
@@ -54,17 +62,47 @@ def expand(kv: dict[str, str]) -> list[dict[str, str]]:
 
 def cmd_sweep(args):
     kv = split_args(args)
+    jobs_text = kv.pop("jobs", "auto")
+    report_dir = None
     if "study" in kv:
         name = kv.pop("study")
         if name not in STUDIES:
             raise UsageError(f"study={name!r} is not a predefined study; choose from {', '.join(STUDIES)}")
         kv = {**STUDIES[name], **kv}
-    configs = [resolve(combo) for combo in expand(kv)]  # every combination is checked before any runs
-    from study.runner import log, run
-    done = []
-    for i, cfg in enumerate(configs, 1):
-        log(f"[{i}/{len(configs)}] {cfg.task} × {cfg.model} seed {cfg.seed} → {cfg.path}")
-        done.append(run(cfg))
-    for rd in done:
-        print(rd.path)
+        report_dir = f"runs/study-{name}"
+    combos = expand(kv)
+    configs = [resolve(combo) for combo in combos]  # every combination is checked before any runs
+    jobs = parse_jobs(jobs_text, len(configs))
+    if jobs > 1:
+        from study.launch import run_parallel
+        paths = run_parallel(combos, configs, jobs)
+    else:
+        from study.runner import log, run
+        paths = []
+        for i, cfg in enumerate(configs, 1):
+            log(f"[{i}/{len(configs)}] {cfg.task} × {cfg.model} seed {cfg.seed} → {cfg.path}")
+            paths.append(run(cfg).path)
+    from reports.write import default_out, write_report
+    report = write_report(paths, report_dir or default_out(paths))
+    for path in paths:
+        print(path)
+    print(f"report: {report}")
     sys.stdout.flush()
+
+
+def parse_jobs(text: str, n_runs: int) -> int:
+    """`jobs=auto` (one run per CPU core on a CPU-only machine, one at a time with a GPU) or N."""
+    if text == "auto":
+        import os
+        import torch
+        if torch.cuda.is_available():
+            return 1
+        return max(1, min(n_runs, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                          else os.cpu_count() or 1))
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise UsageError(f"jobs={text!r}: expected auto or a whole number >= 1")
+    return min(jobs, n_runs)

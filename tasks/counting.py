@@ -63,8 +63,6 @@ class CountingConfig:
     n_train: int = 1000  # [paper] 1,000 training sequences (8 updates an epoch at batch 128)
     n_val: int = 500  # [paper: grantsrb/mas make_models/config.yaml n_val_samples]
     n_test: int = 1000  # [ours] also the size of `heldout`
-    n_das_train: int = 10_000  # [paper] DAS pairs
-    n_das_test: int = 1_000  # [paper]
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
@@ -85,7 +83,7 @@ class CountingConfig:
         if len(set(self.held_out)) == self.max_count - self.min_count + 1:
             raise UsageError(f"task.held_out={','.join(map(str, self.held_out))} leaves no "
                              f"count to train on")
-        for name in ("n_train", "n_val", "n_test", "n_das_train", "n_das_test"):
+        for name in ("n_train", "n_val", "n_test"):
             if getattr(self, name) < 1:
                 raise UsageError(f"task.{name}={getattr(self, name)} must be at least 1")
 
@@ -104,8 +102,8 @@ _PAPER_TRAIN = dict(
 
 @register("task", "counting", config=CountingConfig, presets={
     "paper": {},
-    "small": {"n_das_train": 2000, "n_das_test": 500},
-    "smoke": {"n_train": 64, "n_val": 32, "n_test": 32, "n_das_train": 64, "n_das_test": 32},
+    "small": {},  # DAS pair counts are the das analysis' (das.n_train, das.n_test)
+    "smoke": {"n_train": 64, "n_val": 32, "n_test": 32},
 })
 class CountingTask(Task):
     """Reproduce the number of demonstration tokens after a trigger (Grant et al. 2025)."""

@@ -34,3 +34,45 @@ def test_predefined_studies_resolve():
     for name, kv in STUDIES.items():
         for combo in expand(dict(kv)):
             resolve(combo)
+
+
+def test_analysis_tuple_settings_are_not_expanded():
+    combos = expand({"task": "counting", "model": "gru", "analyses": "das",
+                     "das.alignments": "oaf,laf", "das.k": "1,2,4"})
+    assert len(combos) == 1
+    cfg = resolve(combos[0])
+    assert cfg.analysis_overrides["das.alignments"] == "oaf,laf"
+
+
+def test_jobs_setting():
+    from study.sweep import parse_jobs
+    assert parse_jobs("3", 2) == 2  # never more processes than runs
+    assert 1 <= parse_jobs("auto", 5) <= 5
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(UsageError, match="jobs="):
+            parse_jobs(bad, 3)
+
+
+def test_parallel_sweep_equals_sequential_runs(tmp_path):
+    """Two runs in parallel processes finish, each logs to its run.log, the report lists both,
+    and a second sweep skips them (nothing retrained)."""
+    import json
+
+    from tests.conftest import run_cli
+
+    args = ["sweep", "task=counting", "model=gru,lstm", "scale=smoke", "analyses=probes",
+            "jobs=2"]
+    first = run_cli(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    lines = first.stdout.strip().splitlines()
+    runs = [tmp_path / line for line in lines[:-1]]
+    assert len(runs) == 2 and lines[-1].startswith("report: ")
+    for rd in runs:
+        assert json.loads((rd / "status.json").read_text())["status"] == "done"
+        assert (rd / "run.log").stat().st_size > 0 and (rd / "report.html").exists()
+    page = (tmp_path / lines[-1].removeprefix("report: ")).read_text()
+    assert "gru s0" in page and "lstm s0" in page
+    mtimes = [(rd / "metrics.parquet").stat().st_mtime_ns for rd in runs]
+    again = run_cli(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert [(rd / "metrics.parquet").stat().st_mtime_ns for rd in runs] == mtimes

@@ -248,7 +248,7 @@ def test_presets_build(scale):
     assert task.seq_len == 43
     if scale == "smoke":
         assert len(task.split("train")) == 64
-        assert len(task.counterfactuals("up_up:full", task.config.n_das_test)) == 32
+        assert len(task.counterfactuals("up_up:full", 32)) == 32
 
 
 @pytest.mark.parametrize("over, key", [

@@ -1,0 +1,122 @@
+"""Reading run directories for reports: config, summary, metrics and the analyses' tables.
+
+Reports read only what a run directory holds (never training or analysis code), so a report
+can be built on a machine without torch from directories copied off a GPU box. A table from
+an analysis that ran at several checkpoints keeps every checkpoint; `Run.final` picks the
+latest one, which is what the charts show.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from study.errors import UsageError
+
+CONFIG = "config.json"
+
+
+@dataclass
+class Run:
+    """One run directory, loaded."""
+
+    path: Path
+    config: dict
+    summary: dict
+    status: str
+    metrics: pd.DataFrame | None  # step, split, stratum, metric, value
+    heuristics: pd.DataFrame | None  # heuristic, stratum, value, accuracy, n
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # analysis table name -> rows
+    label: str = ""  # unique, short name in charts: "<model> s<seed>" (+ dir name on clashes)
+
+    @property
+    def task(self) -> str:
+        return str(self.config.get("task", "?"))
+
+    @property
+    def model(self) -> str:
+        return str(self.config.get("model", "?"))
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.get("seed", 0))
+
+    @property
+    def scale(self) -> str:
+        return str(self.config.get("scale", "?"))
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def final(self, table: str) -> pd.DataFrame | None:
+        """Rows of `table` at its latest analysed checkpoint (None if the table is absent)."""
+        df = self.tables.get(table)
+        if df is None or df.empty:
+            return None
+        if "checkpoint" in df.columns:
+            df = df[df["checkpoint"] == df["checkpoint"].max()]
+        return df.reset_index(drop=True)
+
+
+def load_run(path: str | Path) -> Run:
+    """Load one run directory; a path that is not one is a one-line UsageError."""
+    p = Path(path)
+    if not p.is_dir():
+        raise UsageError(f"RUN_DIR {str(path)!r} does not exist or is not a directory")
+    if not (p / CONFIG).is_file():
+        raise UsageError(f"RUN_DIR {str(path)!r} is not a run directory (it has no {CONFIG}); "
+                         f"give directories written by `python -m study run`")
+    config = _json(p / CONFIG, required=True)
+    summary = _json(p / "summary.json") or {}
+    status = (_json(p / "status.json") or {}).get("status", "unknown")
+    tables: dict[str, pd.DataFrame] = {}
+    for f in sorted((p / "analyses").glob("*/*.parquet")):
+        tables[f.stem] = _parquet(f)
+    return Run(path=p, config=config, summary=summary, status=str(status),
+               metrics=_parquet(p / "metrics.parquet", optional=True),
+               heuristics=_parquet(p / "heuristics.parquet", optional=True), tables=tables)
+
+
+def load_runs(paths) -> list[Run]:
+    """Load several run directories (each once) and give them unique chart labels."""
+    if not paths:
+        raise UsageError("report needs at least one RUN_DIR")
+    seen, runs = set(), []
+    for path in paths:
+        key = Path(path).resolve()
+        if key not in seen:
+            seen.add(key)
+            runs.append(load_run(path))
+    _label(runs)
+    return runs
+
+
+def _label(runs: list[Run]) -> None:
+    """`<model> s<seed>`, made unique within each task (charts compare runs of one task)."""
+    base = [(r.task, f"{r.model} s{r.seed}") for r in runs]
+    for r, b in zip(runs, base):
+        r.label = b[1] if base.count(b) == 1 else f"{b[1]} ({r.name})"
+
+
+def _json(path: Path, required: bool = False) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        if required:
+            raise UsageError(f"{path} is missing") from None
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path} is not valid JSON ({e}); the run directory is damaged") from None
+
+
+def _parquet(path: Path, optional: bool = False) -> pd.DataFrame | None:
+    if optional and not path.exists():
+        return None
+    try:
+        return pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several types for a damaged file
+        raise UsageError(f"{path} cannot be read ({type(e).__name__}); the run directory is "
+                         f"damaged — re-run the analysis that wrote it") from None

@@ -1,0 +1,98 @@
+"""Section: attention circuits — per-head attention scores, weight-based views, and what the
+task loses when each head is ablated."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from reports.figure import Figure
+from reports.sections import section
+from reports.sections._common import stacked
+
+
+def head_label(layer: int, head: int) -> str:
+    return f"L{int(layer)}" + ("" if int(head) < 0 else f".H{int(head)}")
+
+
+def scores(runs) -> pd.DataFrame | None:
+    """run, head_label, score, value for the scores that are fractions or cosines
+    (frequencies such as `fourier_freq_<i>` are left to the table)."""
+    c = stacked(runs, "circuits")
+    if c is None:
+        return None
+    c = c[~c["score"].str.startswith("fourier_freq_")]
+    return c.assign(head_label=[head_label(l, h) for l, h in zip(c["layer"], c["head"])])
+
+
+def ablation(runs) -> pd.DataFrame | None:
+    a = stacked(runs, "ablation")
+    if a is None:
+        return None
+    base = a[a["method"] == "none"][["run", "split", "stratum", "accuracy"]]
+    a = a[a["method"] != "none"].merge(base, on=["run", "split", "stratum"],
+                                       suffixes=("", "_unablated"))
+    return a.assign(head_label=[head_label(l, h) for l, h in zip(a["layer"], a["head"])],
+                    drop=a["accuracy_unablated"] - a["accuracy"])
+
+
+@section("circuits", "Attention circuits", order=60)
+def build(runs) -> list[Figure]:
+    figs = []
+    s = scores(runs)
+    if s is not None and not s.empty:
+        names = list(dict.fromkeys(s["score"]))
+        heads = sorted(s["head_label"].unique())
+        base = alt.Chart().encode(
+            x=alt.X("score:N", sort=names, title=None, axis=alt.Axis(labelAngle=-40)),
+            y=alt.Y("head_label:N", sort=heads, title="head (L = all heads of the layer)"))
+        rect = base.mark_rect().encode(
+            color=alt.Color("value:Q", scale=alt.Scale(domain=[0, 1], scheme="oranges",
+                                                       clamp=True), title="score"),
+            tooltip=["run:N", "head_label:N", "score:N", alt.Tooltip("value:Q", format=".3f")])
+        text = base.mark_text(fontSize=8).encode(text=alt.Text("value:Q", format=".2f"))
+        chart = alt.layer(rect, text, data=s).properties(
+            width=max(200, 34 * len(names)), height=max(60, 18 * len(heads))).facet(
+            row=alt.Row("run:N", title=None, sort=[r.label for r in runs]))
+        figs.append(Figure(
+            key="circuit-scores", title="Attention-head scores",
+            caption=("Each head's previous-token, induction and attends-to-target scores (and "
+                     "weight-based views where the model has them): a head near 1 on one score "
+                     "is a candidate for that role in the circuit."),
+            chart=chart))
+    a = ablation(runs)
+    if a is not None and not a.empty:
+        overall = a[a["stratum"] == "all"]
+        chart = alt.Chart(overall).mark_bar().encode(
+            x=alt.X("head_label:N", title="ablated head"),
+            xOffset="method:N",
+            y=alt.Y("drop:Q", title="accuracy lost"),
+            color=alt.Color("method:N", title="ablation"),
+            column=alt.Column("run:N", title=None, sort=[r.label for r in runs]),
+            tooltip=["run:N", "split:N", "head_label:N", "method:N",
+                     alt.Tooltip("accuracy:Q", format=".3f"),
+                     alt.Tooltip("accuracy_unablated:Q", format=".3f"),
+                     alt.Tooltip("drop:Q", format=".3f")],
+        ).properties(width=max(120, 30 * overall["head_label"].nunique()), height=150)
+        figs.append(Figure(
+            key="head-ablation", title="Head ablation",
+            caption=("Accuracy lost when a head's output is zeroed or replaced by its mean: "
+                     "heads whose removal costs much are necessary for the task."),
+            chart=chart))
+        strata = a[(a["stratum"] != "all") & (a["method"] == "zero")]
+        if not strata.empty:
+            chart = alt.Chart(strata).mark_rect().encode(
+                x=alt.X("stratum:N", title=None, axis=alt.Axis(labelAngle=-50)),
+                y=alt.Y("head_label:N", title="zero-ablated head"),
+                color=alt.Color("drop:Q", title="accuracy lost",
+                                scale=alt.Scale(scheme="reds", domain=[0, 1], clamp=True)),
+                row=alt.Row("run:N", title=None, sort=[r.label for r in runs]),
+                tooltip=["run:N", "stratum:N", "head_label:N",
+                         alt.Tooltip("drop:Q", format=".3f")],
+            ).properties(height=max(40, 18 * strata["head_label"].nunique()))
+            figs.append(Figure(
+                key="head-ablation-strata", title="Head ablation by stratum",
+                caption=("Accuracy lost per stratum when each head is zeroed: a head that "
+                         "matters only for some strata (deep chains, held-out pairs) "
+                         "implements the part of the task those strata need."),
+                chart=chart))
+    return figs

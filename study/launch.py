@@ -1,0 +1,73 @@
+"""Running a sweep's runs in parallel processes (`sweep jobs=N`): on a CPU, N small runs with
+one torch thread each finish sooner than one run after another with N threads, since small
+models use several threads poorly. Each run's output goes to `RUN_DIR/run.log`; the sweep
+prints a line as each run finishes. Interrupting the sweep interrupts every run, which each
+mark as resumable."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from study.errors import UsageError
+from study.runner import log
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def run_parallel(combos: list[dict[str, str]], configs, jobs: int) -> list[Path]:
+    """Run every combo (`python -m study run k=v ...`) with at most `jobs` at once."""
+    threads = max(1, _cores() // jobs)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    pending = list(zip(range(1, len(combos) + 1), combos, configs))
+    running: dict[subprocess.Popen, tuple] = {}
+    failed = []
+    t0 = time.time()
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                i, combo, cfg = pending.pop(0)
+                path = Path(cfg.path)
+                path.mkdir(parents=True, exist_ok=True)
+                logf = open(path / "run.log", "ab")
+                args = [sys.executable, "-m", "study", "run",
+                        *(f"{k}={v}" for k, v in combo.items())]
+                proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=logf, env=env)
+                running[proc] = (i, cfg, path, logf)
+                log(f"[{i}/{len(combos)}] started {cfg.task} × {cfg.model} seed {cfg.seed} "
+                    f"→ {path} (log: {path / 'run.log'})")
+            time.sleep(0.2)
+            for proc in [p for p in running if p.poll() is not None]:
+                i, cfg, path, logf = running.pop(proc)
+                logf.close()
+                if proc.returncode == 0:
+                    log(f"[{i}/{len(combos)}] finished {cfg.model} seed {cfg.seed} "
+                        f"({time.time() - t0:.0f} s into the sweep)")
+                else:
+                    failed.append((path, proc.returncode))
+                    log(f"[{i}/{len(combos)}] FAILED {cfg.model} seed {cfg.seed} (exit "
+                        f"{proc.returncode}); last lines of {path / 'run.log'}:")
+                    log("\n".join(_tail(path / "run.log")))
+    except KeyboardInterrupt:
+        for proc in running:
+            proc.send_signal(signal.SIGINT)
+        for proc in running:
+            proc.wait()
+        raise
+    if failed:
+        raise UsageError(f"{len(failed)} of {len(combos)} runs failed: "
+                         + ", ".join(f"{p} (exit {c})" for p, c in failed)
+                         + "; re-run the sweep to resume them")
+    return [Path(c.path) for c in configs]
+
+
+def _tail(path: Path, n: int = 8) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-n:]
+    except OSError:
+        return []
