@@ -25,11 +25,13 @@ import torch
 import torch.nn.functional as F
 
 from analyses._alignment import cached_maps, make_alignment, tensors_of
-from analyses._interchange import (PairTensors, all_right, check_site, gather_site, intervene,
+from analyses._interchange import (PairTensors, check_site, gather_site, intervene,
                                    pair_tensors, scored_end)
+from models.base import takes_readout
 from tasks.base import IGNORE
 
 _WINDOW = 20  # training batches averaged for early stopping [ours]
+_MIN_GAIN = 0.005  # windowed-IIA gain that resets the plateau count (`das.patience`) [ours]
 
 
 @dataclass
@@ -58,32 +60,53 @@ def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: i
                     torch.cat([base_train, src_train]))
 
 
-def forward(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor) -> torch.Tensor:
-    """Logits of the bases `pt` with the alignment interchanging the cached `src` vectors."""
+def forward(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor,
+            readout: torch.Tensor | None = None) -> torch.Tensor:
+    """Logits of the bases `pt` with the alignment interchanging the cached `src` vectors:
+    (batch, T, vocab), or with `readout` ((batch, T) bool) only those positions', (n, vocab)."""
     T = scored_end(pt.cf_labels, pt.base_pos)
 
     def fn(rows, vecs):
         return inst(vecs, src[rows])
 
     with cached_maps(inst), intervene(model, data.kind, data.layer, pt.base_pos, fn):
-        return model(pt.base_ids[:, :T])  # (batch, T, vocab)
+        if readout is None:
+            return model(pt.base_ids[:, :T])  # (batch, T, vocab)
+        if takes_readout(model):
+            return model(pt.base_ids[:, :T], readout=readout[:, :T])  # (n, vocab)
+        return model(pt.base_ids[:, :T])[readout[:, :T]]  # a model without the option
+
+
+def scored(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor):
+    """Logits at the scored positions only, (n, vocab), their labels (n,) and each one's row
+    (n,): the output layer runs nowhere else."""
+    T = scored_end(pt.cf_labels, pt.base_pos)
+    mask = pt.cf_labels[:, :T] != IGNORE  # (batch, T)
+    return forward(model, data, inst, pt, src, mask), pt.cf_labels[:, :T][mask], mask.nonzero()[:, 0]
+
+
+def rows_right(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor, n: int):
+    """(n,) bool: every scored position of the row is right (rows with none count as right)."""
+    wrong = (logits.argmax(-1) != labels).to(torch.int32)
+    return torch.zeros(n, dtype=torch.int32, device=logits.device).index_add_(0, rows, wrong) == 0
 
 
 def step(model, data: SiteData, inst, opt, idx: torch.Tensor) -> torch.Tensor:
     """One Adam update on the pairs `idx`; returns their IIA under the pre-update alignment."""
     pt = data.train.take(idx)
-    logits = forward(model, data, inst, pt, data.src_train[idx])
-    cf = pt.cf_labels[:, :logits.shape[1]]
-    loss = F.cross_entropy(logits.flatten(0, 1).float(), cf.flatten(), ignore_index=IGNORE)
+    logits, labels, rows = scored(model, data, inst, pt, data.src_train[idx])
+    loss = F.cross_entropy(logits.float(), labels)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
-    return all_right(logits.detach(), pt.cf_labels)
+    return rows_right(logits.detach(), labels, rows, len(idx))
 
 
 def train(model, data: SiteData, inst, *, steps: int, batch_size: int, lr: float,
-          stop_iia: float, seed: int) -> int:
-    """Fit a trainable alignment; returns the number of updates made."""
+          stop_iia: float, seed: int, patience: int = 0) -> int:
+    """Fit a trainable alignment; returns the number of updates made. With `patience` > 0
+    training also stops once the windowed training IIA has not gained `_MIN_GAIN` over its
+    best for that many updates (a plateau)."""
     params = [p for p in inst.parameters() if p.requires_grad]
     if not params or steps == 0:
         return 0
@@ -91,6 +114,7 @@ def train(model, data: SiteData, inst, *, steps: int, batch_size: int, lr: float
     g = torch.Generator().manual_seed(seed)
     n = len(data.train)
     order, at, recent = torch.randperm(n, generator=g), 0, []
+    best, best_at = -1.0, 0
     inst.train()
     for i in range(steps):
         if at + batch_size > n and at > 0:  # next epoch (a small set is one batch)
@@ -98,8 +122,14 @@ def train(model, data: SiteData, inst, *, steps: int, batch_size: int, lr: float
         idx = order[at:at + batch_size].to(data.src_train.device)
         at += batch_size
         recent = (recent + [float(step(model, data, inst, opt, idx).float().mean())])[-_WINDOW:]
-        if len(recent) == _WINDOW and sum(recent) / _WINDOW >= stop_iia:
-            return i + 1
+        if len(recent) == _WINDOW:
+            mean = sum(recent) / _WINDOW
+            if mean >= stop_iia:
+                return i + 1
+            if mean > best + _MIN_GAIN:
+                best, best_at = mean, i
+            elif patience and i - best_at >= patience:
+                return i + 1
     return steps
 
 
@@ -111,8 +141,8 @@ def iia(model, data: SiteData, inst, split: str, batch_size: int = 1000) -> floa
     right = 0
     for lo in range(0, len(pt), batch_size):
         sub = pt.take(slice(lo, lo + batch_size))
-        logits = forward(model, data, inst, sub, src[lo:lo + batch_size])
-        right += int(all_right(logits, sub.cf_labels).sum())
+        logits, labels, rows = scored(model, data, inst, sub, src[lo:lo + batch_size])
+        right += int(rows_right(logits, labels, rows, len(sub)).sum())
     return right / len(pt)
 
 
@@ -140,7 +170,7 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
                 inst.fit_standardisation(data.fit_acts)
             if name != "random":
                 train(model, data, inst, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
-                      stop_iia=cfg.stop_iia, seed=seed + k)
+                      stop_iia=cfg.stop_iia, seed=seed + k, patience=cfg.patience)
             refuse = False
             if name == "laf":
                 cond = inst.condition_number()

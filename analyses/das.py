@@ -50,6 +50,7 @@ class DasConfig:
     lr: float = 1e-3  # [paper] Adam
     steps: int = 20_000  # [paper code: grantsrb/mas configs, num_training_steps]
     stop_iia: float = 0.995  # [paper code: upper_acc_thresh] early stop on training IIA
+    patience: int = 0  # [ours] stop after this many updates without a training-IIA gain; 0 = off
     standardize: bool = True  # [SPEC] standardise the site before the alignment
     max_cond: float = 1e5  # [ours] LAF with cond(A) above this is refused (IIA NaN)
     eval_batch_size: int = 1000
@@ -80,6 +81,8 @@ class DasConfig:
             bad("steps", self.steps, "must be >= 0")
         if not self.lr > 0:
             bad("lr", self.lr, "must be positive")
+        if self.patience < 0:
+            bad("patience", self.patience, "must be 0 (off) or positive")
         if not 0 < self.stop_iia <= 1:
             bad("stop_iia", self.stop_iia, "must be in (0, 1]")
         if not self.max_cond > 1:
@@ -89,7 +92,8 @@ class DasConfig:
 @register("analysis", "das", config=DasConfig, presets={
     "paper": {},
     # [ours] minutes per variable on a CPU: fewer, larger Adam steps than the paper's
-    "small": {"n_train": 2000, "n_test": 500, "steps": 300, "lr": 5e-3, "k": (1, 2, 4, 16)},
+    "small": {"n_train": 2000, "n_test": 500, "steps": 300, "lr": 5e-3, "batch_size": 64,
+              "patience": 60, "k": (1, 2, 4, 16)},
     "smoke": {"n_train": 64, "n_test": 32, "steps": 5, "batch_size": 32, "k": (2,),
               "eval_batch_size": 64},
 })

@@ -42,3 +42,10 @@ def build_model(entry, config, vocab_size: int, seq_len: int):
     """Build the torch network of a registered model entry for a task's vocabulary/length."""
     builder: Callable = entry.obj
     return builder(config, vocab_size, seq_len)
+
+
+def takes_readout(model) -> bool:
+    """Whether `model(ids, readout=mask)` is supported: the logits of the masked positions
+    only, (n_true, vocab) (the library's networks all accept it)."""
+    import inspect
+    return "readout" in inspect.signature(model.forward).parameters

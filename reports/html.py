@@ -56,11 +56,19 @@ def runs_table(report: Report) -> pd.DataFrame:
         s = r.summary
         rows.append({"run": r.label, "task": r.task, "model": r.model, "seed": r.seed,
                      "scale": r.scale, "status": r.status,
-                     "steps": s.get("steps_done", "—"),
+                     "steps": s.get("steps_done", "—"), "training ended": _ended(s),
                      "test accuracy": s.get("test_accuracy", float("nan")),
                      "training time (s)": s.get("train_time_s", float("nan")),
                      "device": s.get("device", "—"), "directory": str(r.path)})
     return pd.DataFrame(rows)
+
+
+def _ended(summary: dict) -> str:
+    if not summary:
+        return "—"
+    if summary.get("time_limited"):
+        return "time budget (train.max_minutes)"
+    return "target accuracy" if summary.get("stopped_early") else "all steps"
 
 
 def render(report: Report) -> str:

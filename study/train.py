@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from models.base import takes_readout
 from study import checkpoint as ckpt
 from study.rundir import RunDir, atomic_write_bytes
 from study.train_config import TrainConfig
@@ -263,6 +264,8 @@ class Engine:
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=tuple(cfg.betas),
                                            weight_decay=cfg.weight_decay, **extra)
         self._impl = {k: self.optimizer.defaults[k] for k in ("fused", "foreach")}
+        # compiled graphs want static shapes, so only the eager path reads out scored positions
+        self._readout = not runtime.compiled and takes_readout(model)
         self._loss = (torch.compile(self._forward_loss, dynamic=False) if runtime.compiled
                       else self._forward_loss)
 
@@ -274,6 +277,11 @@ class Engine:
             group.update(self._impl)
 
     def _forward_loss(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if self._readout:  # eager: the output layer runs only where the loss looks
+            mask = targets != IGNORE  # (B, L)
+            with self.runtime.autocast():
+                logits = self.model(ids, readout=mask)  # (n_scored, V)
+            return F.cross_entropy(logits.float(), targets[mask])
         with self.runtime.autocast():
             logits = self.model(ids)  # (B, L, V)
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
@@ -430,7 +438,7 @@ def summarize(rows: list[tuple], state: dict, info: dict) -> dict:
     train_loss = [r[4] for r in rows if r[1] == "train" and r[3] == "loss"]
     secs = state["train_time_s"]
     return {**info, "steps_done": step, "stopped_early": state["stopped_early"],
-            "accuracy": acc, "loss": loss,
+            "time_limited": bool(state.get("time_limited", False)), "accuracy": acc, "loss": loss,
             "test_accuracy": acc.get("test", {}).get("all"),
             "train_loss": train_loss[-1] if train_loss else None,
             "wall_time_s": round(state["wall_time_s"], 3), "train_time_s": round(secs, 3),
@@ -562,6 +570,10 @@ def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, 
                 state["steps_timed"] += 1
                 state["tokens_timed"] += stream.tokens_per_batch
                 is_ckpt = step in ckpt_at
+                out_of_time = bool(cfg.max_minutes) and step < cfg.steps and (
+                    time.monotonic() - wall0 > 60 * cfg.max_minutes)
+                if out_of_time:  # the time budget ends training like a target would
+                    state["stopped_early"] = state["time_limited"] = is_ckpt = True
                 is_eval = is_ckpt or (eval_every and step % eval_every == 0)
                 if step % log_every == 0 or is_eval:
                     logged = meter.flush(step, lr, clip)

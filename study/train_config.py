@@ -26,6 +26,7 @@ class TrainConfig:
     checkpoints: int = 24  # number of log-spaced checkpoints (dense early, sparse late)
     eval_examples: int = 2000  # per evaluation split at each checkpoint (0 = whole split)
     target_accuracy: Optional[float] = None  # stop once every eval split reaches it
+    max_minutes: float = 0.0  # stop (evaluated, checkpointed) after this much wall time; 0 = no limit
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA
     compile: Literal["auto", "on", "off"] = "auto"  # auto: torch.compile on CUDA
@@ -49,6 +50,8 @@ class TrainConfig:
         for name in ("eval_every", "log_every"):
             if getattr(self, name) < 0:
                 raise UsageError(f"train.{name}={getattr(self, name)} must be 0 (auto) or positive")
+        if self.max_minutes < 0:
+            raise UsageError(f"train.max_minutes={self.max_minutes} must be 0 (no limit) or positive")
         if self.resume_minutes < 0:
             raise UsageError(f"train.resume_minutes={self.resume_minutes} must be 0 (never) or positive")
         if self.keep_state not in ("last", "all"):

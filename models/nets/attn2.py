@@ -115,7 +115,10 @@ class Attn2Transformer(nn.Module):
         for p in self.parameters():
             p.normal_(0.0, std)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, readout: torch.Tensor | None = None) -> torch.Tensor:
+        """ids (batch, pos) -> logits (batch, pos, vocab); with `readout` (batch, pos) bool, only
+        the logits of the True positions, (n_true, vocab), in row-major order (analyses that
+        score a few positions skip the output layer everywhere else)."""
         n_pos = ids.shape[1]
         if n_pos > self.W_pos.shape[0]:
             raise ValueError(f"attn2 has learned positions for {self.W_pos.shape[0]} tokens; "
@@ -129,4 +132,6 @@ class Attn2Transformer(nn.Module):
             if block.mlp is not None:
                 x = x + sites.mlp_out[layer](block.mlp(x))
         x = sites.resid[self.n_layers](x)
+        if readout is not None:
+            x = x[readout]  # (n_true, d_model)
         return x @ self.W_U  # (batch, pos, vocab_size)

@@ -58,7 +58,10 @@ class RecurrentLM(nn.Module):
     def site_kinds(self) -> list[SiteKind]:
         return [SiteKind("state", self.n_steps, self.d_state)]
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, readout: torch.Tensor | None = None) -> torch.Tensor:
+        """ids (batch, pos) -> logits (batch, pos, vocab); with `readout` (batch, pos) bool, only
+        the logits of the True positions, (n_true, vocab), in row-major order (analyses that
+        score a few positions skip the output layer everywhere else)."""
         batch, pos = ids.shape  # (batch, pos)
         if pos > self.n_steps:
             raise ValueError(f"sequence of {pos} tokens, the network was built for {self.n_steps}")
@@ -89,4 +92,5 @@ class RecurrentLM(nn.Module):
                 n = torch.tanh(g_t[:, 2 * H:] + r * gh[:, 2 * H:])
                 h = sites[t](n + z * (h - n))  # (1 - z) * n + z * h, (batch, H)
                 states.append(h)
-        return self.head(torch.stack(states, dim=1))  # (batch, pos, vocab)
+        states = torch.stack(states, dim=1)  # (batch, pos, d_state)
+        return self.head(states if readout is None else states[readout])  # (batch, pos, vocab)

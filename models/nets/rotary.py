@@ -127,7 +127,10 @@ class RotaryTransformer(nn.Module):
             else:
                 p.normal_(0.0, std)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, readout: torch.Tensor | None = None) -> torch.Tensor:
+        """ids (batch, pos) -> logits (batch, pos, vocab); with `readout` (batch, pos) bool, only
+        the logits of the True positions, (n_true, vocab), in row-major order (analyses that
+        score a few positions skip the output layer everywhere else)."""
         n_pos = ids.shape[1]
         if n_pos <= self.rot_cos.shape[0]:
             cos, sin = self.rot_cos[:n_pos], self.rot_sin[:n_pos]
@@ -143,4 +146,6 @@ class RotaryTransformer(nn.Module):
             mlp = block.down(block.act(block.up(block.ln2(x))))
             x = x + sites.mlp_out[layer](block.drop(mlp))
         x = sites.resid[self.n_layers](x)
+        if readout is not None:
+            x = x[readout]  # (n_true, d_model)
         return self.unembed(self.ln_f(x))  # (batch, pos, vocab_size)

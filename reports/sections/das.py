@@ -44,7 +44,8 @@ def build(runs) -> list[Figure]:
         y=alt.Y("mean:Q", title="IIA (test)" + (", mean over seeds" if seeds else ""),
                 scale=alt.Scale(domain=[0, 1])),
         strokeDash=alt.StrokeDash("alignment:N", sort=alignments, scale=alt.Scale(
-            domain=alignments, range=[DASH[a] for a in alignments])),
+            domain=alignments, range=[DASH[a] for a in alignments]),
+            legend=alt.Legend(symbolType="stroke", symbolStrokeColor="gray")),
         tooltip=["model:N", "variable:N", "site:N", "alignment:N", "k:Q",
                  alt.Tooltip("mean:Q", format=".3f", title="IIA"),
                  alt.Tooltip("min:Q", format=".3f"), alt.Tooltip("max:Q", format=".3f"),

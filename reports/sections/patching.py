@@ -114,7 +114,7 @@ def _head_rankings(runs) -> list[Figure]:
             continue
         hr = hr[(hr["metric"] == "logit_diff") & (hr["rank"] <= TOP_HEADS)]
         parts.append(hr.assign(run=r.label, model=r.model,
-                               head_label=[f"L{int(l)}.H{int(h)}"
+                               head_label=[f"{r.label} · L{int(l)}.H{int(h)}"
                                            for l, h in zip(hr["layer"], hr["head"])]))
     if not parts:
         return []
@@ -123,11 +123,13 @@ def _head_rankings(runs) -> list[Figure]:
         y=alt.Y("head_label:N", sort=alt.EncodingSortField("value", order="descending"),
                 title="head"),
         x=alt.X("value:Q", title="logit difference gained, summed over positions"),
-        color=model_color(runs), row=alt.Row("run:N", title=None),
-        column=alt.Column("counterfactual:N", title=None),
+        color=model_color(runs),
+        facet=alt.Facet("counterfactual:N", title=None, columns=4),
         tooltip=["run:N", "counterfactual:N", "head_label:N", "rank:Q",
                  alt.Tooltip("value:Q", format=".3f")],
-    ).properties(width=WIDTH, height=min(HEIGHT, 14 * TOP_HEADS)).resolve_scale(y="independent")
+    ).properties(width=WIDTH, height=max(60, 14 * min(TOP_HEADS, d.groupby("counterfactual")
+                                                       .size().max()))
+                 ).resolve_scale(y="independent")
     return [Figure(
         key="head-ranking", title="Head ranking by patching effect",
         caption=(f"The {TOP_HEADS} heads whose patched output moves the logit difference most "

@@ -107,7 +107,7 @@ def build(runs) -> list[Figure]:
                 color="crimson", strokeDash=[4, 3]).encode(
                 x="step:Q", tooltip=[alt.Tooltip("step:Q", title="phase boundary")]))
         chart = alt.layer(*layers, data=data).properties(width=WIDTH, height=HEIGHT).facet(
-            column=alt.Column("run:N", title=None, sort=labels))
+            column=alt.Column("run:N", title=None, sort=labels)).resolve_scale(x="independent")
         split = phases[0]["split"]
         figs.append(Figure(
             key=slug("trajectory", family), title=f"Accuracy during training by {family}",
@@ -124,7 +124,7 @@ def build(runs) -> list[Figure]:
             color=alt.Color("split:N", sort=splits, scale=alt.Scale(scheme="category10")),
             tooltip=["run:N", "split:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
         ).properties(width=WIDTH, height=HEIGHT).facet(
-            column=alt.Column("run:N", title=None, sort=labels))
+            column=alt.Column("run:N", title=None, sort=labels)).resolve_scale(x="independent")
         figs.append(Figure(
             key="trajectory-splits", title="Accuracy during training on every evaluation set",
             caption=("Overall accuracy on each scored split (held-out counts, evaluation "

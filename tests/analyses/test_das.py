@@ -84,6 +84,25 @@ def test_das_recovers_a_planted_two_dim_variable_and_the_random_control_does_not
             assert right >= 0.95
 
 
+def test_a_plateau_stops_training_and_a_learnable_variable_is_still_found():
+    """`patience` ends a search that cannot improve (k=1 cannot carry the 2-dim variable: a
+    single direction holds at most part of it) long before `steps`, and leaves k=2 intact."""
+    from analyses._alignment import make_alignment
+    from analyses._das_train import iia, train
+
+    model = Planted().eval()
+    data = site_data(model, planted_pairs(512, 0), planted_pairs(256, 1), "resid", 0, -1, "cpu")
+    done = {}
+    for k in (1, 2):
+        inst = make_alignment("oaf", D, k, seed=k)
+        inst.fit_standardisation(data.fit_acts)
+        done[k] = train(model, data, inst, steps=3000, batch_size=64, lr=1e-2, stop_iia=0.995,
+                        seed=0, patience=60)
+        done[k, "iia"] = iia(model, data, inst, "test")
+    assert done[1] < 1000 and done[1, "iia"] < 0.9, done  # plateaued, stopped early
+    assert done[2, "iia"] >= 0.95, done
+
+
 # ----------------------------------------------------------------------------- alignments
 
 def _laf_identity(d, k):

@@ -263,6 +263,16 @@ def test_target_accuracy_stops_early_ignoring_generalisation_sets(tmp_path):
     assert _run(tmp_path, steps=2000, target_accuracy=0.9, eval_every=10)["steps_done"] == done
 
 
+def test_time_budget_ends_training_with_an_evaluated_final_checkpoint(tmp_path):
+    summary = _run(tmp_path, steps=100_000, max_minutes=0.002)  # 0.12 s of wall time
+    done = summary["steps_done"]
+    assert summary["time_limited"] and summary["stopped_early"] and 0 < done < 100_000
+    assert ckpt.list_checkpoints(tmp_path)[-1] == done  # the last state is kept
+    assert "all" in summary["accuracy"]["val"]  # and scored
+    # a run that ended on its budget counts as finished: it is not trained again
+    assert _run(tmp_path, steps=100_000, max_minutes=0.002)["steps_done"] == done
+
+
 # --- checkpoints ---------------------------------------------------------------------------
 def test_truncated_or_bad_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(KeyboardInterrupt):
