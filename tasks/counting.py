@@ -120,7 +120,7 @@ class CountingTask(Task):
         "paper": _PAPER_TRAIN,
         # [ours] a GRU (state 128) on a 2-core CPU within minutes
         "small": dict(steps=2000, batch_size=128, lr=3e-3, warmup_steps=50, schedule="exp",
-                      decay_rate=0.5, decay_steps=1000, min_lr=1e-5, target_accuracy=0.995,
+                      decay_rate=0.5, decay_steps=400, min_lr=1e-5, target_accuracy=0.995,
                       loss_on="answer", eval_examples=500, eval_every=25),
         "smoke": dict(steps=20, batch_size=16, lr=1e-3, warmup_steps=2, eval_examples=64,
                       checkpoints=4, loss_on="answer"),

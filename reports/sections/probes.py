@@ -10,6 +10,9 @@ from reports.sections import section
 from reports.sections._common import HEIGHT, WIDTH, run_color, site_label, stacked
 
 
+KINDS = ["probe", "control (shuffled labels)"]
+
+
 def by_site(runs) -> pd.DataFrame | None:
     """Per run, variable, site and control: test accuracy of the pooled probe (position -1),
     or the best position's where no pooled probe was fitted."""
@@ -18,7 +21,7 @@ def by_site(runs) -> pd.DataFrame | None:
         return None
     p = p[p["split"] == "test"]
     p = p.assign(site_layer=[site_label(s, l) for s, l in zip(p["site"], p["layer"])],
-                 probe=p["control"].map({True: "control (shuffled labels)", False: "probe"}))
+                 probe=p["control"].map({True: KINDS[1], False: KINDS[0]}))
     keys = ["run", "model", "variable", "site_layer", "layer", "probe"]
     pooled = p[p["position"] == -1].groupby(keys, as_index=False)["accuracy"].max()
     best = p[p["position"] >= 0].groupby(keys, as_index=False)["accuracy"].max()
@@ -52,7 +55,10 @@ def build(runs) -> list[Figure]:
         x=alt.X("site_layer:N", sort=order, title="site"),
         y=alt.Y("accuracy:Q", title="probe accuracy (test)", scale=alt.Scale(domain=[0, 1])),
         color=run_color(runs),
-        strokeDash=alt.StrokeDash("probe:N", title=None),
+        strokeDash=alt.StrokeDash("probe:N", title=None, scale=alt.Scale(
+            domain=KINDS, range=[[1, 0], [4, 3]]), legend=alt.Legend(symbolType="stroke")),
+        shape=alt.Shape("probe:N", title=None, scale=alt.Scale(domain=KINDS,
+                                                               range=["circle", "cross"])),
         detail="run:N",
         tooltip=["run:N", "variable:N", "site_layer:N", "probe:N",
                  alt.Tooltip("accuracy:Q", format=".3f")],
