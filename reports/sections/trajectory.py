@@ -86,6 +86,8 @@ def build(runs) -> list[Figure]:
             rows.append(c)
         data = pd.concat(rows, ignore_index=True)
         values = sorted((v for v in data["value"].unique() if v != "all"), key=_value_sort_key)
+        if family != "all" and len(values) < 2:  # one value: the same curve as overall
+            continue
         domain = ["all", *values]
         # The boundaries travel in the facet's own data (flagged rows): a layer with data of
         # its own is not split by the facet, so every panel would show every run's boundaries.
