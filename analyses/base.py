@@ -26,3 +26,14 @@ class AnalysisContext:
     device: Any  # torch.device
     out_dir: Path  # RUN_DIR/analyses/<name>/ (exists)
     seed: int = 0
+
+
+def chosen(key: str, asked, allowed, what: str) -> tuple:
+    """The asked names (all `allowed` if none asked); an unknown one is a one-line UsageError
+    naming the setting, e.g. `das.variables: 'x' is not a causal variable of counting; choose
+    from ...`."""
+    from study.errors import UsageError
+    for name in asked:
+        if name not in allowed:
+            raise UsageError(f"{key}: {name!r} is not {what}; choose from {', '.join(allowed)}")
+    return tuple(asked) or tuple(allowed)

@@ -103,13 +103,11 @@ def run(ctx):
 
     from analyses._alignment import save_alignments
     from analyses._das_train import search, site_data
+    from analyses.base import chosen
 
     cfg, model, task = ctx.config, ctx.model, ctx.task
-    variables = cfg.variables or task.causal_variables
-    for v in variables:
-        if v not in task.causal_variables:
-            raise UsageError(f"das.variables: {v!r} is not a causal variable of {task.name}; "
-                             f"choose from {', '.join(task.causal_variables)}")
+    variables = chosen("das.variables", cfg.variables, task.causal_variables,
+                       f"a causal variable of {task.name}")
     sites = default_sites(model, cfg)
     seed = ctx.seed + cfg.seed
     rows, saved = [], {}

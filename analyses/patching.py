@@ -62,13 +62,11 @@ def run(ctx):
 
     from analyses._interchange import pair_tensors
     from analyses._patch_sweep import head_ranking, sweep, tables
+    from analyses.base import chosen
 
     cfg, model, task = ctx.config, ctx.model, ctx.task
-    kinds = cfg.kinds or task.counterfactual_kinds
-    for k in kinds:
-        if k not in task.counterfactual_kinds:
-            raise UsageError(f"patching.kinds: {k!r} is not a counterfactual kind of "
-                             f"{task.name}; choose from {', '.join(task.counterfactual_kinds)}")
+    kinds = chosen("patching.kinds", cfg.kinds, task.counterfactual_kinds,
+                   f"a counterfactual kind of {task.name}")
     sites = default_sites(model, ctx.capabilities, cfg.sites)
     n_heads = int(getattr(getattr(model, "config", None), "n_heads", 1))
     rows, positions = [], []

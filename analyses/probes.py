@@ -75,17 +75,14 @@ def run(ctx) -> dict:
     from analyses._probe_fit import probe_site, shuffled
     from analyses._site_activations import grouped_collect, site_kinds
     from analyses._task_views import probe_variables, sample
+    from analyses.base import chosen
 
     cfg, task, model = ctx.config, ctx.task, ctx.model
     ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
     rng = np.random.default_rng(ctx.seed)
     variables = probe_variables(task, ids, labels)
-    if cfg.variables:
-        unknown = [v for v in cfg.variables if v not in variables]
-        if unknown:
-            raise UsageError(f"probes.variables={','.join(cfg.variables)}: {unknown[0]!r} is not "
-                             f"a variable of task {task.name}; choose from {', '.join(variables)}")
-        variables = {v: variables[v] for v in cfg.variables}
+    variables = {v: variables[v] for v in chosen(
+        "probes.variables", cfg.variables, tuple(variables), f"a variable of task {task.name}")}
     controls = {v: shuffled(vals, [ctx.seed, i]) for i, (v, vals) in enumerate(variables.items())}
     order = rng.permutation(len(ids))
     n_test = max(1, int(round(cfg.test_fraction * len(ids))))

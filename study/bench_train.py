@@ -20,8 +20,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from study.train import (Engine, LossMeter, OnTheFlyStream, ShuffledStream, loss_targets, lr_at,
-                         resolve_runtime, to_width)
+from study.streams import OnTheFlyStream, ShuffledStream, loss_targets, to_width
+from study.train import Engine, LossMeter, lr_at, resolve_runtime
 from study.train_config import TrainConfig
 from tasks.base import IGNORE
 

@@ -32,19 +32,21 @@ STUDIES = {
     },
 }
 NEVER_EXPANDED = {"analyses", "run_dir"}
-SWEEP_KEYS = ("jobs",)  # settings of the sweep itself, not of its runs
 
 
 def _is_tuple_field(key: str, task: str, model: str) -> bool:
     group, _, name = key.partition(".")
-    cls = {"task": lambda: registry.get("task", task).config,
-           "model": lambda: registry.get("model", model).config,
-           "train": lambda: TrainConfig}.get(group)
-    if cls is None and group in registry.entries("analysis"):
-        cls = lambda: registry.get("analysis", group).config  # noqa: E731
-    if cls is None or not name:
+    if not name:
         return False
-    tp = field_types(cls()).get(name)
+    if group in ("task", "model"):
+        cls = registry.get(group, task if group == "task" else model).config
+    elif group == "train":
+        cls = TrainConfig
+    elif group in registry.entries("analysis"):
+        cls = registry.get("analysis", group).config
+    else:
+        return False
+    tp = field_types(cls).get(name)
     return typing.get_origin(tp) is tuple
 
 
@@ -97,12 +99,10 @@ def parse_jobs(text: str, n_runs: int) -> int:
     """`jobs=N` runs at once (default 1: one small model trains faster on all the cores than
     two share them); `jobs=auto`: one per CPU core on a CPU-only machine, 1 with a GPU."""
     if text == "auto":
-        import os
         import torch
-        if torch.cuda.is_available():
-            return 1
-        return max(1, min(n_runs, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                          else os.cpu_count() or 1))
+
+        from study.launch import cores
+        return 1 if torch.cuda.is_available() else max(1, min(n_runs, cores()))
     try:
         jobs = int(text)
     except ValueError:

@@ -5,11 +5,8 @@ with AdamW on the task's training data, evaluates every split of `task.eval_spli
 stratum at log-spaced checkpoints, and leaves in the run directory `metrics.parquet` (long
 format: step, split, stratum, metric, value), `checkpoints/` and `summary.json`.
 
-Speed [ours]: the whole (tokenised) training split lives on the device; each batch is an
-index into it, and every batch is trimmed to the longest non-PAD length of the split (data
-are right-padded and models causal, so the trimmed positions change nothing). Tasks that
-sample batches on the fly are generated in large blocks on a background thread and copied
-once per block. On CUDA: bf16 autocast, fused AdamW, `torch.compile` of forward + loss,
+Speed [ours]: the whole (tokenised) training split lives on the device and batches are
+indices into it, trimmed to the split's used length (`study/streams.py`). On CUDA: bf16 autocast, fused AdamW, `torch.compile` of forward + loss,
 losses accumulated on the device and read back only at log intervals.
 
 Resume: re-running on the same run directory continues from the newest checkpoint holding a
@@ -27,7 +24,6 @@ import json
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -39,6 +35,7 @@ import torch.nn.functional as F
 from models.base import takes_readout
 from study import checkpoint as ckpt
 from study.rundir import RunDir, atomic_write_bytes
+from study.streams import make_stream, to_width, used_length
 from study.train_config import TrainConfig
 from tasks.base import IGNORE
 
@@ -119,136 +116,6 @@ def auto_intervals(cfg: TrainConfig) -> tuple[int, int]:
     log_every = cfg.log_every or max(1, cfg.steps // 500)
     eval_every = cfg.eval_every or (max(1, cfg.steps // 200) if cfg.target_accuracy else 0)
     return log_every, eval_every
-
-
-# --- data ----------------------------------------------------------------------------------
-
-def used_length(ids: np.ndarray, labels: np.ndarray, pad_id: int) -> int:
-    """1 + the last position holding a non-PAD token or a scored label, over all rows."""
-    used = (ids != pad_id) | (labels != IGNORE)  # (n, seq_len)
-    cols = np.flatnonzero(used.any(axis=0))
-    return int(cols[-1]) + 1 if cols.size else 1
-
-
-def to_width(a: np.ndarray, width: int, fill: int) -> np.ndarray:
-    """(n, w) integer array of any dtype -> (n, width) int64, cut or filled on the right
-    (tasks may store compact dtypes and splits narrower than seq_len)."""
-    out = np.full((a.shape[0], width), fill, np.int64)
-    w = min(width, a.shape[1])
-    out[:, :w] = a[:, :w]
-    return out
-
-
-def loss_targets(ids: torch.Tensor, labels: torch.Tensor, loss_on: str, pad_id: int) -> torch.Tensor:
-    """Per-position targets: the scored labels, or (loss_on="all") every next non-PAD token
-    with the scored labels taking precedence. (n, L) -> (n, L), IGNORE where unscored."""
-    if loss_on == "answer":
-        return labels
-    nxt = torch.full_like(ids, IGNORE)
-    nxt[:, :-1] = ids[:, 1:]
-    nxt[nxt == pad_id] = IGNORE
-    return torch.where(labels != IGNORE, labels, nxt)
-
-
-def _epoch_seed(seed: int, epoch: int) -> int:
-    state = np.random.SeedSequence([seed % (1 << 64), epoch, 0x5EED]).generate_state(2, np.uint32)
-    return int(state[0]) << 31 ^ int(state[1])
-
-
-class ShuffledStream:
-    """Batches of a fixed training split held on the device; batch i = stream positions
-    [i*B, (i+1)*B) of the per-epoch permutations (batches may straddle epochs, so every batch
-    has the same shape and compiles once)."""
-
-    def __init__(self, ids: np.ndarray, labels: np.ndarray, batch_size: int, seed: int,
-                 device: torch.device, loss_on: str, pad_id: int):
-        self.n, self.batch_size, self.seed, self.device = len(ids), batch_size, seed, device
-        self.seq_len = used_length(ids, labels, pad_id)
-        self.tokens_per_batch = batch_size * float((ids != pad_id).sum()) / max(1, self.n)
-        self.ids = torch.from_numpy(to_width(ids, self.seq_len, pad_id)).to(device)  # (n, L)
-        labels_t = torch.from_numpy(to_width(labels, self.seq_len, IGNORE)).to(device)
-        self.targets = loss_targets(self.ids, labels_t, loss_on, pad_id)  # (n, L)
-        self._perms: dict[int, torch.Tensor] = {}
-
-    def _perm(self, epoch: int) -> torch.Tensor:
-        if epoch not in self._perms:
-            # drawn on the CPU so the order is the same on every device [ours]
-            g = torch.Generator().manual_seed(_epoch_seed(self.seed, epoch))
-            self._perms = {e: p for e, p in self._perms.items() if e >= epoch - 1}
-            self._perms[epoch] = torch.randperm(self.n, generator=g).to(self.device)
-        return self._perms[epoch]
-
-    def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        epoch, offset = divmod(i * self.batch_size, self.n)
-        parts, need = [], self.batch_size
-        while need:
-            take = min(need, self.n - offset)
-            parts.append(self._perm(epoch)[offset:offset + take])
-            need, epoch, offset = need - take, epoch + 1, 0
-        idx = parts[0] if len(parts) == 1 else torch.cat(parts)  # (B,)
-        return self.ids[idx], self.targets[idx]  # (B, L), (B, L)
-
-    def close(self) -> None:
-        pass
-
-
-class OnTheFlyStream:
-    """Batches of a task that samples them (`task.train_batch(step, B)`), generated in blocks
-    of many steps on a background thread and copied to the device once per block. Batches keep
-    the task's full seq_len: a per-block trim would change shapes and recompile."""
-
-    def __init__(self, task, batch_size: int, steps: int, device: torch.device, loss_on: str):
-        self.task, self.batch_size, self.steps, self.device = task, batch_size, steps, device
-        self.loss_on, self.pad_id, self.seq_len = loss_on, task.pad_id, task.seq_len
-        self.block = max(1, min(1024, (1 << 22) // (batch_size * self.seq_len)))
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="batches")
-        self._pending: dict = {}
-        self._current, self._data = -1, None
-        first = task.train_batch(0, batch_size)
-        self.tokens_per_batch = float((first.ids != self.pad_id).sum())
-
-    def _make(self, b: int):
-        start = b * self.block
-        exs = [self.task.train_batch(start + k, self.batch_size)
-               for k in range(min(self.block, self.steps - start))]
-        if any(len(e) != self.batch_size or e.ids.shape[1] > self.seq_len for e in exs):
-            raise ValueError(f"{self.task.name}.train_batch must give at most {self.seq_len} "
-                             f"positions for each of {self.batch_size} examples")
-        # (block, B, seq_len)
-        ids = torch.from_numpy(np.stack([to_width(e.ids, self.seq_len, self.pad_id) for e in exs]))
-        labels = torch.from_numpy(np.stack([to_width(e.labels, self.seq_len, IGNORE) for e in exs]))
-        if self.device.type == "cuda":
-            ids, labels = ids.pin_memory(), labels.pin_memory()
-        return ids, labels
-
-    def _submit(self, b: int) -> None:
-        if b * self.block < self.steps and b not in self._pending:
-            self._pending[b] = self._pool.submit(self._make, b)
-
-    def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        b, k = divmod(i, self.block)
-        if b != self._current:
-            self._submit(b)
-            ids, labels = self._pending.pop(b).result()
-            self._pending = {c: f for c, f in self._pending.items() if c > b}
-            ids = ids.to(self.device, non_blocking=True)
-            labels = labels.to(self.device, non_blocking=True)
-            n_blk = ids.shape[0]
-            targets = loss_targets(ids.flatten(0, 1), labels.flatten(0, 1), self.loss_on, self.pad_id)
-            self._data = (ids, targets.view(n_blk, self.batch_size, -1))
-            self._current = b
-            self._submit(b + 1)  # generate the next block while this one trains
-        return self._data[0][k], self._data[1][k]
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def make_stream(task, cfg: TrainConfig, seed: int, device: torch.device):
-    if task.train_batch(0, 1) is not None:
-        return OnTheFlyStream(task, cfg.batch_size, cfg.steps, device, cfg.loss_on)
-    train = task.split("train")
-    return ShuffledStream(train.ids, train.labels, cfg.batch_size, seed, device, cfg.loss_on, task.pad_id)
 
 
 # --- the step ------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pandas as pd
 
 from reports.figure import Figure, slug
 from reports.sections import section
-from reports.sections._common import HEIGHT, WIDTH, model_color, site_label
+from reports.sections._common import WIDTH, model_color, site_label
 
 METRIC = "flip_rate"
 TOP_HEADS = 8

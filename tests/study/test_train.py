@@ -19,8 +19,8 @@ from study import checkpoint as ckpt
 from study.bench_train import bench_train
 from study.registry import get, register
 from study.rundir import RunDir
-from study.train import (ShuffledStream, checkpoint_steps, loss_targets, lr_at, train,
-                         used_length)
+from study.streams import ShuffledStream, loss_targets, used_length
+from study.train import checkpoint_steps, lr_at, train
 from study.train_config import TrainConfig
 from tasks.base import IGNORE, Examples, Task
 
