@@ -1,1 +1,1 @@
-"""Analyses: one file each, registered with `study.registry.register("analysis", ...)`."""
+"""Analyses: one file each, registered with `study.core.registry.register("analysis", ...)`."""

@@ -22,7 +22,6 @@ modules under `model.sites`, so pyvene addresses them by path
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -43,15 +42,3 @@ def build_model(entry, config, vocab_size: int, seq_len: int):
     """Build the torch network of a registered model entry for a task's vocabulary/length."""
     builder: Callable = entry.obj
     return builder(config, vocab_size, seq_len)
-
-
-def takes_readout(model) -> bool:
-    """Whether `model(ids, readout=mask)` is supported: the logits of the masked positions
-    only, (n_true, vocab) (the library's networks all accept it)."""
-    return _class_takes_readout(type(model))
-
-
-@functools.lru_cache(maxsize=None)
-def _class_takes_readout(cls) -> bool:  # read once per class: DAS asks at every step
-    import inspect
-    return "readout" in inspect.signature(cls.forward).parameters

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from study.errors import UsageError
-from study.registry import register
+from study.core.errors import UsageError
+from study.core.registry import register
 
 CELLS = ("gru", "lstm")
 ACTIVATIONS = ("gelu", "relu")

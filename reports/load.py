@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from study.errors import UsageError
+from study.core.errors import UsageError
 
 CONFIG = "config.json"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import altair as alt
 import vl_convert as vlc
 
-from study.rundir import atomic_write_bytes
+from study.core.rundir import atomic_write_bytes
 
 # Renders every `<script type="application/json" class="vl-spec" data-for=KEY>` into the
 # element `#chart-KEY`; marks each chart `data-rendered` (or `data-error`) and the body

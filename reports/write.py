@@ -10,8 +10,8 @@ from pathlib import Path
 from reports.build import build_report
 from reports.html import render
 from reports.load import load_runs
-from study.errors import UsageError
-from study.rundir import atomic_write_bytes
+from study.core.errors import UsageError
+from study.core.rundir import atomic_write_bytes
 
 
 def write_report(run_dirs, out: str | os.PathLike, markdown: bool = True) -> Path:
@@ -60,7 +60,7 @@ def cmd_report(args: list[str]) -> int:
         elif key == "out":
             out = value
         elif key == "markdown":
-            from study.coerce import coerce
+            from study.core.coerce import coerce
             markdown = coerce("markdown", value, bool)
         else:
             raise UsageError(f"report: unknown option {key!r}; usage: report RUN_DIR [RUN_DIR ...] "

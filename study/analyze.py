@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from study import registry
+from study.core import registry
 from study.config import check_analyses, from_dict, group_config
-from study.errors import UsageError
-from study.rundir import RunDir
+from study.core.errors import UsageError
+from study.core.rundir import RunDir
 
 
 def _split_overrides(names, overrides: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -32,8 +32,8 @@ def analyze(rd: RunDir, names, overrides: dict[str, str], checkpoint: str | int 
     import pandas as pd
     import torch
 
-    from analyses.base import AnalysisContext
-    from study.checkpoint import load_model
+    from analyses.common.context import AnalysisContext
+    from study.train.checkpoint import load_model
 
     validate(rd, names, overrides)
     cfg = from_dict(rd.config())

@@ -8,11 +8,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from study import registry
-from study.coerce import coerce
+from study.core import registry
+from study.core.coerce import coerce
 from study.config import resolve
-from study.errors import UsageError
-from study.rundir import atomic_write_bytes
+from study.core.errors import UsageError
+from study.core.rundir import atomic_write_bytes
+from reports.markdown import markdown_table
 
 DEFAULTS = {"train": {"task": "binding", "model": "gpt12"}, "das": {"task": "counting", "model": "gru"}}
 
@@ -34,7 +35,7 @@ def main(kind: str, kv: dict[str, str]) -> Path:
         from study.bench_train import bench_train
         table = bench_train(task, model_entry, cfg.model_config, cfg.train, steps=steps, device=device)
     else:
-        from analyses._bench_das import bench_das
+        from study.bench_das import bench_das
         table = bench_das(task, model_entry, cfg.model_config, steps=steps, device=device)
     header = (f"# bench {kind}: task={cfg.task} model={cfg.model} scale={cfg.scale} "
               f"({time.strftime('%Y-%m-%d')})\n\n")
@@ -43,12 +44,3 @@ def main(kind: str, kv: dict[str, str]) -> Path:
     print(header + markdown_table(table))
     print(f"\nwritten to {out}")
     return out
-
-
-def markdown_table(df) -> str:
-    """A pandas DataFrame as a GitHub Markdown table (floats to 4 significant digits)."""
-    def cell(v):
-        return f"{v:.4g}" if isinstance(v, float) else str(v)
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from study.errors import UsageError
+from study.core.errors import UsageError
 
 USAGE = """usage: python -m study COMMAND [key=value ...]
 

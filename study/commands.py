@@ -5,10 +5,10 @@ import dataclasses
 import inspect
 import re
 
-from study import registry
-from study.coerce import coerce, field_types, type_name
+from study.core import registry
+from study.core.coerce import coerce, field_types, type_name
 from study.config import check_scale, group_config, resolve, split_args
-from study.errors import UsageError
+from study.core.errors import UsageError
 
 HOME_TASK = "binding"  # parameter counts in `list` are shown for each task's vocabulary
 
@@ -69,7 +69,7 @@ def cmd_describe(args):
         print(f"requires: {', '.join(sorted(entry.requires))}")
     _describe_fields(entry.config, f"{entry.name if kind == 'analysis' else kind}.", entry.presets)
     if kind == "task":
-        from study.train_config import TrainConfig
+        from study.train.config import TrainConfig
         print("\ntraining (train.FIELD), presets from this task:")
         _describe_fields(TrainConfig, "train.", getattr(entry.obj, "train_presets", {}))
 
@@ -118,7 +118,7 @@ def cmd_run(args):
 def cmd_analyze(args):
     if not args or "=" in args[0]:
         raise UsageError("usage: analyze RUN_DIR analysis=NAME[,NAME] [checkpoint=final|STEP] [NAME.FIELD=V]")
-    from study.rundir import RunDir
+    from study.core.rundir import RunDir
     rd = RunDir(args[0])
     if not rd.exists():
         raise UsageError(f"{rd.path} is not a run directory (no config.json)")

@@ -15,10 +15,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from study import registry
-from study.coerce import coerce, field_types
-from study.errors import UsageError
-from study.train_config import TrainConfig
+from study.core import registry
+from study.core.coerce import coerce, field_types
+from study.core.errors import UsageError
+from study.train.config import TrainConfig
 
 TOP_KEYS = {
     "task": "task family (registry name)",

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from study.errors import UsageError
+from study.core.errors import UsageError
 from study.runner import log
 
 

@@ -9,10 +9,10 @@ import shutil
 import sys
 import time
 
-from study import registry
+from study.core import registry
 from study.config import RunConfig
-from study.errors import UsageError
-from study.rundir import RunDir
+from study.core.errors import UsageError
+from study.core.rundir import RunDir
 
 
 def log(msg: str) -> None:
@@ -97,7 +97,7 @@ def write_report(rd: RunDir) -> None:
 
 
 def _train(cfg: RunConfig, rd: RunDir, task) -> None:
-    from study.train import train
+    from study.train.loop import train
     model_entry = registry.get("model", cfg.model)
     summary = train(rd, task, model_entry, cfg.model_config, cfg.train, cfg.seed)
     acc = summary.get("test_accuracy")

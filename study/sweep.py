@@ -9,11 +9,11 @@ import itertools
 import sys
 import typing
 
-from study import registry
-from study.coerce import field_types
+from study.core import registry
+from study.core.coerce import field_types
 from study.config import resolve, split_args
-from study.errors import UsageError
-from study.train_config import TrainConfig
+from study.core.errors import UsageError
+from study.train.config import TrainConfig
 
 # Predefined studies: key=value defaults (comma lists sweep), overridable on the command line.
 STUDIES = {

@@ -1,1 +1,1 @@
-"""Task families: one file each, registered with `study.registry.register("task", ...)`."""
+"""Task families: one file each, registered with `study.core.registry.register("task", ...)`."""

@@ -64,8 +64,8 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
-from study.errors import UsageError
-from study.registry import register
+from study.core.errors import UsageError
+from study.core.registry import register
 from tasks.base import IGNORE, Examples, Pairs, Task
 
 FORMS = ("+n n", "+v n", "+n v", "+v v")  # index = stratum `form` = the authors' `typ`

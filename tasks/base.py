@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-IGNORE = -1
+from study.core.labels import IGNORE  # noqa: F401  (re-exported: tasks write it)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class Task(ABC):
     def split(self, name: str) -> Examples:
         """A split, from memory, else from the disk cache, else generated and cached."""
         if name not in self.splits:
-            from study.errors import UsageError
+            from study.core.errors import UsageError
             raise UsageError(f"split={name!r} is not a split of task {self.name}; "
                              f"choose from {', '.join(self.splits)}")
         if name not in self._cache:

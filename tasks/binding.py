@@ -70,8 +70,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from study.errors import UsageError
-from study.registry import register
+from study.core.errors import UsageError
+from study.core.registry import register
 from tasks.base import IGNORE, Examples, Pairs, Task
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"

@@ -38,8 +38,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from study.errors import UsageError
-from study.registry import register
+from study.core.errors import UsageError
+from study.core.registry import register
 from tasks.base import IGNORE, Examples, Pairs, Task
 from tasks.counting_causal import DEMO, MODELS, Alphabet, parse_kind
 

@@ -34,7 +34,7 @@ def run_cli(*args, cwd=None, timeout=600):
 def frozen_smoke_model(task_name, model_name):
     """(task, model, model entry) at scale=smoke, seed 0, eval mode, parameters frozen."""
     from models.base import build_model
-    from study.registry import get
+    from study.core.registry import get
 
     te, me = get("task", task_name), get("model", model_name)
     task = te.obj(te.make_config("smoke"))

@@ -7,14 +7,14 @@ import pytest
 import torch
 from torch import nn
 
-from analyses._attn2_views import _prev_pos
-from analyses._circuit_scores import (fourier_fraction, induction_score, prev_token_score,
+from analyses.circuits.attn2_views import _prev_pos
+from analyses.circuits.scores import (fourier_fraction, induction_score, prev_token_score,
                                       target_sums)
-from analyses._head_ablation import ablation_rows
-from analyses._task_views import attention_targets, binding_chain_lines
-from analyses.base import AnalysisContext
+from analyses.circuits.ablation import ablation_rows
+from analyses.common.task_views import attention_targets, binding_chain_lines
+from analyses.common.context import AnalysisContext
 from models.nets.sites import Sites
-from study import registry
+from study.core import registry
 
 
 def _uniform(n_pos):

@@ -12,15 +12,15 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from analyses._alignment import (LinearAlignment, OrthogonalAlignment, load_alignment, pv,
+from analyses.das.alignment import (LinearAlignment, OrthogonalAlignment, load_alignment, pv,
                                  random_oaf)
-from analyses._das_train import forward, search, site_data
-from analyses._interchange import intervene, pair_tensors
-from analyses.base import AnalysisContext
+from analyses.das.search import forward, search, site_data
+from analyses.common.interchange import intervene, pair_tensors
+from analyses.common.context import AnalysisContext
 from analyses.das import DasConfig
 from models.nets.pyvene_sites import interchange, intervenable
 from models.nets.sites import Sites
-from study.registry import get
+from study.core.registry import get
 from tests.conftest import frozen_smoke_model as _smoke
 from tasks.base import Pairs
 
@@ -87,8 +87,8 @@ def test_das_recovers_a_planted_two_dim_variable_and_the_random_control_does_not
 def test_a_plateau_stops_training_and_a_learnable_variable_is_still_found():
     """`patience` ends a search that cannot improve (k=1 cannot carry the 2-dim variable: a
     single direction holds at most part of it) long before `steps`, and leaves k=2 intact."""
-    from analyses._alignment import make_alignment
-    from analyses._das_train import iia, train
+    from analyses.das.alignment import make_alignment
+    from analyses.das.search import iia, train
 
     model = Planted().eval()
     data = site_data(model, planted_pairs(512, 0), planted_pairs(256, 1), "resid", 0, -1, "cpu")

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from analyses._interchange import (all_right, capture, intervene, logit_diff, pair_tensors,
+from analyses.common.interchange import (all_right, capture, intervene, logit_diff, pair_tensors,
                                    replace_fn)
-from analyses._patch_sweep import sweep, tables
-from analyses.base import AnalysisContext
+from analyses.patching.sweep import sweep, tables
+from analyses.common.context import AnalysisContext
 from models.nets.pyvene_sites import interchange, intervenable
-from study.registry import get
+from study.core.registry import get
 from tests.conftest import frozen_smoke_model as _smoke
 
 

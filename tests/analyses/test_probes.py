@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from analyses._probe_fit import POOLED, probe_site, shuffled
-from analyses._task_views import probe_variables
-from analyses.base import AnalysisContext
-from study import registry
+from analyses.probes.fit import POOLED, probe_site, shuffled
+from analyses.common.task_views import probe_variables
+from analyses.common.context import AnalysisContext
+from study.core import registry
 
 
 def _planted(n=240, pos=4, d=12, n_classes=3, seed=0):

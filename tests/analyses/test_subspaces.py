@@ -5,10 +5,10 @@ import pytest
 import torch
 from safetensors.numpy import save_file
 
-from analyses._subspace_math import alignment_basis, alignment_files, principal_cosines
-from analyses.base import AnalysisContext
-from study import registry
-from study.errors import UsageError
+from analyses.subspaces.geometry import alignment_basis, alignment_files, principal_cosines
+from analyses.common.context import AnalysisContext
+from study.core import registry
+from study.core.errors import UsageError
 
 
 def _orthogonal(d, seed):

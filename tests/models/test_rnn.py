@@ -11,8 +11,8 @@ from models.nets import pyvene_sites as ps
 from models.nets.rnn import RecurrentLM
 from models.nets.sites import Sites
 from models.rnn import GRUConfig, LSTMConfig, RNNConfig
-from study.errors import UsageError
-from study.registry import SCALES, get
+from study.core.errors import UsageError
+from study.core.registry import SCALES, get
 
 VOCAB, SEQ = 7, 9
 

@@ -9,7 +9,7 @@ import torch
 
 from models.base import build_model
 from models.nets.attention import capture_attention
-from study.registry import SCALES, get
+from study.core.registry import SCALES, get
 
 FAMILIES = ("gpt12", "rope2", "attn2")
 VOCAB, SEQ = 23, 12

@@ -10,7 +10,7 @@ from reports.build import build_report
 from reports.html import render, spec_json
 from reports.load import load_run, load_runs
 from reports.write import write_report
-from study.errors import UsageError
+from study.core.errors import UsageError
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SPEC_SCRIPT = re.compile(r'<script type="application/json" class="vl-spec" data-for="([^"]*)">(.*?)</script>',

@@ -4,8 +4,8 @@ from typing import Literal, Optional
 
 import pytest
 
-from study.coerce import coerce, field_types
-from study.errors import UsageError
+from study.core.coerce import coerce, field_types
+from study.core.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Sweeps expand comma lists into runs; tuple-valued fields and analyses keep their commas."""
 import pytest
 
-from study.errors import UsageError
+from study.core.errors import UsageError
 from study.sweep import STUDIES, expand
 from study.config import resolve
 

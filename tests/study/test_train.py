@@ -15,13 +15,13 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from study import checkpoint as ckpt
+from study.train import checkpoint as ckpt
 from study.bench_train import bench_train
-from study.registry import get, register
-from study.rundir import RunDir
-from study.streams import ShuffledStream, loss_targets, used_length
-from study.train import checkpoint_steps, lr_at, train
-from study.train_config import TrainConfig
+from study.core.registry import get, register
+from study.core.rundir import RunDir
+from study.train.streams import ShuffledStream, loss_targets, used_length
+from study.train.loop import checkpoint_steps, lr_at, train
+from study.train.config import TrainConfig
 from tasks.base import IGNORE, Examples, Task
 
 # --- a tiny task ---------------------------------------------------------------------------

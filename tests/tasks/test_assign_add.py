@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 
-from study import registry
-from study.errors import UsageError
-from study.train_config import TrainConfig
+from study.core import registry
+from study.core.errors import UsageError
+from study.train.config import TrainConfig
 from tasks.assign_add import EXTRA_POOLS, NINE_POOLS, AssignAddConfig, AssignAddTask
 from tasks.base import IGNORE
 

@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from study.errors import UsageError
-from study.registry import SCALES, get
-from study.train_config import TrainConfig
+from study.core.errors import UsageError
+from study.core.registry import SCALES, get
+from study.train.config import TrainConfig
 from tasks.base import IGNORE
 from tasks.binding import BindingConfig, BindingTask
 

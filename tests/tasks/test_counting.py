@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from study import registry
-from study.errors import UsageError
-from study.train_config import TrainConfig
+from study.core import registry
+from study.core.errors import UsageError
+from study.train.config import TrainConfig
 from tasks.base import IGNORE
 from tasks.counting import VARIANTS, CountingConfig, CountingTask
 from tasks.counting_causal import MODELS, Alphabet, CtxDistr, UpDown, UpUp

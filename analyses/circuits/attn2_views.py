@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from analyses._circuit_scores import cosine, fourier_fraction
+from analyses.circuits.scores import cosine, fourier_fraction
 
 
 def has_weights(model) -> bool:
@@ -125,7 +125,7 @@ def _last_mlp_layer(model):
 
 
 def _premlp_cosines(model, task, ids, device, layer: int, nums: torch.Tensor) -> list[tuple]:
-    from analyses._site_activations import collect
+    from analyses.common.activations import collect
 
     acts = collect(model, ids, [("resid", layer), ("attn_out", layer)], device)
     pre = torch.as_tensor(acts[("resid", layer)][:, -1] + acts[("attn_out", layer)][:, -1])

@@ -5,8 +5,8 @@ An analysis file registers with
 function `run(ctx) -> dict[str, pandas.DataFrame]` (table name -> long-format table) and may
 save learned artefacts into `ctx.out_dir` itself. Registration files import only the
 standard library at module level (the registry scan must stay fast); torch, pyvene, numpy
-and pandas are imported inside functions or in underscore modules (`analyses/_x.py`, not
-scanned) that the run function imports.
+and pandas are imported inside functions or in helper modules of the analysis's own package (`analyses/das/search.py`), which the
+run function imports when it runs.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def chosen(key: str, asked, allowed, what: str) -> tuple:
     """The asked names (all `allowed` if none asked); an unknown one is a one-line UsageError
     naming the setting, e.g. `das.variables: 'x' is not a causal variable of counting; choose
     from ...`."""
-    from study.errors import UsageError
+    from study.core.errors import UsageError
     for name in asked:
         if name not in allowed:
             raise UsageError(f"{key}: {name!r} is not {what}; choose from {', '.join(allowed)}")

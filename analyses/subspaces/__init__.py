@@ -3,7 +3,7 @@ seeds and architectures?
 
 Reads the alignments the `das` analysis saved (`RUN/analyses/das/alignments*.safetensors`,
 keys `<alignment>/<variable>/<site>/k=<k>`), turns each into a basis of its interchanged
-k-dimensional subspace (`analyses/_subspace_math.alignment_basis`, `subspaces.space`) and
+k-dimensional subspace (`analyses/subspaces/geometry.alignment_basis`, `subspaces.space`) and
 compares the analysed checkpoint's subspaces with those of
 - the runs listed in `subspaces.runs` (every checkpoint with alignments there), or, when none
   are given,
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from study.errors import UsageError
-from study.registry import register
+from study.core.errors import UsageError
+from study.core.registry import register
 
 _SPACES = ("write", "read", "standardised")
 
@@ -55,7 +55,7 @@ def run(ctx) -> dict:
 
     import pandas as pd
 
-    from analyses._subspace_math import alignment_files, principal_cosines, read_alignments
+    from analyses.subspaces.geometry import alignment_files, principal_cosines, read_alignments
 
     cfg = ctx.config
     own_dir = Path(ctx.out_dir).parent.parent

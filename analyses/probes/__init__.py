@@ -1,10 +1,10 @@
 """Analysis `probes`: linear probes for the task's causal variables at every site.
 
-For each causal variable (per task: `analyses/_task_views.probe_variables`) and each site —
+For each causal variable (per task: `analyses/common/task_views.probe_variables`) and each site —
 the residual stream entering every layer at every position for transformers
 (`sites.resid[l]`, layer = l, l = n_layers is the final stream), the recurrent state after
 every token for RNNs (`sites.state[t]`, layer 0, position = t) — a logistic-regression probe
-is fitted on some sequences and scored on others (`analyses/_probe_fit.py`). Position -1 is a
+is fitted on some sequences and scored on others (`analyses/probes/fit.py`). Position -1 is a
 probe fitted on every position of the site at once. Each probe has a control: the same
 probe fitted to labels permuted among the sequences (`control` = True), which shows the
 accuracy the probe reaches without any information in the representation.
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from study.errors import UsageError
-from study.registry import register
+from study.core.errors import UsageError
+from study.core.registry import register
 
 _KINDS = ("resid", "attn_out", "mlp_out", "head", "state")
 
@@ -72,10 +72,10 @@ def run(ctx) -> dict:
     import numpy as np
     import pandas as pd
 
-    from analyses._probe_fit import probe_site, shuffled
-    from analyses._site_activations import grouped_collect, site_kinds
-    from analyses._task_views import probe_variables, sample
-    from analyses.base import chosen
+    from analyses.probes.fit import probe_site, shuffled
+    from analyses.common.activations import grouped_collect, site_kinds
+    from analyses.common.task_views import probe_variables, sample
+    from analyses.common.context import chosen
 
     cfg, task, model = ctx.config, ctx.task, ctx.model
     ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)

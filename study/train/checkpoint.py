@@ -26,7 +26,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from study.errors import UsageError
+from study.core.errors import UsageError
 
 STEP_PREFIX = "step_"
 RESUME_PREFIX = "resume_"
@@ -230,7 +230,7 @@ def resolve_step(run_dir, step: int | str = "final") -> Path:
 
 def load_model(run_dir, step: int | str = "final", device="cpu") -> tuple[Any, dict]:
     """(model in eval mode, meta) of a logged checkpoint, rebuilt through the model registry."""
-    from study.registry import get
+    from study.core.registry import get
     ckpt = resolve_step(run_dir, step)
     meta = read_meta(ckpt)
     entry = get("model", meta["model"])
@@ -242,6 +242,6 @@ def load_model(run_dir, step: int | str = "final", device="cpu") -> tuple[Any, d
 
 def load_task(meta: dict):
     """The task a checkpoint was trained on, rebuilt from its meta.json."""
-    from study.registry import get
+    from study.core.registry import get
     entry = get("task", meta["task"])
     return entry.obj(config_from_dict(entry.config, meta["task_config"]))

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from study.train_config import TrainConfig
-from tasks.base import IGNORE
+from study.train.config import TrainConfig
+from study.core.labels import IGNORE
 
 
 def used_length(ids: np.ndarray, labels: np.ndarray, pad_id: int) -> int:

@@ -13,7 +13,7 @@ positions (counting) are patched once per site, source_pos into base_pos (positi
 
 Tables (long format):
 - `patching`: checkpoint, site, layer, position, head, counterfactual, metric, value;
-  metric in flip_rate | logit_diff | norm_logit_diff (see `analyses/_patch_sweep.py`),
+  metric in flip_rate | logit_diff | norm_logit_diff (see `analyses/patching/sweep.py`),
   head = -1 for non-head sites, layer = 0 for `state`; site "none" rows hold the unpatched
   base's flip rate.
 - `head_ranking`: checkpoint, counterfactual, metric, layer, head, value, rank: each head's
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from study.errors import UsageError
-from study.registry import register
+from study.core.errors import UsageError
+from study.core.registry import register
 
 SITE_KINDS = ("resid", "head", "attn_out", "mlp_out", "state")
 
@@ -60,9 +60,9 @@ def run(ctx):
     """Counterfactual activation patching per (layer x position), time step, and head."""
     import pandas as pd
 
-    from analyses._interchange import pair_tensors
-    from analyses._patch_sweep import head_ranking, sweep, tables
-    from analyses.base import chosen
+    from analyses.common.interchange import pair_tensors
+    from analyses.patching.sweep import head_ranking, sweep, tables
+    from analyses.common.context import chosen
 
     cfg, model, task = ctx.config, ctx.model, ctx.task
     kinds = chosen("patching.kinds", cfg.kinds, task.counterfactual_kinds,

@@ -2,10 +2,10 @@
 
 Table `circuits` (checkpoint, layer, head, score, value); head -1 = all heads of the layer
 together (summed pattern or summed weight matrices). Scores:
-- every attention model (`analyses/_circuit_scores.py`): `prev_token` (mean attention to
+- every attention model (`analyses/scores.py`): `prev_token` (mean attention to
   the previous token on task sequences), `induction` (on repeated random tokens),
   `attn_to_<target>` — mean attention mass from the task's query positions onto its targets
-  (`analyses/_task_views.attention_targets`): binding `chain`, `root`, `query_line` from `:`;
+  (`analyses/common/task_views.attention_targets`): binding `chain`, `root`, `query_line` from `:`;
   assign_add `operands`, `values` from `=`, `prev_var` from assigned numbers; counting
   `trigger`, `demos`, `bos` from the response positions.
 - assign_add, every attention model: Exoo et al.'s attention progress measures
@@ -13,13 +13,13 @@ together (summed pattern or summed weight matrices). Scores:
   whose top-1 / top-2 attention is exactly the target; the paper reads them at layers 0, 0
   and 1, with head -1) and `probe_var_from_num` (layer 0: a linear probe's test accuracy
   for the variable name from the residual after layer-0 attention at assigned numbers).
-- models with W_E/W_Q/.../W_U matrices (`attn2`; `analyses/_attn2_views.py`): `ov_copy_frac`,
+- models with W_E/W_Q/.../W_U matrices (`attn2`; `analyses/attn2_views.py`): `ov_copy_frac`,
   `qk_prev_pos`; on assign_add also `qk_num_to_prev_var`, `qk_var_identity`,
   `ov_mlp_accuracy`, `fourier_frac` + `fourier_freq_<i>`, `cos_premlp_ov` and its shuffled
   baseline `cos_premlp_ov_shuffled`.
 
 Table `ablation` (checkpoint, layer, head, method, split, stratum, accuracy): each head
-zero- and mean-ablated (`analyses/_head_ablation.py`), task accuracy on each split overall
+zero- and mean-ablated (`analyses/circuits/ablation.py`), task accuracy on each split overall
 (stratum "all") and per stratum value ("depth=3", "pool=var1_seen_allowed", "count=7");
 the unablated model is layer = head = -1, method "none".
 """
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from study.errors import UsageError
-from study.registry import register
+from study.core.errors import UsageError
+from study.core.registry import register
 
 _METHODS = ("zero", "mean")
 
@@ -67,23 +67,23 @@ def run(ctx) -> dict:
     """Per-head attention scores, QK/OV and Fourier views, and head ablation by stratum."""
     import pandas as pd
 
-    from analyses import _attn2_views, _circuit_scores
-    from analyses._head_ablation import ablation_rows
-    from analyses._task_views import sample
+    from analyses.circuits import attn2_views, scores
+    from analyses.circuits.ablation import ablation_rows
+    from analyses.common.task_views import sample
 
     cfg, task, model, dev = ctx.config, ctx.task, ctx.model, ctx.device
     ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
-    rows = _circuit_scores.task_head_scores(model, task, ids, dev, cfg.batch_size)
+    rows = scores.task_head_scores(model, task, ids, dev, cfg.batch_size)
     T = cfg.induction_len or task.seq_len // 2
     if 2 * T > task.seq_len and hasattr(model, "W_pos"):
         raise UsageError(f"circuits.induction_len={T}: 2T exceeds the {task.seq_len} positions "
                          f"model {ctx.model_name} has learned")
-    rows += _circuit_scores.induction_rows(model, task, cfg.n_induction, T, dev,
+    rows += scores.induction_rows(model, task, cfg.n_induction, T, dev,
                                            cfg.batch_size, ctx.seed)
-    if _attn2_views.has_weights(model):
-        rows += _attn2_views.generic_rows(model, task.pad_id)
+    if attn2_views.has_weights(model):
+        rows += attn2_views.generic_rows(model, task.pad_id)
         if task.name == "assign_add":
-            rows += _attn2_views.assign_add_rows(model, task, ids, dev, cfg.fourier_top_k)
+            rows += attn2_views.assign_add_rows(model, task, ids, dev, cfg.fourier_top_k)
     if task.name == "assign_add":
         rows.append(_probe_var_from_num(model, task, ids, dev, ctx.seed))
     circuits = pd.DataFrame([(ctx.checkpoint, *r) for r in rows],
@@ -109,9 +109,9 @@ def _probe_var_from_num(model, task, ids, device, seed: int) -> tuple:
     for the index of its variable; 70 / 30 split of the sequences."""
     import numpy as np
 
-    from analyses._probe_fit import fit_probe
-    from analyses._site_activations import collect
-    from analyses._task_views import probe_variables
+    from analyses.probes.fit import fit_probe
+    from analyses.common.activations import collect
+    from analyses.common.task_views import probe_variables
 
     acts = collect(model, ids, [("resid", 0), ("attn_out", 0)], device)
     x = acts[("resid", 0)] + acts[("attn_out", 0)]  # (n, pos, d)
@@ -126,6 +126,6 @@ def _probe_var_from_num(model, task, ids, device, seed: int) -> tuple:
         return (0, -1, "probe_var_from_num", float("nan"))
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1):  # see analyses/_probe_fit.probe_site
+    with threadpool_limits(limits=1):  # see analyses/probes/fit.probe_site
         _, test_acc = fit_probe(parts[0][0], parts[0][1], parts[1][0], parts[1][1], max_iter=500)
     return (0, -1, "probe_var_from_num", test_acc)

@@ -13,7 +13,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from study.errors import UsageError
+from study.core.errors import UsageError
 
 KINDS = ("task", "model", "analysis")
 _PACKAGES = {"task": "tasks", "model": "models", "analysis": "analyses"}
@@ -75,7 +75,7 @@ def _scan(kind: str) -> None:
         return
     package = importlib.import_module(_PACKAGES[kind])
     for info in pkgutil.iter_modules(package.__path__):
-        if not info.name.startswith("_") and not info.ispkg:
+        if not info.name.startswith("_"):  # a module, or a package (an analysis with helpers)
             importlib.import_module(f"{package.__name__}.{info.name}")
     _SCANNED.add(kind)
 

@@ -6,15 +6,15 @@ projection, so zeroing it removes exactly that head's contribution to the residu
 - `mean`: the slice is set to its mean over the evaluated sequences at each position
   [ours: position-wise mean ablation over the same sequences, the usual reference
   distribution when no separate one is named].
-Accuracy uses the task's rule (every scored position right, `_task_views.correct`).
+Accuracy uses the task's rule (every scored position right, `task_views.correct`).
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from analyses._site_activations import batches, hooked
-from analyses._task_views import correct
+from analyses.common.activations import batches, hooked
+from analyses.common.task_views import correct
 
 METHODS = ("zero", "mean")
 
@@ -66,7 +66,7 @@ def ablated(model, layer: int, head: int, d_head: int, method: str,
 
 def by_stratum(task, ok: np.ndarray, strata: dict[str, np.ndarray]) -> list[tuple[str, float]]:
     """[("all", acc), ("depth=1", acc), ...] for a (n,) correctness mask."""
-    from analyses._task_views import stratum_label
+    from analyses.common.task_views import stratum_label
 
     rows = [("all", float(ok.mean()))]
     for name, values in strata.items():

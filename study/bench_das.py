@@ -1,11 +1,11 @@
 """`python -m study bench das`: DAS training steps per second, our loop against pyvene's.
 
-Both loops train the same OAF (`analyses/_alignment.OrthogonalAlignment`, a pyvene
+Both loops train the same OAF (`analyses/das/alignment.OrthogonalAlignment`, a pyvene
 `RotatedSpaceIntervention`) on the same pairs of the task's first causal variable, at the
 `das` analysis's default site, batch 128, Adam, fp32:
 - `pyvene`: the tutorial-style loop. An `IntervenableModel` (`models/nets/pyvene_sites`)
   runs the source forward and the base forward at every step, on full-length inputs.
-- `cached`: the `das` analysis's loop (`analyses/_das_train`): source vectors read once
+- `cached`: the `das` analysis's loop (`analyses/das/search`): source vectors read once
   (their one-off cost is `setup_s`), then one base forward per step through a hook, inputs
   cut after the last scored position, the rotation computed once per step.
 At the recurrent `state` site pyvene needs one module (time step) per call, so both loops
@@ -31,9 +31,9 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     """Steps/s of both loops and their ratio, as a DataFrame (one row per loop)."""
     import pandas as pd
 
-    from analyses._alignment import OrthogonalAlignment
-    from analyses._das_train import site_data, step
-    from analyses._interchange import pair_tensors
+    from analyses.das.alignment import OrthogonalAlignment
+    from analyses.das.search import site_data, step
+    from analyses.common.interchange import pair_tensors
     from analyses.das import DasConfig, default_sites
     from models.base import build_model
     from models.nets.pyvene_sites import interchange, intervenable

@@ -39,7 +39,7 @@ class TrainConfig:
     keep_state: Literal["last", "all"] = "last"
 
     def __post_init__(self):
-        from study.errors import UsageError
+        from study.core.errors import UsageError
         for name in ("steps", "batch_size", "checkpoints"):
             if getattr(self, name) < 1:
                 raise UsageError(f"train.{name}={getattr(self, name)} must be at least 1")

@@ -5,7 +5,7 @@ For each causal variable of the task (`task.causal_variables`), train pairs come
 `train` split and test pairs from `test` (`task.counterfactuals(variable, n, split, seed)`).
 At each chosen site the model stays frozen; the alignment maps the (standardised) site
 vector, the first k dims come from the source and the rest from the base, and it is mapped
-back (`analyses/_alignment.py`). OAF and LAF are trained (`analyses/_das_train.py`); the
+back (`analyses/das/alignment.py`). OAF and LAF are trained (`analyses/das/search.py`); the
 random control is a fixed random rotation, never trained.
 
 Sites (defaults [SPEC "DAS"], override with das.sites / das.layers / das.positions):
@@ -21,7 +21,7 @@ Table `das`: checkpoint, variable, site, layer, position, alignment, k, split, i
 iia NaN where a LAF's cond(A) exceeds `max_cond` and its inverse is not trusted).
 Learned alignments go to `alignments.safetensors` under `<alignment>/<variable>/<site>/k=<k>`
 (the matrix: R for OAF/random, W for LAF; suffix keys /mu /sigma /k and, for LAF, /core
-/signs /bias); `analyses._alignment.load_alignment(path, key)` rebuilds one. The file holds
+/signs /bias); `analyses.das.alignment.load_alignment(path, key)` rebuilds one. The file holds
 the latest analysed checkpoint (metadata "checkpoint"); an earlier checkpoint's file is kept
 as `alignments-<step>.safetensors`.
 """
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from study.errors import UsageError
-from study.registry import register
+from study.core.errors import UsageError
+from study.core.registry import register
 
 SITE_KINDS = ("resid", "attn_out", "mlp_out", "head", "state")
 ALIGNMENTS = ("oaf", "laf", "random")
@@ -101,9 +101,9 @@ def run(ctx):
     """Distributed Alignment Search (OAF, LAF, random control) for the task's variables."""
     import pandas as pd
 
-    from analyses._alignment import save_alignments
-    from analyses._das_train import search, site_data
-    from analyses.base import chosen
+    from analyses.das.alignment import save_alignments
+    from analyses.das.search import search, site_data
+    from analyses.common.context import chosen
 
     cfg, model, task = ctx.config, ctx.model, ctx.task
     variables = chosen("das.variables", cfg.variables, task.causal_variables,

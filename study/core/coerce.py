@@ -10,7 +10,7 @@ import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
 
-from study.errors import UsageError
+from study.core.errors import UsageError
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}

@@ -17,7 +17,7 @@ Two views of a batch of token arrays `ids` (n, pos):
 - `attention_targets(task, ids)`: for "where does this head look" scores,
   name -> (query (n, pos) bool, keys (n, pos) bool, or (n, pos, pos) bool when each query
   row has its own keys); a score is the attention mass from the query positions onto the key
-  positions (see `_circuit_scores.target_sums`).
+  positions (see `scores.target_sums`).
   * binding: from the `:` position (where the answer is read out) to `chain` (every token of
     the lines on the query's chain), `root` (the chain's digit) and `query_line` (the line
     that assigns the queried letter, the first hop).

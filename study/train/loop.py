@@ -6,7 +6,7 @@ stratum at log-spaced checkpoints, and leaves in the run directory `metrics.parq
 format: step, split, stratum, metric, value), `checkpoints/` and `summary.json`.
 
 Speed [ours]: the whole (tokenised) training split lives on the device and batches are
-indices into it, trimmed to the split's used length (`study/streams.py`). On CUDA: bf16 autocast, fused AdamW, `torch.compile` of forward + loss,
+indices into it, trimmed to the split's used length (`study/train/streams.py`). On CUDA: bf16 autocast, fused AdamW, `torch.compile` of forward + loss,
 losses accumulated on the device and read back only at log intervals.
 
 Resume: re-running on the same run directory continues from the newest checkpoint holding a
@@ -32,12 +32,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from models.base import takes_readout
-from study import checkpoint as ckpt
-from study.rundir import RunDir, atomic_write_bytes
-from study.streams import make_stream, to_width, used_length
-from study.train_config import TrainConfig
-from tasks.base import IGNORE
+from study.core.network import takes_readout
+from study.train import checkpoint as ckpt
+from study.core.rundir import RunDir, atomic_write_bytes
+from study.train.streams import make_stream, to_width, used_length
+from study.train.config import TrainConfig
+from study.core.labels import IGNORE
 
 METRIC_COLUMNS = ("step", "split", "stratum", "metric", "value")
 # settings that may change between an interrupted run and its resumption
@@ -62,7 +62,7 @@ class Runtime:
 
 
 def resolve_runtime(cfg: TrainConfig) -> Runtime:
-    from study.errors import UsageError
+    from study.core.errors import UsageError
     name = cfg.device
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"

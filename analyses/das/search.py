@@ -2,10 +2,10 @@
 
 For one (variable, site, position) the pairs' source vectors at the site never change while
 an alignment trains (the model is frozen), so they are read once (`SiteData`) and each step
-runs only the base forward, with a hook (`analyses/_interchange.intervene`) that applies the
-alignment — a pyvene intervention from `analyses/_alignment.py` — to the base vector and the
+runs only the base forward, with a hook (`analyses/common/interchange.intervene`) that applies the
+alignment — a pyvene intervention from `analyses/das/alignment.py` — to the base vector and the
 cached source vector. A pyvene-only loop would run the source forward at every step as well;
-`analyses/_bench_das.py` measures the difference and the tests check both give the same
+`study/bench_das.py` measures the difference and the tests check both give the same
 logits. Inputs are cut after the last scored position (causal models: nothing scored reads
 later tokens).
 
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from analyses._alignment import cached_maps, make_alignment, tensors_of
-from analyses._interchange import (PairTensors, check_site, gather_site, intervene,
+from analyses.das.alignment import cached_maps, make_alignment, tensors_of
+from analyses.common.interchange import (PairTensors, check_site, gather_site, intervene,
                                    pair_tensors, scored_end)
-from models.base import takes_readout
+from study.core.network import takes_readout
 from tasks.base import IGNORE
 
 _WINDOW = 20  # training batches averaged for early stopping [ours]

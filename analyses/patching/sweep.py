@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from analyses._interchange import (STEP_KINDS, PairTensors, all_right, capture, intervene,
+from analyses.common.interchange import (STEP_KINDS, PairTensors, all_right, capture, intervene,
                                    logit_diff, replace_fn, scored_end)
 
 

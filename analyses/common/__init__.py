@@ -1,0 +1,1 @@
+"""Helpers shared by several analyses (no registry entries here)."""
