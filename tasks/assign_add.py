@@ -215,7 +215,9 @@ class AssignAddTask(Task):
 
     name = "assign_add"
     version = 1
-    eval_splits: ClassVar[tuple[str, ...]] = ("val", *NINE_POOLS)
+    # `test` (the nine pools stacked, with the `pool` stratum) is the headline split the report
+    # and the heuristics compare against; the pools give the per-pool trajectories
+    eval_splits: ClassVar[tuple[str, ...]] = ("val", "test", *NINE_POOLS)
     causal_variables: ClassVar[tuple[str, ...]] = ("x", "y")
     counterfactual_kinds: ClassVar[tuple[str, ...]] = ("lhs_value", "rhs_value", "binding",
                                                        "operand_var")
