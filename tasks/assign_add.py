@@ -382,6 +382,25 @@ class AssignAddTask(Task):
                   "n_assign": d.n_assign.astype(np.int64)}
         return Examples(ids, labels, strata)
 
+    # --- analysis views (tasks/assign_add_views.py) --------------------------------------
+    def probe_variables(self, ids: np.ndarray, labels=None) -> dict[str, np.ndarray]:
+        from tasks.assign_add_views import probe_variables
+        return probe_variables(self, np.asarray(ids))
+
+    def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        from tasks.assign_add_views import attention_targets
+        return attention_targets(self, np.asarray(ids))
+
+    def progress_measures(self):
+        from tasks.assign_add_views import progress_measures
+        return progress_measures(self)
+
+    def stratum_label(self, name: str, value) -> str:
+        """`pool` is an index into `NINE_POOLS`: it reads as the pool's name."""
+        if name == "pool":
+            return f"pool={list(NINE_POOLS)[int(value)]}"
+        return super().stratum_label(name, value)
+
     # --- causal model -----------------------------------------------------------------
     def operands(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(x, y): the operand values of (n, seq_len) sequences, variables resolved from the
