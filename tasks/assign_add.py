@@ -53,6 +53,10 @@ token for token apart from those values or that variable token: pairs are aligne
 (`base_pos = source_pos = -1`). Pair stratum `value_pos` is the position of the token that
 carries the target operand's value in the source (13/14 for a number operand, else the value
 token of its assignment), the natural single-position patching site.
+
+What analyses read (probe variables, attention targets, the facts behind the authors'
+progress measures; the `pool` stratum reads as the pool's name) is in
+`tasks/assign_add_views.py`.
 """
 from __future__ import annotations
 

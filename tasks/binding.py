@@ -60,6 +60,9 @@ Labels: IGNORE except at the final ":", which holds the answer digit's id. Strat
 (the chain's digit changes: the answer follows), `distractor` (a digit off the chain
 changes: the answer stays), `query` (the queried letter becomes another letter with a
 different value). Pairs come from programs of the split asked for.
+
+What analyses read (probe variables `root_value`, `line_value`; attention targets `chain`,
+`root`, `query_line` from `:`) is in `tasks/binding_views.py`, built on `interpret`.
 """
 from __future__ import annotations
 
