@@ -53,6 +53,10 @@ token for token apart from those values or that variable token: pairs are aligne
 (`base_pos = source_pos = -1`). Pair stratum `value_pos` is the position of the token that
 carries the target operand's value in the source (13/14 for a number operand, else the value
 token of its assignment), the natural single-position patching site.
+
+What analyses read (probe variables, attention targets, the facts behind the authors'
+progress measures; the `pool` stratum reads as the pool's name) is in
+`tasks/assign_add_views.py`.
 """
 from __future__ import annotations
 
@@ -383,6 +387,25 @@ class AssignAddTask(Task):
                   "position_restricted": n_restr > 0, "n_restricted": n_restr,
                   "n_assign": d.n_assign.astype(np.int64)}
         return Examples(ids, labels, strata)
+
+    # --- analysis views (tasks/assign_add_views.py) --------------------------------------
+    def probe_variables(self, ids: np.ndarray, labels=None) -> dict[str, np.ndarray]:
+        from tasks.assign_add_views import probe_variables
+        return probe_variables(self, np.asarray(ids))
+
+    def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        from tasks.assign_add_views import attention_targets
+        return attention_targets(self, np.asarray(ids))
+
+    def progress_measures(self):
+        from tasks.assign_add_views import progress_measures
+        return progress_measures(self)
+
+    def stratum_label(self, name: str, value) -> str:
+        """`pool` is an index into `NINE_POOLS`: it reads as the pool's name."""
+        if name == "pool":
+            return f"pool={list(NINE_POOLS)[int(value)]}"
+        return super().stratum_label(name, value)
 
     # --- causal model -----------------------------------------------------------------
     def operands(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,12 @@ Conventions shared by all tasks (the engine and analyses rely on them):
   scored position is right; that is how binding/assign_add answers and counting's
   "every response token and the EOS" criterion become one rule.
 - `strata` maps a stratum name to an (n,) integer/bool array, e.g. binding's `depth`.
+
+What analyses read of a task's semantics is asked of the task itself (`Task` below), each with
+a default that means "none" or "not applicable", so a new task works without them:
+`probe_variables` (probes), `attention_targets` and `progress_measures` (circuit scores),
+`operands` (Exoo et al.'s operand views), `stratum_label` (tables by stratum), and
+`Pairs.changed` (counterfactual pairs whose intervention must change the output).
 """
 from __future__ import annotations
 
@@ -67,6 +73,41 @@ class Pairs:
 
     def __len__(self) -> int:
         return int(self.base_ids.shape[0])
+
+    @property
+    def changed(self) -> np.ndarray:
+        """(n,) bool: the counterfactual output differs from the base output at some scored
+        position (a pair whose intervention, if it works, changes what the model says). A
+        position scored in one and IGNORE in the other counts as a difference: the base's
+        output there is undetermined or unscored, never the counterfactual token."""
+        return (np.asarray(self.cf_labels) != np.asarray(self.base_labels)).any(axis=1)  # (n,)
+
+
+@dataclass(frozen=True)
+class ProgressMeasures:
+    """Task facts behind Exoo et al.'s (2026) progress measures, read by the circuits
+    analysis; the defaults mean "not applicable" and switch the measure off.
+
+    - `topk_targets`: attention target (a key of `Task.attention_targets`) -> score name; the
+      score is the fraction of query rows whose m most-attended keys are exactly the target's
+      m keys (their top-1 / top-2 criterion), per head and for the head-summed pattern;
+    - `probes`: score name -> probe variable (a key of `Task.probe_variables`) decoded by a
+      linear probe from the residual after the first attention layer (their
+      `probe_l1_var_from_num`);
+    - `prefix_len`: positions 0..prefix_len-1 hold `[variable, value]` assignments
+      (`qk_num_to_prev_var`: does layer-l QK favour the previous position there);
+    - `variable_ids`: token ids of the variable names (`qk_var_identity`);
+    - `modulus`, `number_ids`: the answer is (x + y) mod `modulus` of the two `Task.operands`,
+      residue r written as token `number_ids[r]` (`ov_mlp_accuracy`, `fourier_frac`,
+      `cos_premlp_ov`).
+    """
+
+    topk_targets: dict[str, str] = field(default_factory=dict)
+    probes: dict[str, str] = field(default_factory=dict)
+    prefix_len: int = 0
+    variable_ids: tuple[int, ...] = ()
+    modulus: int = 0
+    number_ids: tuple[int, ...] = ()
 
 
 class Task(ABC):
@@ -160,6 +201,38 @@ class Task(ABC):
     def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
         """n pairs of a counterfactual kind or causal variable (see `Pairs`), a pure function
         of (config, kind, n, split, seed)."""
+
+    # --- what analyses read (defaults: none / not applicable) ----------------------------
+    def probe_variables(self, ids: np.ndarray,
+                        labels: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Variables a linear probe should find, per example and position: name -> (n, pos)
+        int64, -1 where the variable is undefined (padding, or a position it does not live
+        at). Default [ours]: `output`, the scored label at each scored position (needs
+        `labels` (n, pos)); no labels, no variables."""
+        if labels is None:
+            return {}
+        labels = np.asarray(labels)
+        return {"output": np.where(labels == IGNORE, -1, labels).astype(np.int64)}
+
+    def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """"Where should a head look" targets: name -> (query (n, pos) bool, keys (n, pos)
+        bool, or (n, pos, pos) bool when each query row has its own keys). The circuits
+        analysis scores the attention mass from the query positions onto the keys. Default:
+        none."""
+        return {}
+
+    def operands(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(x (n,), y (n,)): the two operand values each sequence's answer is computed from,
+        for tasks that add (or otherwise combine) two values; None where not applicable."""
+        return None
+
+    def progress_measures(self) -> ProgressMeasures:
+        """Facts for Exoo et al.'s progress measures (see `ProgressMeasures`); default: none."""
+        return ProgressMeasures()
+
+    def stratum_label(self, name: str, value) -> str:
+        """How a stratum value reads in tables: `name=value` ("depth=3")."""
+        return f"{name}={_plain(value)}"
 
     # --- identity -----------------------------------------------------------------------
     def fingerprint(self) -> str:

@@ -60,6 +60,9 @@ Labels: IGNORE except at the final ":", which holds the answer digit's id. Strat
 (the chain's digit changes: the answer follows), `distractor` (a digit off the chain
 changes: the answer stays), `query` (the queried letter becomes another letter with a
 different value). Pairs come from programs of the split asked for.
+
+What analyses read (probe variables `root_value`, `line_value`; attention targets `chain`,
+`root`, `query_line` from `:`) is in `tasks/binding_views.py`, built on `interpret`.
 """
 from __future__ import annotations
 
@@ -134,8 +137,10 @@ class BindingConfig:
 def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
     """Run programs (n, S) with sequential semantics. Per program: `n_lines`, `query`
     (letter index), `answer`, `depth`, `root_line`, `query_line` (its last assignment);
-    per line (n, L): `is_const`, `digit` (-1 for copies); per letter (n, 26): `value` (-1 if
-    never assigned)."""
+    per line (n, L): `is_const`, `digit` (-1 for copies), `line_value` (the value its
+    left-hand letter holds right after it), `source_line` (the line whose binding a copy
+    reads, -1 for digits); per letter (n, 26): `value` (-1 if never assigned). Lines past a
+    program's end hold -1 / False."""
     ids = np.asarray(ids)
     n = len(ids)
     rows = np.arange(n)
@@ -147,6 +152,8 @@ def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
     line = np.full((n, 26), -1, np.int8)
     is_const = np.zeros((n, Lmax), bool)
     digit = np.full((n, Lmax), -1, np.int8)
+    line_value = np.full((n, Lmax), -1, np.int64)
+    source_line = np.full((n, Lmax), -1, np.int64)
     for k in range(Lmax):
         on = k < L
         lhs, rhs = ids[:, 4 * k] - LETTER0, ids[:, 4 * k + 2]
@@ -155,6 +162,8 @@ def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
         v = np.where(c, rhs - DIGIT0, val[rows, r])
         d = np.where(c, 1, dep[rows, r] + 1)
         rt = np.where(c, k, root[rows, r])
+        line_value[:, k] = np.where(on, v, -1)
+        source_line[:, k] = np.where(on & ~c, line[rows, r], -1)
         a, l = rows[on], lhs[on]
         val[a, l], dep[a, l], root[a, l], line[a, l] = v[on], d[on], rt[on], k
         is_const[:, k] = c & on
@@ -163,7 +172,8 @@ def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
     return {"n_lines": L.astype(np.int64), "query": q, "answer": val[rows, q].astype(np.int64),
             "depth": dep[rows, q].astype(np.int64), "root_line": root[rows, q].astype(np.int64),
             "query_line": line[rows, q].astype(np.int64), "is_const": is_const,
-            "digit": digit.astype(np.int64), "value": val.astype(np.int64)}
+            "digit": digit.astype(np.int64), "value": val.astype(np.int64),
+            "line_value": line_value, "source_line": source_line}
 
 
 def heuristic_predictions(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -468,6 +478,15 @@ class BindingTask(Task):
                     out.append({"heuristic": name, "stratum": stratum, "value": int(v),
                                 "accuracy": float(right[m].mean()), "n": int(m.sum())})
         return out
+
+    # --- analysis views (tasks/binding_views.py) ------------------------------------------
+    def probe_variables(self, ids: np.ndarray, labels=None) -> dict[str, np.ndarray]:
+        from tasks.binding_views import probe_variables
+        return probe_variables(np.asarray(ids), self.pad_id)
+
+    def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        from tasks.binding_views import attention_targets
+        return attention_targets(np.asarray(ids))
 
     # --- counterfactuals -------------------------------------------------------------------
     def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:

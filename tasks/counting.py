@@ -27,8 +27,12 @@ the program's next tokens at positions >= base_pos in its response phase; `base_
 what the unintervened program predicts on the same inputs at the same positions (IGNORE where
 that is "some demo token" of several). Pairs whose counterfactual sequence exceeds seq_len
 are redrawn [ours]. Pair strata: `count`, `source_count`, `base_phase`, `source_phase`
-(0 demo / 1 response at the chosen token), `value` (the source's value of the first swapped
-variable) and `changed` (cf_labels differ from base_labels somewhere).
+(0 demo / 1 response at the chosen token) and `value` (the source's value of the first
+swapped variable); `Pairs.changed` marks pairs whose cf_labels differ from base_labels.
+
+Analysis views: probe variables are the causal models' variables after every token
+(`variable_values`); attention targets go from the response positions to the trigger, the
+demonstrations and `B` [ours].
 """
 from __future__ import annotations
 
@@ -210,6 +214,24 @@ class CountingTask(Task):
                     out[f"{model}:{v}"][i, :len(toks)] = [s[v] for s in states]
         return out
 
+    def probe_variables(self, ids: np.ndarray, labels=None) -> dict[str, np.ndarray]:
+        """Every causal variable of the three programs (Grant et al. 2025), after each token:
+        `up_down:count` etc. (`variable_values`)."""
+        return self.variable_values(np.asarray(ids))
+
+    def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """From every scored position (T through the last response) to `trigger` (the T
+        token), `demos` (the demonstration tokens) and `bos` (B) [ours]; masks (n, pos)."""
+        ids = np.asarray(ids)
+        n, width = ids.shape
+        trig = ids == self._ids[self.alphabet.trig]  # (n, pos)
+        t_pos = np.argmax(trig, axis=1)[:, None]  # (n, 1); the count is t_pos - 1
+        idx = np.arange(width)[None, :]
+        query = (idx >= t_pos) & (idx <= 2 * t_pos - 1)
+        demos = (idx >= 1) & (idx < t_pos)
+        bos = np.broadcast_to(idx == 0, (n, width)).copy()
+        return {"trigger": (query, trig), "demos": (query, demos), "bos": (query, bos)}
+
     def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
         try:
             model_name, variables = parse_kind(kind)
@@ -234,7 +256,6 @@ class CountingTask(Task):
         base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos = cols[:6]
         names = ("count", "source_count", "base_phase", "source_phase", "value")
         strata = dict(zip(names, cols[6:]))
-        strata["changed"] = (cf_labels != base_labels).any(axis=1)
         return Pairs(kind, base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos,
                      strata)
 

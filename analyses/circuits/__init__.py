@@ -5,16 +5,18 @@ together (summed pattern or summed weight matrices). Scores:
 - every attention model (`analyses/scores.py`): `prev_token` (mean attention to
   the previous token on task sequences), `induction` (on repeated random tokens),
   `attn_to_<target>` — mean attention mass from the task's query positions onto its targets
-  (`analyses/common/task_views.attention_targets`): binding `chain`, `root`, `query_line` from `:`;
+  (`task.attention_targets(ids)`; e.g. binding `chain`, `root`, `query_line` from `:`;
   assign_add `operands`, `values` from `=`, `prev_var` from assigned numbers; counting
-  `trigger`, `demos`, `bos` from the response positions.
-- assign_add, every attention model: Exoo et al.'s attention progress measures
-  `attn_num_to_prev`, `attn_eq_to_operands`, `attn_eq_to_values` (fraction of query rows
-  whose top-1 / top-2 attention is exactly the target; the paper reads them at layers 0, 0
-  and 1, with head -1) and `probe_var_from_num` (layer 0: a linear probe's test accuracy
-  for the variable name from the residual after layer-0 attention at assigned numbers).
+  `trigger`, `demos`, `bos` from the response positions).
+- Exoo et al.'s progress measures, where the task gives their facts
+  (`task.progress_measures()`, `tasks/base.ProgressMeasures`; assign_add does), every
+  attention model: the top-k attention criteria (`attn_num_to_prev`, `attn_eq_to_operands`,
+  `attn_eq_to_values`: fraction of query rows whose top-1 / top-2 attention is exactly the
+  target; the paper reads them at layers 0, 0 and 1, with head -1) and the probes
+  (`probe_var_from_num`, layer 0: a linear probe's test accuracy for the variable name from
+  the residual after layer-0 attention at assigned numbers).
 - models with W_E/W_Q/.../W_U matrices (`attn2`; `analyses/attn2_views.py`): `ov_copy_frac`,
-  `qk_prev_pos`; on assign_add also `qk_num_to_prev_var`, `qk_var_identity`,
+  `qk_prev_pos`; with the task's facts also `qk_num_to_prev_var`, `qk_var_identity`,
   `ov_mlp_accuracy`, `fourier_frac` + `fourier_freq_<i>`, `cos_premlp_ov` and its shuffled
   baseline `cos_premlp_ov_shuffled`.
 
@@ -69,7 +71,7 @@ def run(ctx) -> dict:
 
     from analyses.circuits import attn2_views, scores
     from analyses.circuits.ablation import ablation_rows
-    from analyses.common.task_views import sample
+    from analyses.common.data import sample
 
     cfg, task, model, dev = ctx.config, ctx.task, ctx.model, ctx.device
     ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
@@ -82,10 +84,9 @@ def run(ctx) -> dict:
                                            cfg.batch_size, ctx.seed)
     if attn2_views.has_weights(model):
         rows += attn2_views.generic_rows(model, task.pad_id)
-        if task.name == "assign_add":
-            rows += attn2_views.assign_add_rows(model, task, ids, dev, cfg.fourier_top_k)
-    if task.name == "assign_add":
-        rows.append(_probe_var_from_num(model, task, ids, dev, ctx.seed))
+        rows += attn2_views.progress_rows(model, task, ids, dev, cfg.fourier_top_k)
+    for score, variable in task.progress_measures().probes.items():
+        rows.append(_progress_probe(model, task, ids, score, variable, dev, ctx.seed))
     circuits = pd.DataFrame([(ctx.checkpoint, *r) for r in rows],
                             columns=["checkpoint", "layer", "head", "score", "value"])
 
@@ -103,19 +104,19 @@ def run(ctx) -> dict:
     return {"circuits": circuits, "ablation": ablation}
 
 
-def _probe_var_from_num(model, task, ids, device, seed: int) -> tuple:
-    """(0, -1, "probe_var_from_num", test accuracy) [paper probe_l1_var_from_num]: the
-    residual after layer-0 attention (resid[0] + attn_out[0]) at each assigned number, probed
-    for the index of its variable; 70 / 30 split of the sequences."""
+def _progress_probe(model, task, ids, score: str, variable: str, device, seed: int) -> tuple:
+    """(0, -1, score, test accuracy) [paper probe_l1_var_from_num]: the residual after
+    layer-0 attention (resid[0] + attn_out[0]) at each position where the task's probe
+    `variable` is defined (assign_add: each assigned number, for the index of its variable),
+    probed for it; 70 / 30 split of the sequences."""
     import numpy as np
 
     from analyses.probes.fit import fit_probe
     from analyses.common.activations import collect
-    from analyses.common.task_views import probe_variables
 
     acts = collect(model, ids, [("resid", 0), ("attn_out", 0)], device)
     x = acts[("resid", 0)] + acts[("attn_out", 0)]  # (n, pos, d)
-    y = probe_variables(task, ids)["var_of_num"]  # (n, pos)
+    y = task.probe_variables(ids)[variable]  # (n, pos)
     order = np.random.default_rng(seed).permutation(len(ids))
     cut = int(0.7 * len(ids))
     parts = []
@@ -123,9 +124,9 @@ def _probe_var_from_num(model, task, ids, device, seed: int) -> tuple:
         seq, pos = np.nonzero(y[idx] >= 0)
         parts.append((x[idx[seq], pos], y[idx[seq], pos]))
     if min(len(parts[0][1]), len(parts[1][1])) == 0:
-        return (0, -1, "probe_var_from_num", float("nan"))
+        return (0, -1, score, float("nan"))
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):  # see analyses/probes/fit.probe_site
         _, test_acc = fit_probe(parts[0][0], parts[0][1], parts[1][0], parts[1][1], max_iter=500)
-    return (0, -1, "probe_var_from_num", test_acc)
+    return (0, -1, score, test_acc)

@@ -6,7 +6,8 @@ projection, so zeroing it removes exactly that head's contribution to the residu
 - `mean`: the slice is set to its mean over the evaluated sequences at each position
   [ours: position-wise mean ablation over the same sequences, the usual reference
   distribution when no separate one is named].
-Accuracy uses the task's rule (every scored position right, `task_views.correct`).
+Accuracy uses the task's rule (every scored position right, `analyses.common.data.correct`);
+stratum values read as the task labels them (`task.stratum_label`).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import torch
 
 from analyses.common.activations import batches, hooked
-from analyses.common.task_views import correct
+from analyses.common.data import correct
 
 METHODS = ("zero", "mean")
 
@@ -66,13 +67,11 @@ def ablated(model, layer: int, head: int, d_head: int, method: str,
 
 def by_stratum(task, ok: np.ndarray, strata: dict[str, np.ndarray]) -> list[tuple[str, float]]:
     """[("all", acc), ("depth=1", acc), ...] for a (n,) correctness mask."""
-    from analyses.common.task_views import stratum_label
-
     rows = [("all", float(ok.mean()))]
     for name, values in strata.items():
         values = np.asarray(values)
         for v in np.unique(values):
-            rows.append((stratum_label(task, name, v), float(ok[values == v].mean())))
+            rows.append((task.stratum_label(name, v), float(ok[values == v].mean())))
     return rows
 
 

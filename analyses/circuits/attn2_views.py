@@ -12,12 +12,13 @@ Any task:
   largest logit on t itself (a copying head scores 1).
 - `qk_prev_pos`: fraction of query positions q >= 1 whose positional score
   W_pos[q] QK_h W_pos[k]ᵀ over keys k < q is largest at k = q - 1.
-assign_add (p numbers are token ids 0..p-1, variables from `task.var0`):
-- `qk_num_to_prev_var` [paper qk1_num_to_prev_var]: `qk_prev_pos` restricted to the
-  assignment prefix positions 1..min(12, seq_len)-1, excluding q - 2 (a PAD or a number by
+Tasks whose `progress_measures()` give the facts (assign_add; `tasks/base.ProgressMeasures`):
+- `qk_num_to_prev_var` [paper qk1_num_to_prev_var] (`prefix_len`): `qk_prev_pos` restricted
+  to the assignment prefix positions 1..prefix_len-1, excluding q - 2 (a PAD or a number by
   the syntax) as the authors do.
-- `qk_var_identity` [paper qk2_ov1_var_identity]: fraction of variables v whose layer-0-OV
-  image scores highest against its own under layer 1's QK.
+- `qk_var_identity` [paper qk2_ov1_var_identity] (`variable_ids`): fraction of variables v
+  whose layer-0-OV image scores highest against its own under layer 1's QK.
+- `modulus` p, `number_ids` (residue r is token number_ids[r]), and `task.operands`:
 - `ov_mlp_accuracy` [paper ov2_mlp2_accuracy]: over all p² pairs, the last MLP applied to
   OV(W_E[x]) + OV(W_E[y]) and unembedded onto the numbers predicts (x + y) mod p.
 - `fourier_frac`, `fourier_freq_<i>`: the last MLP's pre-activations from one operand,
@@ -84,37 +85,50 @@ def _prev_pos(scores: torch.Tensor, skip_two_back: bool = False, n_pos: int | No
 
 
 @torch.no_grad()
-def assign_add_rows(model, task, ids: np.ndarray, device, top_k: int = 5) -> list[tuple]:
-    p = task.config.p
+def progress_rows(model, task, ids: np.ndarray, device, top_k: int = 5) -> list[tuple]:
+    """The weight-level progress measures whose facts `task.progress_measures()` gives."""
+    facts = task.progress_measures()
     W_E, W_U, W_pos = model.W_E.float(), model.W_U.float(), model.W_pos.float()
     rows = []
-    n_prefix = min(12, W_pos.shape[0])  # [paper] positions 0-11 hold the assignments
-    for layer, block in enumerate(model.blocks):
-        for h, m in with_sum(qk(block.attn).float()):
-            rows.append((layer, h, "qk_num_to_prev_var",
-                         _prev_pos(W_pos @ m @ W_pos.T, skip_two_back=True, n_pos=n_prefix)))
-    if len(model.blocks) >= 2:
-        var = W_E[task.var0:task.var0 + task.config.n_vars]
+    if facts.prefix_len > 1:  # [paper] positions 0-11 hold the assignments
+        n_prefix = min(facts.prefix_len, W_pos.shape[0])
+        for layer, block in enumerate(model.blocks):
+            for h, m in with_sum(qk(block.attn).float()):
+                rows.append((layer, h, "qk_num_to_prev_var",
+                             _prev_pos(W_pos @ m @ W_pos.T, skip_two_back=True, n_pos=n_prefix)))
+    if len(model.blocks) >= 2 and facts.variable_ids:
+        var = W_E[torch.as_tensor(facts.variable_ids, device=W_E.device)]
         moved = var @ ov(model.blocks[0].attn).float().sum(0)
         sim = moved @ qk(model.blocks[1].attn).float().sum(0) @ moved.T
         ident = (sim.argmax(-1) == torch.arange(len(var), device=sim.device)).float().mean()
         rows.append((1, -1, "qk_var_identity", float(ident)))
     last = _last_mlp_layer(model)
-    if last is None:
+    if last is None or facts.modulus < 2:
         return rows
+    return rows + _modular_rows(model, task, ids, device, last, top_k)
+
+
+def _modular_rows(model, task, ids, device, last: int, top_k: int) -> list[tuple]:
+    facts = task.progress_measures()
+    p = facts.modulus
+    W_E, W_U = model.W_E.float(), model.W_U.float()
+    numbers = torch.as_tensor(facts.number_ids, device=W_E.device)  # (p,) residue -> token
+    rows = []
     block = model.blocks[last]
     OV = ov(block.attn).float().sum(0)
-    nums = W_E[:p] @ OV  # (p, d): OV image of each number's embedding
+    nums = W_E[numbers] @ OV  # (p, d): OV image of each number's embedding
     mlp = block.mlp
     x, y = torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij")
     x, y = x.reshape(-1).to(nums.device), y.reshape(-1).to(nums.device)
-    out = mlp.act((nums[x] + nums[y]) @ mlp.W_in.float()) @ mlp.W_out.float() @ W_U[:, :p]
+    out = mlp.act((nums[x] + nums[y]) @ mlp.W_in.float()) @ mlp.W_out.float() @ W_U[:, numbers]
     right = (out.argmax(-1) == (x + y) % p).float().mean()
     rows.append((last, -1, "ov_mlp_accuracy", float(right)))
     frac, freqs = fourier_fraction((nums @ mlp.W_in.float()).cpu().numpy(), top_k)
     rows.append((last, -1, "fourier_frac", frac))
     rows += [(last, -1, f"fourier_freq_{i + 1}", float(f)) for i, f in enumerate(freqs)]
-    rows += _premlp_cosines(model, task, ids, device, last, nums)
+    operands = task.operands(ids)
+    if operands is not None:
+        rows += _premlp_cosines(model, ids, operands, device, last, nums)
     return rows
 
 
@@ -124,12 +138,12 @@ def _last_mlp_layer(model):
     return with_mlp[-1] if with_mlp else None
 
 
-def _premlp_cosines(model, task, ids, device, layer: int, nums: torch.Tensor) -> list[tuple]:
+def _premlp_cosines(model, ids, operands, device, layer: int, nums: torch.Tensor) -> list[tuple]:
     from analyses.common.activations import collect
 
     acts = collect(model, ids, [("resid", layer), ("attn_out", layer)], device)
     pre = torch.as_tensor(acts[("resid", layer)][:, -1] + acts[("attn_out", layer)][:, -1])
-    x, y = (torch.as_tensor(v) for v in task.operands(ids))
+    x, y = (torch.as_tensor(v) for v in operands)  # (n,) operand values
     nums = nums.cpu()
     target = nums[x] + nums[y]  # (n, d)
     perm = torch.as_tensor(np.random.default_rng(0).permutation(len(ids)))

@@ -104,11 +104,6 @@ def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 # --- drivers over a model ------------------------------------------------------------------
 
-# [paper] Exoo et al.'s attention progress measures: the top-k criterion on these targets
-PAPER_TOPK = {"prev_var": "attn_num_to_prev", "operands": "attn_eq_to_operands",
-              "values": "attn_eq_to_values"}
-
-
 @torch.no_grad()
 def patterns_of(model, ids: np.ndarray, device) -> list[torch.Tensor]:
     """Per-layer attention patterns (batch, n_heads, pos, pos) of one batch."""
@@ -122,13 +117,13 @@ def patterns_of(model, ids: np.ndarray, device) -> list[torch.Tensor]:
 @torch.no_grad()
 def task_head_scores(model, task, ids: np.ndarray, device, batch_size: int = 128) -> list[tuple]:
     """Rows (layer, head, score, value) of the scores read on task sequences: `prev_token`,
-    `attn_to_<target>` (mass, per head) for each of the task's attention targets and, where
-    the target is one of Exoo et al.'s, their top-k criterion per head and for the
-    head-summed pattern (head -1)."""
+    `attn_to_<target>` (mass, per head) for each of the task's attention targets and, for
+    the targets the task names in `progress_measures().topk_targets` (Exoo et al.'s), the
+    top-k criterion per head and for the head-summed pattern (head -1)."""
     from analyses.common.activations import batches
-    from analyses.common.task_views import attention_targets
 
-    targets = attention_targets(task, ids)
+    targets = task.attention_targets(ids)  # name -> (query (n, pos), keys)
+    topk = task.progress_measures().topk_targets
     acc: dict[tuple, list] = {}
 
     def add(key, num, den):
@@ -148,10 +143,10 @@ def task_head_scores(model, task, ids: np.ndarray, device, batch_size: int = 128
                 k_t = torch.as_tensor(k[s], device=device)
                 mass, _, rows = target_sums(pat, q_t, k_t, topk=False)
                 add((layer, f"attn_to_{name}"), mass, rows)
-                if name in PAPER_TOPK:
+                if name in topk:
                     both = torch.cat([pat, pat.sum(1, keepdim=True)], dim=1)
                     _, hits, rows = target_sums(both, q_t, k_t, topk=True)
-                    add((layer, PAPER_TOPK[name]), hits, rows)
+                    add((layer, topk[name]), hits, rows)
     out = []
     for (layer, score), (num, den) in acc.items():
         vals = (num / max(den, 1.0)).tolist()

@@ -1,6 +1,6 @@
 """Analysis `probes`: linear probes for the task's causal variables at every site.
 
-For each causal variable (per task: `analyses/common/task_views.probe_variables`) and each site —
+For each variable the task offers (`task.probe_variables(ids, labels)`) and each site —
 the residual stream entering every layer at every position for transformers
 (`sites.resid[l]`, layer = l, l = n_layers is the final stream), the recurrent state after
 every token for RNNs (`sites.state[t]`, layer 0, position = t) — a logistic-regression probe
@@ -74,13 +74,13 @@ def run(ctx) -> dict:
 
     from analyses.probes.fit import probe_site, shuffled
     from analyses.common.activations import grouped_collect, site_kinds
-    from analyses.common.task_views import probe_variables, sample
+    from analyses.common.data import sample
     from analyses.common.context import chosen
 
     cfg, task, model = ctx.config, ctx.task, ctx.model
     ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
     rng = np.random.default_rng(ctx.seed)
-    variables = probe_variables(task, ids, labels)
+    variables = task.probe_variables(ids, labels)  # name -> (n, pos)
     variables = {v: variables[v] for v in chosen(
         "probes.variables", cfg.variables, tuple(variables), f"a variable of task {task.name}")}
     controls = {v: shuffled(vals, [ctx.seed, i]) for i, (v, vals) in enumerate(variables.items())}

@@ -11,7 +11,6 @@ from analyses.circuits.attn2_views import _prev_pos
 from analyses.circuits.scores import (fourier_fraction, induction_score, prev_token_score,
                                       target_sums)
 from analyses.circuits.ablation import ablation_rows
-from analyses.common.task_views import attention_targets, binding_chain_lines
 from analyses.common.context import AnalysisContext
 from models.nets.sites import Sites
 from study.core import registry
@@ -86,7 +85,7 @@ def test_ablating_a_needed_head_hurts_and_a_dead_head_changes_nothing():
     ids = rng.integers(1, V, size=(n, 5))
     labels = np.full_like(ids, -1)
     labels[:, -1] = ids[:, 0]  # answer: the first token
-    task = SimpleNamespace(name="fake", pad_id=0)
+    task = SimpleNamespace(name="fake", pad_id=0, stratum_label=lambda k, v: f"{k}={v}")
     strata = {"group": np.arange(n) % 2}
     rows = ablation_rows(_TwoHeads(V), task, ids, labels, strata, torch.device("cpu"), n_heads=2)
     acc = {(layer, head, method, stratum): a for layer, head, method, stratum, a in rows}
@@ -119,18 +118,20 @@ def test_positional_prev_score_reads_the_subdiagonal():
 
 def test_binding_chain_and_assign_add_targets_follow_the_programs():
     from tasks.binding import interpret
+    from tasks.binding_views import on_chain
 
     e = registry.get("task", "binding")
     task = e.obj(e.make_config("smoke"))
     ids = task.split("test").ids[:40].astype(np.int64)
     p = interpret(ids)
+    chain = on_chain(p)
     for i in range(len(ids)):
-        lines = binding_chain_lines(ids[i], int(p["n_lines"][i]))
-        assert len(lines) == p["depth"][i] and lines[-1] == p["root_line"][i]
+        lines = np.flatnonzero(chain[i])
+        assert len(lines) == p["depth"][i] and lines[0] == p["root_line"][i]
     e = registry.get("task", "assign_add")
     task = e.obj(e.make_config("smoke"))
     ids = task.split("test").ids[:40].astype(np.int64)
-    _, values = attention_targets(task, ids)["values"]
+    _, values = task.attention_targets(ids)["values"]
     x, y = task.operands(ids)
     got = [sorted(ids[i, values[i]].tolist()) for i in range(len(ids))]
     assert got == [sorted([int(a), int(b)]) for a, b in zip(x, y)]

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from analyses.probes.fit import POOLED, probe_site, shuffled
-from analyses.common.task_views import probe_variables
 from analyses.common.context import AnalysisContext
 from study.core import registry
 
@@ -45,7 +44,7 @@ def test_assign_add_probe_variables_follow_the_causal_model():
     task = e.obj(e.make_config("smoke"))
     ex = task.split("test")
     ids = ex.ids[:50].astype(np.int64)
-    v = probe_variables(task, ids)
+    v = task.probe_variables(ids)
     x, y = task.operands(ids)
     assert (v["x"][:, -1] == x).all() and (v["y"][:, -1] == y).all()
     rows, cols = np.nonzero(v["var_of_num"] >= 0)

@@ -192,7 +192,7 @@ def test_pairs_are_consistent(kind):
         assert (p.cf_labels[i, scored] == p.base_ids[i, scored + 1]).all()
         assert vocab[p.cf_labels[i, scored[-1]]] == "E"
         assert set(np.flatnonzero(p.base_labels[i] != IGNORE)) <= set(scored)
-    assert p.strata["changed"].any()
+    assert p.changed.any()
 
 
 def test_heldout_pairs_use_held_out_counts_and_pairs_are_pure():
