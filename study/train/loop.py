@@ -70,22 +70,7 @@ def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, 
         state.rows += s.evaluator(model, 0)
         s.save(resume=False)
     s.start(task.name, model_entry.name)
-    try:
-        with DeferInterrupt() as interrupt:
-            for step in range(state.step + 1, train_cfg.steps + 1):
-                _train_step(s, step)
-                if callback is not None:
-                    callback(step)
-                if interrupt.flag:
-                    raise KeyboardInterrupt
-                if state.finished:
-                    break
-    except KeyboardInterrupt:
-        if not s.mid_step and state.step > s.saved:  # a consistent state not yet on disk
-            _checkpoint(s, resume=True)
-        raise
-    finally:
-        s.close()
+    _run_steps(s, callback)
     return write_summary(run, state.rows, state, info)
 
 
@@ -122,6 +107,28 @@ class _Session:
         if self.bar is not None:
             self.bar.close()
         self.stream.close()
+
+
+def _run_steps(s: _Session, callback: Callable[[int], None] | None) -> None:
+    """Train until the run finishes. On Ctrl-C (taking effect between steps) or a
+    KeyboardInterrupt from `callback`, save a resume point, then re-raise."""
+    try:
+        with DeferInterrupt() as interrupt:
+            for step in range(s.state.step + 1, s.cfg.steps + 1):
+                _train_step(s, step)
+                if callback is not None:
+                    callback(step)
+                if interrupt.flag:
+                    raise KeyboardInterrupt
+                if s.state.finished:
+                    break
+    except KeyboardInterrupt:
+        # an interruption inside a step leaves nothing consistent to save (a second Ctrl-C)
+        if not s.mid_step and s.state.step > s.saved:
+            _checkpoint(s, resume=True)
+        raise
+    finally:
+        s.close()
 
 
 def _train_step(s: _Session, step: int) -> None:
@@ -174,6 +181,7 @@ def _evaluate(s: _Session) -> bool:
 
 
 def _checkpoint(s: _Session, resume: bool) -> None:
+    """Save the state with the wall time so far; the next resume point falls due from now."""
     s.state.wall_time_s = s.clock.wall()
     s.save(resume)
     s.clock.saved()

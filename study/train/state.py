@@ -81,8 +81,8 @@ class TrainState:
 
     def restore(self, run: RunDir, engine: Engine) -> None:
         """Put the saved optimiser and RNG states back, and read the metric rows up to `step`.
-        The CUDA generators are restored only on as many devices as they were saved from: a
-        run may resume on another machine, where dropout then draws differently."""
+        The CUDA generators come back only where the device count matches the one they were
+        saved with (a run may resume on another machine; dropout then draws differently)."""
         engine.load_optimizer(self.optimizer)
         torch.set_rng_state(self.rng_cpu)
         if engine.runtime.device.type == "cuda" and len(self.rng_cuda) == torch.cuda.device_count():
