@@ -2,7 +2,7 @@
 
 The naive loop is what a first script looks like: fp32, eager, the paper's batch, every
 batch gathered on the CPU at the task's full padded length and copied to the device, plain
-AdamW, `loss.item()` every step. The engine variant runs `study.train.loop.Engine` and the
+AdamW, `loss.item()` every step. The engine variant runs `study.train.engine.Engine` and the
 engine's own data streams (device-resident, trimmed, shuffled by index; on CUDA bf16 autocast,
 fused AdamW, torch.compile), optionally at a larger batch. Both are timed after warm-up steps
 (which absorb compilation) between device synchronisations.
@@ -21,7 +21,10 @@ import torch
 import torch.nn.functional as F
 
 from study.train.streams import OnTheFlyStream, ShuffledStream, loss_targets, to_width
-from study.train.loop import Engine, LossMeter, lr_at, resolve_runtime
+from study.train.engine import Engine
+from study.train.meter import LossMeter
+from study.train.runtime import resolve_runtime
+from study.train.schedule import lr_at
 from study.train.config import TrainConfig
 from study.core.labels import IGNORE
 

@@ -20,7 +20,8 @@ from study.bench_train import bench_train
 from study.core.registry import get, register
 from study.core.rundir import RunDir
 from study.train.streams import ShuffledStream, loss_targets, used_length
-from study.train.loop import checkpoint_steps, lr_at, train
+from study.train.loop import train
+from study.train.schedule import checkpoint_steps, lr_at
 from study.train.config import TrainConfig
 from tasks.base import IGNORE, Examples, Task
 
@@ -250,6 +251,23 @@ def test_interrupt_then_resume_twice(tmp_path):
     assert _run(tmp_path)["steps_done"] == 60
     assert [p.name for p in ckpt.checkpoints_dir(tmp_path).iterdir() if (p / ckpt.STATE).exists()] \
         == ["step_00000060"]
+
+
+def test_ctrl_c_then_resume_equals_uninterrupted(tmp_path):
+    # a real Ctrl-C (deferred to the end of step 26: between checkpoints and log rows), then a finish
+    _run(tmp_path / "a", log_every=7)
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path / "b", log_every=7, callback=_sigint_at(26))
+    assert ckpt.latest(tmp_path / "b").name == "resume_00000026"
+    b = _run(tmp_path / "b", log_every=7)
+    wa, wb = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / "metrics.parquet"),
+                                  pd.read_parquet(tmp_path / "b" / "metrics.parquet"), check_exact=True)
+    sa = json.loads((tmp_path / "a" / "summary.json").read_text())
+    timing = ("wall_time_s", "train_time_s", "steps_per_s", "tokens_per_s")
+    assert {k: v for k, v in sa.items() if k not in timing} == \
+        {k: v for k, v in b.items() if k not in timing}
 
 
 def test_target_accuracy_stops_early_ignoring_generalisation_sets(tmp_path):

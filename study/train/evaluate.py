@@ -1,0 +1,91 @@
+"""Evaluation during training: accuracy and loss on every eval split, overall and per stratum,
+and the early-stopping test on those accuracies."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from study.core.labels import IGNORE
+from study.train.config import TrainConfig
+from study.train.runtime import Runtime
+from study.train.streams import to_width, used_length
+
+
+class Evaluator:
+    """Accuracy (every scored position right) and loss (mean CE over scored positions) on
+    every eval split, overall ("all") and per stratum ("depth=3"); splits live on the device."""
+
+    def __init__(self, task, cfg: TrainConfig, runtime: Runtime):
+        self.runtime, self.splits = runtime, {}
+        self.batch = max(256, cfg.batch_size)
+        for name in task.eval_splits:
+            ex = task.split(name)
+            if cfg.eval_examples:
+                ex = ex.take(slice(0, cfg.eval_examples))
+            L = used_length(ex.ids, ex.labels, task.pad_id)
+            groups = [("all", np.ones(len(ex), bool))]
+            for key, values in ex.strata.items():
+                for v in np.unique(values):
+                    groups.append((f"{key}={_plain(v)}", values == v))
+            self.splits[name] = (torch.from_numpy(to_width(ex.ids, L, task.pad_id)).to(runtime.device),  # (n, L)
+                                 torch.from_numpy(to_width(ex.labels, L, IGNORE)).to(runtime.device),  # (n, L)
+                                 groups)
+
+    @torch.no_grad()
+    def __call__(self, model, step: int) -> list[tuple]:
+        """Metric rows (step, split, stratum, "accuracy" | "loss", value)."""
+        rows = []
+        with eval_mode(model), self.runtime.autocast():
+            for name, (ids, labels, groups) in self.splits.items():
+                correct, loss, count = [], [], []
+                for a in range(0, len(ids), self.batch):
+                    x, y = ids[a:a + self.batch], labels[a:a + self.batch]  # (b, L)
+                    logits = model(x).float()  # (b, L, V)
+                    ce = F.cross_entropy(logits.transpose(1, 2), y, ignore_index=IGNORE, reduction="none")  # (b, L)
+                    ok = (logits.argmax(-1) == y) | (y == IGNORE)  # (b, L)
+                    correct.append(ok.all(-1))  # (b,)
+                    loss.append(ce.sum(-1))
+                    count.append((y != IGNORE).sum(-1))
+                correct, loss, count = (torch.cat(t).cpu().numpy() for t in (correct, loss, count))  # (n,)
+                scored = count > 0
+                for stratum, mask in groups:
+                    m = mask & scored
+                    if m.any():
+                        rows.append((step, name, stratum, "accuracy", float(correct[m].mean())))
+                        rows.append((step, name, stratum, "loss", float(loss[m].sum() / count[m].sum())))
+        return rows
+
+
+@contextmanager
+def eval_mode(model):
+    """The model in eval mode (no dropout) for the block, then back in the mode it was in."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def overall(rows: list[tuple], step: int) -> dict[str, float]:
+    """{split: overall accuracy} of the eval rows at `step`."""
+    return {r[1]: r[4] for r in rows if r[0] == step and r[2] == "all" and r[3] == "accuracy"
+            and r[1] != "train"}
+
+
+def latest_overall(rows: list[tuple]) -> dict[str, float]:
+    """{split: overall accuracy} at the newest evaluated step ({} before any evaluation)."""
+    return overall(rows, max((r[0] for r in rows if r[1] != "train"), default=0))
+
+
+def reached(acc: dict[str, float], target: float | None) -> bool:
+    """Early-stop test: every eval split except generalisation sets ("heldout*", "gen*")."""
+    gate = {k: v for k, v in acc.items() if not k.startswith(("heldout", "gen"))}
+    return target is not None and bool(gate) and all(v >= target for v in gate.values())

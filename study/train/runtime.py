@@ -1,0 +1,56 @@
+"""Where and how training runs: the device, the autocast precision and whether forward + loss
+are compiled, resolved once from the `device`, `precision` and `compile` settings."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from study.core.errors import UsageError
+from study.train.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Runtime:
+    device: torch.device
+    amp_dtype: torch.dtype | None  # autocast dtype, None = fp32
+    compiled: bool
+
+    @property
+    def precision(self) -> str:
+        return "bf16" if self.amp_dtype == torch.bfloat16 else "fp32"
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
+                              enabled=self.amp_dtype is not None)
+
+    def sync(self) -> None:
+        """Wait for queued device work, so that a clock read afterwards counts it."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @property
+    def device_name(self) -> str:
+        """The device as the summary names it: "cpu", or "cuda:0 (NVIDIA H100 ...)"."""
+        if self.device.type == "cuda":
+            return f"{self.device} ({torch.cuda.get_device_name(self.device)})"
+        return str(self.device)
+
+
+def resolve_runtime(cfg: TrainConfig) -> Runtime:
+    name = cfg.device
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UsageError(f"train.device={cfg.device!r} is not a device; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"train.device={cfg.device!r} but no CUDA device is available; use train.device=cpu")
+    cuda = device.type == "cuda"
+    bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and cuda and torch.cuda.is_bf16_supported())
+    if cuda:  # fp32 matmuls outside autocast may use TF32 [ours]
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    compiled = cfg.compile == "on" or (cfg.compile == "auto" and cuda)
+    return Runtime(device, torch.bfloat16 if bf16 else None, compiled)
