@@ -79,9 +79,9 @@ class AssignAddConfig:
     seed: int = setting(42, "data seed: held-out pairs and every sample [paper: SEED = 42]")
     p: int = setting(59, "modulus [paper]")
     n_vars: int = setting(12, "variables a.. [paper]")
-    seq_len: int = setting(16, "[paper]")
-    min_assign: int = setting(1, "[paper]")
-    max_assign: int = setting(6, "[paper] (SEQ_LEN - 4) // 2")
+    seq_len: int = setting(16, "tokens per sequence [paper]")
+    min_assign: int = setting(1, "fewest assignments before the query [paper]")
+    max_assign: int = setting(6, "most assignments before the query [paper] (SEQ_LEN - 4) // 2")
     heldout_frac: float = setting(0.3, "[paper] TRAIN_PAIRS_FRAC = 0.7")
     never_right: tuple[str, ...] = setting(("a", "b"), "[paper] LEFT_RESTRICT_VARS")
     never_left: tuple[str, ...] = setting(("k", "l"), "[paper] RIGHT_RESTRICT_VARS")
@@ -91,7 +91,7 @@ class AssignAddConfig:
         "10) [paper]")
     pool_size: int = setting(2000, "[paper] examples per evaluation pool")
     n_train: int = setting(20_000, "[ours] finite sample of the training distribution")
-    n_val: int = setting(2000, "[ours]")
+    n_val: int = setting(2000, "validation examples [ours]")
 
     def __post_init__(self):
         def bad(key, value, allowed):

@@ -90,8 +90,8 @@ class BindingConfig:
     max_depth: int = setting(4, "[paper] hops of the query chain in the main distribution")
     depth_exponent: float = setting(3.0, "[paper] P(depth) ~ depth**3")
     n_train: int = setting(450_000, "[paper] 500k unique programs, 90 / 0.2 / 9.8 %")
-    n_val: int = setting(1_000, "[paper]")
-    n_test: int = setting(49_000, "[paper]")
+    n_val: int = setting(1_000, "validation programs [paper]")
+    n_test: int = setting(49_000, "test programs [paper]")
     p_constant: float = setting(
         0.5,
         "[ours] a distractor line assigns a digit with this probability")
@@ -103,10 +103,11 @@ class BindingConfig:
         0.1,
         "[paper] of the 26 x 10 (query letter, answer) combinations")
     gen_min_lines: int = setting(2, "[paper] programs of 2-25 lines")
-    gen_max_lines: int = setting(25, "[paper]")
+    gen_max_lines: int = setting(25, "longest program of the line-count generalisation set [paper]")
     gen_max_hops: int = setting(13, "[paper] 1-13 hops")
     n_gen_per_value: int = setting(1_000, "[ours] programs per line count / per hop count")
-    n_gen_heldout: int = setting(5_000, "[ours]")
+    n_gen_heldout: int = setting(
+        5_000, "programs of the held-out (query letter, answer) set [ours]")
 
     def __post_init__(self):
         def bad(key, allowed):

@@ -47,12 +47,14 @@ class DasConfig:
         "-1 = the pair's positions (answer position if aligned)")
     alignments: tuple[str, ...] = setting(
         ALIGNMENTS, "oaf (orthogonal), laf (linear), random (an untrained rotation, the control)")
-    k: tuple[int, ...] = setting((1, 2, 4, 16, 32), "[paper]")
-    n_train: int = setting(10_000, "[paper]")
-    n_test: int = setting(1_000, "[paper]")
-    batch_size: int = setting(128, "[paper]")
+    k: tuple[int, ...] = setting(
+        (1, 2, 4, 16, 32), "subspace sizes swept: dims taken from the source [paper]")
+    n_train: int = setting(10_000, "counterfactual pairs the alignment is trained on [paper]")
+    n_test: int = setting(1_000, "pairs IIA is tested on [paper]")
+    batch_size: int = setting(128, "pairs per alignment update [paper]")
     lr: float = setting(1e-3, "[paper] Adam")
-    steps: int = setting(20_000, "[paper code: grantsrb/mas configs, num_training_steps]")
+    steps: int = setting(
+        20_000, "alignment updates [paper code: grantsrb/mas configs, num_training_steps]")
     stop_iia: float = setting(0.995, "[paper code: upper_acc_thresh] early stop on training IIA")
     patience: int = setting(
         0,
