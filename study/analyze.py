@@ -14,7 +14,7 @@ def resolve_analyses(rd: RunDir, names, overrides: dict[str, str]) -> dict:
     checked before any work: unknown analyses, unsupported architectures, bad values."""
     cfg = from_dict(rd.config(), f"{rd.path}/config.json")
     return analysis_configs(tuple(names), cfg.scale, overrides, registry.get("task", cfg.task),
-                            registry.get("model", cfg.model))
+                            registry.get("model", cfg.model), cfg.model_config)
 
 
 def analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None:

@@ -136,13 +136,13 @@ def resolve(kv: dict[str, str]) -> RunConfig:
     model_cfg = model_entry.make_config(scale, _fields_of(kv, "model"))
     train_cfg = train_config(task_entry, scale, _fields_of(kv, "train"))
     rest = {k: v for k, v in kv.items() if k.split(".", 1)[0] not in GROUPS}
-    configs = analysis_configs(analyses, scale, rest, task_entry, model_entry)
+    configs = analysis_configs(analyses, scale, rest, task_entry, model_entry, model_cfg)
     return RunConfig(task_entry.name, model_entry.name, task_cfg, model_cfg, train_cfg, scale,
                      seed, run_dir, analyses, configs, force)
 
 
-def analysis_configs(names, scale: str, overrides: dict[str, str], task_entry,
-                     model_entry) -> dict:
+def analysis_configs(names, scale: str, overrides: dict[str, str], task_entry, model_entry,
+                     model_config) -> dict:
     """Each named analysis's config (defaults → preset → `NAME.FIELD` overrides), checked
     against the model's capabilities and, through the analysis's `check`, the task's and the
     model's names — all before anything is trained or written."""
@@ -157,7 +157,7 @@ def analysis_configs(names, scale: str, overrides: dict[str, str], task_entry,
         entry = registry.get("analysis", name)
         cfg = entry.make_config(scale, _fields_of(overrides, name))
         if entry.check is not None:
-            entry.check(cfg, task_entry.obj, model_entry)
+            entry.check(cfg, task_entry.obj, model_entry, model_config)
         out[name] = cfg
     return out
 
@@ -180,14 +180,14 @@ def from_dict(d: dict, where: str = "config.json") -> RunConfig:
     task_entry, model_entry = registry.get("task", d["task"]), registry.get("model", d["model"])
     analyses = tuple(d.get("analyses", ()))
     scale = d.get("scale", "paper")
+    model_cfg = from_json(model_entry.config, d["model_config"], f"{where} model_config")
     if "analysis_configs" in d:
         configs = {n: from_json(registry.get("analysis", n).config, v, f"{where} analysis_configs.{n}")
                    for n, v in d["analysis_configs"].items()}
     else:
         configs = analysis_configs(analyses, scale, dict(d.get("analysis_overrides", {})),
-                                   task_entry, model_entry)
+                                   task_entry, model_entry, model_cfg)
     return RunConfig(task_entry.name, model_entry.name,
                      from_json(task_entry.config, d["task_config"], f"{where} task_config"),
-                     from_json(model_entry.config, d["model_config"], f"{where} model_config"),
-                     from_json(TrainConfig, d["train"], f"{where} train"),
+                     model_cfg, from_json(TrainConfig, d["train"], f"{where} train"),
                      scale, d["seed"], None, analyses, configs)

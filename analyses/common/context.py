@@ -3,7 +3,9 @@
 An analysis file registers with
 `@register("analysis", NAME, config=Cfg, presets={...}, requires=("attention",))` on a
 function `run(ctx) -> dict[str, pandas.DataFrame]` (table name -> long-format table) and may
-save learned artefacts into `ctx.out_dir` itself. Registration files import only the
+save learned artefacts into `ctx.out_dir` itself. `check=fn` adds a parse-time check,
+`fn(config, task_cls, model_entry, model_config)`, run before anything is trained: names that
+depend on the task or the model (`chosen`, `check_sites`) are refused there in one line. Registration files import only the
 standard library at module level (the registry scan must stay fast); torch, pyvene, numpy
 and pandas are imported inside functions or in helper modules of the analysis's own package (`analyses/das/search.py`), which the
 run function imports when it runs.

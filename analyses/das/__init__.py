@@ -97,12 +97,23 @@ class DasConfig:
             bad("max_cond", self.max_cond, "must be greater than 1")
 
 
-def check(cfg: DasConfig, task_cls, model_entry) -> None:
-    """Before training: the asked variables are the task's, the asked sites the model's."""
-    from analyses.common.context import check_sites, chosen
+def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
+    """Before training: the asked variables are the task's, the asked sites and layers the
+    model's (the same rules `default_sites` applies to the built network)."""
+    from analyses.common.context import check_sites, chosen, declared_sites
     chosen("das.variables", cfg.variables, task_cls.causal_variables,
            f"a causal variable of {task_cls.name}")
     check_sites("das.sites", cfg.sites, model_entry)
+    kinds = cfg.sites or (("state",) if "state" in declared_sites(model_entry) else ("resid",))
+    n_layers = getattr(model_config, "n_layers", None)
+    for kind in kinds:
+        if kind == "state" and cfg.layers and set(cfg.layers) != {0}:
+            raise UsageError(f"das.layers={','.join(map(str, cfg.layers))}: state sites have "
+                             f"one layer, 0 (the position is the time step)")
+        count = None if n_layers is None else n_layers + 1 if kind == "resid" else n_layers
+        if kind != "state" and count is not None and cfg.layers and max(cfg.layers) >= count:
+            raise UsageError(f"das.layers: {kind}[{max(cfg.layers)}] does not exist; model "
+                             f"{model_entry.name} has {count} {kind} sites (0..{count - 1})")
 
 
 @register("analysis", "das", config=DasConfig, check=check, presets={

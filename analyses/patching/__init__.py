@@ -52,7 +52,7 @@ class PatchingConfig:
                                  f"kind; choose from {', '.join(SITE_KINDS)}")
 
 
-def check(cfg: PatchingConfig, task_cls, model_entry) -> None:
+def check(cfg: PatchingConfig, task_cls, model_entry, model_config) -> None:
     """Before training: the asked kinds are the task's, the asked sites the model's."""
     from analyses.common.context import check_sites, chosen
     chosen("patching.kinds", cfg.kinds, task_cls.counterfactual_kinds,

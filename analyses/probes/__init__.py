@@ -73,7 +73,7 @@ class ProbesConfig:
             raise UsageError("probes.positions and probes.layers must be non-negative")
 
 
-def check(cfg: ProbesConfig, task_cls, model_entry) -> None:
+def check(cfg: ProbesConfig, task_cls, model_entry, model_config) -> None:
     """Before training: at least one asked site kind is the model's; the asked variables are
     the task's where the task declares them (`probe_variable_names`, or the causal variables
     of a task that offers `variable_values`)."""

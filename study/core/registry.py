@@ -32,8 +32,9 @@ class Entry:
     capabilities: frozenset[str] = frozenset()  # models: what they offer
     requires: frozenset[str] = frozenset()  # analyses: what they need from a model
     help: str = ""
-    # analyses: `check(config, task_cls, model_entry)` refuses, before any training, names
-    # that depend on the task or the model (a causal variable, a site kind); None: no check
+    # analyses: `check(config, task_cls, model_entry, model_config)` refuses, before any
+    # training, names that depend on the task or the model (a causal variable, a site kind,
+    # a layer); None: no check
     check: Callable | None = None
 
     @property

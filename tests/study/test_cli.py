@@ -109,6 +109,9 @@ BAD_SETTINGS = [
     (["analyses=das", "das.k=abc"], "das.k='abc'"),
     (["analyses=das", "das.sites=bogus"], "das.sites=bogus"),
     (["analyses=das", "das.sites=resid"], "no 'resid' sites"),  # gru has state sites only
+    (["analyses=das", "das.layers=1"], "state sites have one layer, 0"),
+    (["model=rope2", "analyses=das", "das.layers=3"], "resid[3] does not exist"),
+    (["model=rope2", "analyses=das", "das.sites=head", "das.layers=2"], "head[2] does not exist"),
     (["analyses=das", "das.bogus=1"], "unknown key 'das.bogus'; valid: das.variables"),
     (["analyses=das", "das.steps=-1"], "das.steps=-1"),
     (["analyses=das", "das.variables=bogus"], "'bogus' is not a causal variable of counting"),
@@ -137,7 +140,9 @@ def test_a_bad_setting_is_refused_before_anything_is_written(tmp_path, monkeypat
     from study.cli import main
     monkeypatch.chdir(tmp_path)
     run_dir = tmp_path / "run"
-    rc = main(["run", "task=counting", "model=gru", "scale=smoke", f"run_dir={run_dir}", *extra])
+    model = [a for a in extra if a.startswith("model=")] or ["model=gru"]
+    rest = [a for a in extra if not a.startswith("model=")]
+    rc = main(["run", "task=counting", *model, "scale=smoke", f"run_dir={run_dir}", *rest])
     err = capsys.readouterr().err
     assert rc == 2, err
     assert len(err.strip().splitlines()) == 1, err
