@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from study.core import registry
 from study.core.coerce import coerce
-from study.config import check_scale, resolve, split_args
+from study.config import check_scale, resolve
+from study.core.settings import split_args
 from study.core.errors import UsageError
 from study.core.settings import describe_fields
 from study.train.config import TrainConfig

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from study.core import registry
 from study.core.coerce import coerce
 from study.core.errors import UsageError
-from study.core.settings import from_json, resolve_group
+from study.core.settings import fields_of, from_json, resolve_group
 from study.train.config import TrainConfig
 
 TOP_KEYS = {
@@ -32,8 +32,6 @@ TOP_KEYS = {
     "force": "retrain even if the run directory holds a finished run",
 }
 GROUPS = ("task", "model", "train")
-
-
 SEED_MAX = 2**32 - 1
 
 
@@ -71,24 +69,6 @@ class RunConfig:
     @property
     def path(self) -> str:
         return self.run_dir or self.default_run_dir()
-
-
-def split_args(args: list[str]) -> dict[str, str]:
-    """['a=1', 'b.c=2'] -> {'a': '1', 'b.c': '2'}; a bare word or a repeated key is an error."""
-    out: dict[str, str] = {}
-    for arg in args:
-        key, sep, value = arg.partition("=")
-        if not sep or not key:
-            raise UsageError(f"argument {arg!r} is not of the form key=value")
-        if key in out:
-            raise UsageError(f"{key} given twice ({out[key]!r} and {value!r})")
-        out[key] = value
-    return out
-
-
-def _fields_of(kv: dict[str, str], prefix: str) -> dict[str, str]:
-    """{'das.k': '1,2'} -> {'k': '1,2'} for prefix 'das'."""
-    return {k[len(prefix) + 1:]: v for k, v in kv.items() if k.startswith(prefix + ".")}
 
 
 def train_config(task_entry, scale: str, overrides: dict[str, str] | None = None) -> TrainConfig:
@@ -132,9 +112,9 @@ def resolve(kv: dict[str, str]) -> RunConfig:
             valid = ", ".join(list(TOP_KEYS) + [g + ".<field>" for g in GROUPS] + ["<analysis>.<field>"])
             raise UsageError(f"unknown key {key!r}; valid keys: {valid}")
 
-    task_cfg = task_entry.make_config(scale, _fields_of(kv, "task"))
-    model_cfg = model_entry.make_config(scale, _fields_of(kv, "model"))
-    train_cfg = train_config(task_entry, scale, _fields_of(kv, "train"))
+    task_cfg = task_entry.make_config(scale, fields_of(kv, "task"))
+    model_cfg = model_entry.make_config(scale, fields_of(kv, "model"))
+    train_cfg = train_config(task_entry, scale, fields_of(kv, "train"))
     rest = {k: v for k, v in kv.items() if k.split(".", 1)[0] not in GROUPS}
     configs = analysis_configs(analyses, scale, rest, task_entry, model_entry, model_cfg)
     return RunConfig(task_entry.name, model_entry.name, task_cfg, model_cfg, train_cfg, scale,
@@ -155,7 +135,7 @@ def analysis_configs(names, scale: str, overrides: dict[str, str], task_entry, m
     out = {}
     for name in names:
         entry = registry.get("analysis", name)
-        cfg = entry.make_config(scale, _fields_of(overrides, name))
+        cfg = entry.make_config(scale, fields_of(overrides, name))
         if entry.check is not None:
             entry.check(cfg, task_entry.obj, model_entry, model_config)
         out[name] = cfg

@@ -1,6 +1,8 @@
 """Declared settings: how a config field carries its help, how a group's config is resolved
 from the command line, and how a config is rebuilt from JSON.
 
+- `split_args(["a=1", "das.k=1,2"])` reads the key=value grammar of every command, and
+  `fields_of(kv, "das")` picks one group's overrides by their prefix.
 - `setting(default, help=...)` declares a field with its help text in the field's metadata
   (`describe` prints it); `nonfinite=True` lets a float field take nan/inf.
 - `resolve_group(cls, prefix, preset, overrides)`: defaults → scale preset → overrides
@@ -30,6 +32,24 @@ def setting(default: Any = dataclasses.MISSING, help: str = "", *,
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable default: pass default_factory=")
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def split_args(args: list[str]) -> dict[str, str]:
+    """['a=1', 'b.c=2'] -> {'a': '1', 'b.c': '2'}; a bare word or a repeated key is an error."""
+    out: dict[str, str] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or not key:
+            raise UsageError(f"argument {arg!r} is not of the form key=value")
+        if key in out:
+            raise UsageError(f"{key} given twice ({out[key]!r} and {value!r})")
+        out[key] = value
+    return out
+
+
+def fields_of(kv: dict[str, str], prefix: str) -> dict[str, str]:
+    """{'das.k': '1,2', 'seed': '0'} -> {'k': '1,2'} for prefix 'das'."""
+    return {k[len(prefix) + 1:]: v for k, v in kv.items() if k.startswith(prefix + ".")}
 
 
 def _fields(cls) -> dict[str, dataclasses.Field]:

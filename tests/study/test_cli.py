@@ -161,7 +161,8 @@ def test_a_bad_analysis_setting_fails_before_training_not_after(tmp_path):
 
 def _run_dir_with_config(tmp_path, *args):
     """A run directory holding only config.json, as `run` writes it (no training needed)."""
-    from study.config import resolve, split_args
+    from study.config import resolve
+    from study.core.settings import split_args
     from study.core.rundir import RunDir
     rd = RunDir(tmp_path / "run")
     rd.path.mkdir()
