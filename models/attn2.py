@@ -11,23 +11,31 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
+
+
+MAX_WIDTH = 1 << 16  # a larger layer (or more layers) would not fit in memory
 
 
 @dataclass(frozen=True)
 class Attn2Config:
-    n_layers: int = 2
-    n_heads: int = 1
-    d_model: int = 128
-    d_head: int = 128
-    d_mlp: int = 512
-    activation: str = "relu"  # relu | gelu
-    mlp_last_only: bool = True  # [paper] only the last layer has an MLP; False: every layer
-    init_scale: float = 0.8  # weights ~ N(0, init_scale / sqrt(d_model)), TransformerLens' default
+    n_layers: int = setting(2, "transformer layers [paper]")
+    n_heads: int = setting(1, "attention heads per layer [paper]")
+    d_model: int = setting(128, "residual stream width [paper]")
+    d_head: int = setting(128, "width of one head's queries, keys and values [paper]")
+    d_mlp: int = setting(512, "MLP hidden width [paper]")
+    activation: str = setting("relu", "relu | gelu")
+    mlp_last_only: bool = setting(
+        True,
+        "[paper] only the last layer has an MLP; False: every layer")
+    init_scale: float = setting(
+        0.8,
+        "weights ~ N(0, init_scale / sqrt(d_model)), TransformerLens' default")
 
     def __post_init__(self):
         for name in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"model.{name}={getattr(self, name)} must be at least 1")
+            if not 1 <= getattr(self, name) <= MAX_WIDTH:
+                raise UsageError(f"model.{name}={getattr(self, name)} must be in 1..{MAX_WIDTH}")
         if self.activation not in ("relu", "gelu"):
             raise UsageError(f"model.activation={self.activation!r} must be one of relu, gelu")
         if self.init_scale <= 0:

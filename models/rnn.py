@@ -15,21 +15,25 @@ from typing import ClassVar, Optional
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
 
 CELLS = ("gru", "lstm")
 ACTIVATIONS = ("gelu", "relu")
+MAX_WIDTH = 1 << 16  # a larger layer would not fit in memory
 
 
 @dataclass(frozen=True)
 class RNNConfig:
     """One recurrent cell + output MLP. Defaults: the paper's GRU."""
 
-    cell: str = "gru"  # gru | lstm
-    d_embed: int = 128  # token embedding [paper]
-    d_hidden: int = 128  # cell hidden size [paper]; the LSTM family uses 64 (state [h, c] = 128)
-    d_mlp: int = 512  # output MLP hidden layer, 4x the 128 state [paper]
-    dropout: float = 0.5  # on the MLP hidden layer [paper]
-    activation: str = "gelu"  # [paper]
+    cell: str = setting("gru", "gru | lstm (pinned by the family)")
+    d_embed: int = setting(128, "token embedding [paper]")
+    d_hidden: int = setting(
+        128,
+        "cell hidden size [paper]; the LSTM family uses 64 (state [h, c] = 128)")
+    d_mlp: int = setting(512, "output MLP hidden layer, 4x the 128 state [paper]")
+    dropout: float = setting(0.5, "on the MLP hidden layer [paper]")
+    activation: str = setting("gelu", "gelu | relu, in the output MLP [paper]")
 
     family: ClassVar[Optional[str]] = None  # the cell a registered family is pinned to
 
@@ -41,8 +45,9 @@ class RNNConfig:
                              f"{self.family} cells; use model={self.cell}")
         for key in ("d_embed", "d_hidden", "d_mlp"):
             value = getattr(self, key)
-            if not isinstance(value, int) or value < 1:
-                raise UsageError(f"model.{key}: {value!r} given; a positive integer is required")
+            if not isinstance(value, int) or not 1 <= value <= MAX_WIDTH:
+                raise UsageError(f"model.{key}: {value!r} given; an integer in 1..{MAX_WIDTH} "
+                                 f"is required")
         if not 0.0 <= self.dropout < 1.0:
             raise UsageError(f"model.dropout: {self.dropout!r} given; allowed: 0 <= dropout < 1")
         if self.activation not in ACTIVATIONS:
@@ -75,8 +80,8 @@ class GRUConfig(RNNConfig):
 class LSTMConfig(RNNConfig):
     """The `lstm` family: one LSTM cell, hidden 64, analysed state [h, c] of 128 [paper]."""
 
-    cell: str = "lstm"
-    d_hidden: int = 64
+    cell: str = setting("lstm", "gru | lstm (pinned by the family)")
+    d_hidden: int = setting(64, "cell hidden size [paper]; state [h, c] = 128")
 
     family: ClassVar[Optional[str]] = "lstm"
 

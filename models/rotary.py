@@ -20,29 +20,33 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
 
 _ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 _CAPABILITIES = ("attention", "heads", "residual")
+
+
+MAX_WIDTH = 1 << 16  # a larger layer (or more layers) would not fit in memory
 
 
 @dataclass(frozen=True)
 class RotaryConfig:
     """Sizes of a pre-LN rotary transformer; defaults are `gpt12`'s paper values."""
 
-    n_layers: int = 12
-    n_heads: int = 8
-    d_head: int = 64
-    d_model: int = 512
-    d_mlp: int = 2048
-    dropout: float = 0.1
-    activation: str = "gelu"  # gelu | gelu_tanh | relu
-    rotary_base: float = 10000.0
-    init_std: float = 0.02  # GPT-2 initialisation [ours]
+    n_layers: int = setting(12, "transformer layers")
+    n_heads: int = setting(8, "attention heads per layer")
+    d_head: int = setting(64, "width of one head (even: rotary rotates pairs)")
+    d_model: int = setting(512, "residual stream width")
+    d_mlp: int = setting(2048, "MLP hidden width")
+    dropout: float = setting(0.1, "dropout on attention, MLP and embeddings, in [0, 1)")
+    activation: str = setting("gelu", "gelu | gelu_tanh | relu")
+    rotary_base: float = setting(10000.0, "base of the rotary frequencies (> 1)")
+    init_std: float = setting(0.02, "GPT-2 initialisation [ours]")
 
     def __post_init__(self):
         for name in ("n_layers", "n_heads", "d_head", "d_model", "d_mlp"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"model.{name}={getattr(self, name)} must be at least 1")
+            if not 1 <= getattr(self, name) <= MAX_WIDTH:
+                raise UsageError(f"model.{name}={getattr(self, name)} must be in 1..{MAX_WIDTH}")
         if self.d_head % 2:
             raise UsageError(f"model.d_head={self.d_head} must be even (rotary rotates pairs)")
         if not 0 <= self.dropout < 1:

@@ -5,39 +5,27 @@ from __future__ import annotations
 import sys
 
 from study.core import registry
-from study.config import check_analyses, from_dict, group_config
-from study.core.errors import UsageError
+from study.config import analysis_configs, from_dict
 from study.core.rundir import RunDir
 
 
-def _split_overrides(names, overrides: dict[str, str]) -> dict[str, dict[str, str]]:
-    per = {n: {} for n in names}
-    for key, value in overrides.items():
-        head = key.split(".", 1)[0]
-        if head not in per or "." not in key:
-            raise UsageError(f"unknown key {key!r}; analysis settings are NAME.FIELD for one of {', '.join(names)}")
-        per[head][key] = value
-    return per
+def resolve_analyses(rd: RunDir, names, overrides: dict[str, str]) -> dict:
+    """The analyses' configs for a run directory (its scale, task and model), every setting
+    checked before any work: unknown analyses, unsupported architectures, bad values."""
+    cfg = from_dict(rd.config(), f"{rd.path}/config.json")
+    return analysis_configs(tuple(names), cfg.scale, overrides, registry.get("task", cfg.task),
+                            registry.get("model", cfg.model), cfg.model_config)
 
 
-def validate(rd: RunDir, names, overrides: dict[str, str]) -> None:
-    """Refuse unknown analyses, unsupported architectures and bad settings before any work."""
-    cfg = from_dict(rd.config())
-    check_analyses(names, registry.get("model", cfg.model))
-    for name, kv in _split_overrides(names, overrides).items():
-        group_config(registry.get("analysis", name), cfg.scale, kv, name)
-
-
-def analyze(rd: RunDir, names, overrides: dict[str, str], checkpoint: str | int = "final") -> None:
+def analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None:
+    """Run each analysis (name -> its resolved config) on the run's checkpoint."""
     import pandas as pd
     import torch
 
     from analyses.common.context import AnalysisContext
     from study.train.checkpoint import load_model
 
-    validate(rd, names, overrides)
-    cfg = from_dict(rd.config())
-    per = _split_overrides(names, overrides)
+    cfg = from_dict(rd.config(), f"{rd.path}/config.json")
     task = registry.get("task", cfg.task).obj(cfg.task_config)
     model, meta = load_model(rd.path, checkpoint)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -45,9 +33,8 @@ def analyze(rd: RunDir, names, overrides: dict[str, str], checkpoint: str | int 
     for p in model.parameters():
         p.requires_grad_(False)
     model_entry = registry.get("model", cfg.model)
-    for name in names:
+    for name, acfg in configs.items():
         entry = registry.get("analysis", name)
-        acfg = group_config(entry, cfg.scale, per[name], name)
         out = rd.analysis_dir(name)
         out.mkdir(parents=True, exist_ok=True)
         print(f"analysis {name} on {rd.path} (step {meta['step']})", file=sys.stderr, flush=True)

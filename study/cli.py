@@ -14,7 +14,7 @@ USAGE = """usage: python -m study COMMAND [key=value ...]
 
 commands:
   list                                   tasks, models (parameter counts), analyses, presets
-  describe task=NAME | model=NAME | analysis=NAME
+  describe task=NAME | model=NAME | analysis=NAME | train=TASK
                                          every config field with type, default and help
   sample task=NAME n=N [split=S] [seed=S] [scale=...] [task.FIELD=V ...]
                                          print N examples as JSON lines

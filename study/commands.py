@@ -1,14 +1,13 @@
 """Handlers of the simple commands (list, describe, sample, run, analyze, bench)."""
 from __future__ import annotations
 
-import dataclasses
-import inspect
-import re
-
 from study.core import registry
-from study.core.coerce import coerce, field_types, type_name
-from study.config import check_scale, group_config, resolve, split_args
+from study.core.coerce import coerce
+from study.config import check_scale, resolve
+from study.core.settings import split_args
 from study.core.errors import UsageError
+from study.core.settings import describe_fields
+from study.train.config import TrainConfig
 
 HOME_TASK = "binding"  # parameter counts in `list` are shown for each task's vocabulary
 
@@ -39,51 +38,38 @@ def _fmt_params(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1e5 else f"{n / 1e3:.1f}k"
 
 
-def field_help(cls) -> dict[str, str]:
-    """Help of each field: `metadata["help"]`, else the trailing comment on its line."""
-    helps = {}
-    try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):
-        source = ""
-    for f in dataclasses.fields(cls):
-        if "help" in f.metadata:
-            helps[f.name] = f.metadata["help"]
-            continue
-        m = re.search(rf"^\s+{re.escape(f.name)}\s*:[^\n#]*#\s*(.+)$", source, re.M)
-        helps[f.name] = m.group(1).strip() if m else ""
-    return helps
-
-
 def cmd_describe(args):
     kv = split_args(args)
-    groups = [k for k in kv if k in registry.KINDS]
+    kinds = (*registry.KINDS, "train")
+    groups = [k for k in kv if k in kinds]
     if len(groups) != 1 or len(kv) != 1:
-        raise UsageError("describe takes exactly one of task=NAME, model=NAME, analysis=NAME")
+        raise UsageError("describe takes exactly one of task=NAME, model=NAME, analysis=NAME, "
+                         "train=TASK (training settings with that task's presets)")
     kind = groups[0]
+    if kind == "train":
+        entry = registry.get("task", kv[kind])
+        print(f"training settings (train.FIELD), presets from task {entry.name}:")
+        _describe_fields(TrainConfig, "train.", getattr(entry.obj, "train_presets", {}))
+        return
     entry = registry.get(kind, kv[kind])
     print(f"{kind} {entry.name}: {entry.help}")
     if entry.capabilities:
         print(f"capabilities: {', '.join(sorted(entry.capabilities))}")
     if entry.requires:
         print(f"requires: {', '.join(sorted(entry.requires))}")
-    _describe_fields(entry.config, f"{entry.name if kind == 'analysis' else kind}.", entry.presets)
+    _describe_fields(entry.config, entry.prefix + ".", entry.presets)
     if kind == "task":
-        from study.train.config import TrainConfig
         print("\ntraining (train.FIELD), presets from this task:")
         _describe_fields(TrainConfig, "train.", getattr(entry.obj, "train_presets", {}))
 
 
 def _describe_fields(cls, prefix: str, presets: dict) -> None:
-    types_, helps = field_types(cls), field_help(cls)
-    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else
-                (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-                for f in dataclasses.fields(cls)}
-    for name, tp in types_.items():
-        per_scale = "; ".join(f"{s}: {presets[s][name]}" for s in registry.SCALES
-                              if name in presets.get(s, {}))
-        print(f"  {prefix}{name} ({type_name(tp)}) = {defaults[name]!r}"
-              + (f"  [{per_scale}]" if per_scale else "") + (f"\n      {helps[name]}" if helps[name] else ""))
+    """Type, default, per-scale preset and declared help of every field."""
+    for f in describe_fields(cls):
+        per_scale = "; ".join(f"{s}: {presets[s][f.name]!r}" for s in registry.SCALES
+                              if f.name in presets.get(s, {}))
+        print(f"  {prefix}{f.name} ({f.type}) = {f.default!r}"
+              + (f"  [{per_scale}]" if per_scale else "") + (f"\n      {f.help}" if f.help else ""))
 
 
 def cmd_sample(args):
@@ -101,7 +87,7 @@ def cmd_sample(args):
     bad = [k for k in kv if not k.startswith("task.")]
     if bad:
         raise UsageError(f"unknown key {bad[0]!r} for sample; valid: task, n, split, seed, scale, task.<field>")
-    task = entry.obj(group_config(entry, scale, kv, "task"))
+    task = entry.obj(entry.make_config(scale, {k[len("task."):]: v for k, v in kv.items()}))
     if split not in task.splits:
         raise UsageError(f"split={split!r} is not a split of task {entry.name}; choose from {', '.join(task.splits)}")
     from study.cli import print_jsonl
@@ -127,9 +113,9 @@ def cmd_analyze(args):
     if not names:
         raise UsageError(f"analysis= is required; choose from {', '.join(registry.entries('analysis'))}")
     checkpoint = kv.pop("checkpoint", "final")
-    from study.analyze import analyze, validate
-    validate(rd, names, kv)
-    analyze(rd, names, kv, checkpoint=checkpoint)
+    from study.analyze import analyze, resolve_analyses
+    configs = resolve_analyses(rd, names, kv)  # every setting checked before any work
+    analyze(rd, configs, checkpoint=checkpoint)
     from study.runner import write_report
     write_report(rd)  # the run's report.html now shows the new tables
     for name in names:

@@ -3,8 +3,9 @@
 `task=binding model=gpt12 scale=small train.lr=3e-4 seed=1`:
 - `task=`, `model=` pick registry entries; `scale=` picks the preset of every group
   (paper | small | smoke); `analyses=a,b` names analyses to run after training.
-- dotted keys override fields: `task.X`, `model.X`, `train.X`; values are coerced from the
-  field's annotation. Resolution order: config defaults → scale preset → overrides.
+- dotted keys override fields: `task.X`, `model.X`, `train.X`, `<analysis>.X`; values are
+  coerced from the field's annotation. Resolution order, the same for every group
+  (`study.core.settings.resolve_group`): config defaults → scale preset → overrides.
 Errors name the key, the value and what is allowed; nothing is written before it passes.
 """
 from __future__ import annotations
@@ -16,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from study.core import registry
-from study.core.coerce import coerce, field_types
+from study.core.coerce import coerce
 from study.core.errors import UsageError
+from study.core.settings import fields_of, from_json, resolve_group
 from study.train.config import TrainConfig
 
 TOP_KEYS = {
@@ -30,6 +32,7 @@ TOP_KEYS = {
     "force": "retrain even if the run directory holds a finished run",
 }
 GROUPS = ("task", "model", "train")
+SEED_MAX = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class RunConfig:
     seed: int = 0
     run_dir: Optional[str] = None
     analyses: tuple[str, ...] = ()
-    analysis_overrides: dict = field(default_factory=dict)  # "das.k" -> "1,2" (raw strings)
+    analysis_configs: dict = field(default_factory=dict)  # name -> the analysis's resolved config
     force: bool = False
 
     def identity(self) -> dict:
@@ -54,7 +57,7 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         return {**self.identity(), "scale": self.scale, "analyses": list(self.analyses),
-                "analysis_overrides": dict(self.analysis_overrides)}
+                "analysis_configs": {n: dataclasses.asdict(c) for n, c in self.analysis_configs.items()}}
 
     def hash8(self) -> str:
         blob = json.dumps(self.identity(), sort_keys=True, default=str)
@@ -68,48 +71,23 @@ class RunConfig:
         return self.run_dir or self.default_run_dir()
 
 
-def split_args(args: list[str]) -> dict[str, str]:
-    """['a=1', 'b.c=2'] -> {'a': '1', 'b.c': '2'}; a bare word or a repeated key is an error."""
-    out: dict[str, str] = {}
-    for arg in args:
-        key, sep, value = arg.partition("=")
-        if not sep or not key:
-            raise UsageError(f"argument {arg!r} is not of the form key=value")
-        if key in out:
-            raise UsageError(f"{key} given twice ({out[key]!r} and {value!r})")
-        out[key] = value
-    return out
-
-
-def group_config(entry, scale: str, overrides: dict[str, str], prefix: str):
-    """Build an entry's config: defaults, scale preset, then coerced overrides."""
-    types_ = field_types(entry.config)
-    values = {}
-    for key, text in overrides.items():
-        name = key[len(prefix) + 1:]
-        if name not in types_:
-            raise UsageError(f"unknown key {key!r} for {prefix} {entry.name}; "
-                             f"valid: {', '.join(prefix + '.' + n for n in types_)}")
-        values[name] = coerce(key, text, types_[name])
-    return entry.make_config(scale, values)
-
-
-def train_config(task_entry, scale: str, overrides: dict[str, str]) -> TrainConfig:
+def train_config(task_entry, scale: str, overrides: dict[str, str] | None = None) -> TrainConfig:
+    """Training settings: defaults → the task's `train_presets[scale]` → overrides."""
     presets = getattr(task_entry.obj, "train_presets", {}) or {}
-    types_ = field_types(TrainConfig)
-    values = dict(presets.get(scale, {}))
-    for key, text in overrides.items():
-        name = key[len("train."):]
-        if name not in types_:
-            raise UsageError(f"unknown key {key!r}; valid: {', '.join('train.' + n for n in types_)}")
-        values[name] = coerce(key, text, types_[name])
-    return TrainConfig(**values)
+    return resolve_group(TrainConfig, "train", presets.get(scale), overrides)
 
 
 def check_scale(scale: str) -> str:
     if scale not in registry.SCALES:
         raise UsageError(f"scale={scale!r} is not a scale; choose from {', '.join(registry.SCALES)}")
     return scale
+
+
+def check_seed(text: str) -> int:
+    seed = coerce("seed", text, int)
+    if not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"seed={text!r}: expected a whole number in 0..{SEED_MAX}")
+    return seed
 
 
 def resolve(kv: dict[str, str]) -> RunConfig:
@@ -122,33 +100,46 @@ def resolve(kv: dict[str, str]) -> RunConfig:
     task_entry = registry.get("task", kv.pop("task"))
     model_entry = registry.get("model", kv.pop("model"))
     scale = check_scale(kv.pop("scale", "paper"))
-    seed = coerce("seed", kv.pop("seed"), int) if "seed" in kv else 0
+    seed = check_seed(kv.pop("seed")) if "seed" in kv else 0
     run_dir = kv.pop("run_dir", None) or None
     force = coerce("force", kv.pop("force"), bool) if "force" in kv else False
     analyses = tuple(a for a in kv.pop("analyses", "").split(",") if a)
 
     analysis_names = set(registry.entries("analysis"))
-    grouped: dict[str, dict[str, str]] = {g: {} for g in GROUPS}
-    analysis_overrides: dict[str, str] = {}
-    for key, value in kv.items():
+    for key in kv:
         head = key.split(".", 1)[0]
-        if "." in key and head in GROUPS:
-            grouped[head][key] = value
-        elif "." in key and head in analysis_names:
-            analysis_overrides[key] = value
-        else:
+        if "." not in key or head not in set(GROUPS) | analysis_names:
             valid = ", ".join(list(TOP_KEYS) + [g + ".<field>" for g in GROUPS] + ["<analysis>.<field>"])
             raise UsageError(f"unknown key {key!r}; valid keys: {valid}")
 
-    task_cfg = group_config(task_entry, scale, grouped["task"], "task")
-    model_cfg = group_config(model_entry, scale, grouped["model"], "model")
-    train_cfg = train_config(task_entry, scale, grouped["train"])
-    check_analyses(analyses, model_entry)
-    for key in analysis_overrides:
-        if key.split(".", 1)[0] not in analyses:
-            raise UsageError(f"{key} given but analysis {key.split('.', 1)[0]!r} is not in analyses=")
+    task_cfg = task_entry.make_config(scale, fields_of(kv, "task"))
+    model_cfg = model_entry.make_config(scale, fields_of(kv, "model"))
+    train_cfg = train_config(task_entry, scale, fields_of(kv, "train"))
+    rest = {k: v for k, v in kv.items() if k.split(".", 1)[0] not in GROUPS}
+    configs = analysis_configs(analyses, scale, rest, task_entry, model_entry, model_cfg)
     return RunConfig(task_entry.name, model_entry.name, task_cfg, model_cfg, train_cfg, scale,
-                     seed, run_dir, analyses, analysis_overrides, force)
+                     seed, run_dir, analyses, configs, force)
+
+
+def analysis_configs(names, scale: str, overrides: dict[str, str], task_entry, model_entry,
+                     model_config) -> dict:
+    """Each named analysis's config (defaults → preset → `NAME.FIELD` overrides), checked
+    against the model's capabilities and, through the analysis's `check`, the task's and the
+    model's names — all before anything is trained or written."""
+    check_analyses(names, model_entry)
+    for key in overrides:
+        head = key.split(".", 1)[0]
+        if "." not in key or head not in names:
+            raise UsageError(f"{key} given but analysis {head!r} is not among the analyses "
+                             f"asked for ({', '.join(names) or 'none'})")
+    out = {}
+    for name in names:
+        entry = registry.get("analysis", name)
+        cfg = entry.make_config(scale, fields_of(overrides, name))
+        if entry.check is not None:
+            entry.check(cfg, task_entry.obj, model_entry, model_config)
+        out[name] = cfg
+    return out
 
 
 def check_analyses(names, model_entry) -> None:
@@ -163,17 +154,20 @@ def check_analyses(names, model_entry) -> None:
                              f" (models that qualify: {', '.join(able) or 'none'})")
 
 
-def from_dict(d: dict) -> RunConfig:
-    """Rebuild a RunConfig from config.json (lists back to tuples via the field types)."""
+def from_dict(d: dict, where: str = "config.json") -> RunConfig:
+    """Rebuild a RunConfig from config.json. A run written before analysis settings were
+    stored as configs (`analysis_overrides`, raw strings) is resolved from those strings."""
     task_entry, model_entry = registry.get("task", d["task"]), registry.get("model", d["model"])
-    return RunConfig(task_entry.name, model_entry.name, build(task_entry.config, d["task_config"]),
-                     build(model_entry.config, d["model_config"]), build(TrainConfig, d["train"]),
-                     d.get("scale", "paper"), d["seed"], None, tuple(d.get("analyses", ())),
-                     dict(d.get("analysis_overrides", {})))
-
-
-def build(cls, values: dict):
-    """A dataclass from JSON values: lists become tuples where the field is a tuple."""
-    types_ = field_types(cls)
-    fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if k in types_}
-    return cls(**fixed)
+    analyses = tuple(d.get("analyses", ()))
+    scale = d.get("scale", "paper")
+    model_cfg = from_json(model_entry.config, d["model_config"], f"{where} model_config")
+    if "analysis_configs" in d:
+        configs = {n: from_json(registry.get("analysis", n).config, v, f"{where} analysis_configs.{n}")
+                   for n, v in d["analysis_configs"].items()}
+    else:
+        configs = analysis_configs(analyses, scale, dict(d.get("analysis_overrides", {})),
+                                   task_entry, model_entry, model_cfg)
+    return RunConfig(task_entry.name, model_entry.name,
+                     from_json(task_entry.config, d["task_config"], f"{where} task_config"),
+                     model_cfg, from_json(TrainConfig, d["train"], f"{where} train"),
+                     scale, d["seed"], None, analyses, configs)

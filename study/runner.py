@@ -109,4 +109,4 @@ def _analyses(cfg: RunConfig, rd: RunDir) -> None:
     todo = tuple(n for n in cfg.analyses if not any(rd.analysis_dir(n).glob("*.parquet")))
     if todo:
         from study.analyze import analyze
-        analyze(rd, todo, {k: v for k, v in cfg.analysis_overrides.items() if k.split(".", 1)[0] in todo})
+        analyze(rd, {n: cfg.analysis_configs[n] for n in todo})

@@ -11,7 +11,8 @@ import typing
 
 from study.core import registry
 from study.core.coerce import field_types
-from study.config import resolve, split_args
+from study.config import resolve
+from study.core.settings import split_args
 from study.core.errors import UsageError
 from study.train.config import TrainConfig
 

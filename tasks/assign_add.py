@@ -70,6 +70,7 @@ import numpy as np
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
 from tasks.base import IGNORE, Examples, Pairs, Task
 
 FORMS = ("+n n", "+v n", "+n v", "+v v")  # index = stratum `form` = the authors' `typ`
@@ -79,20 +80,22 @@ _RIGHT_VAR = np.array([False, False, True, True])
 
 @dataclass(frozen=True)
 class AssignAddConfig:
-    seed: int = 42  # data seed: held-out pairs and every sample [paper: SEED = 42]
-    p: int = 59  # modulus [paper]
-    n_vars: int = 12  # variables a.. [paper]
-    seq_len: int = 16  # [paper]
-    min_assign: int = 1  # [paper]
-    max_assign: int = 6  # [paper] (SEQ_LEN - 4) // 2
-    heldout_frac: float = 0.3  # [paper] TRAIN_PAIRS_FRAC = 0.7
-    never_right: tuple[str, ...] = ("a", "b")  # [paper] LEFT_RESTRICT_VARS
-    never_left: tuple[str, ...] = ("k", "l")  # [paper] RIGHT_RESTRICT_VARS
-    form_weights: Optional[tuple[float, float, float, float]] = None  # training weights of
-    # +n n, +v n, +n v, +v v; none = the authors' table (12, 10, 10, 10) [paper]
-    pool_size: int = 2000  # [paper] examples per evaluation pool
-    n_train: int = 20_000  # [ours] finite sample of the training distribution
-    n_val: int = 2000  # [ours]
+    seed: int = setting(42, "data seed: held-out pairs and every sample [paper: SEED = 42]")
+    p: int = setting(59, "modulus [paper]")
+    n_vars: int = setting(12, "variables a.. [paper]")
+    seq_len: int = setting(16, "tokens per sequence [paper]")
+    min_assign: int = setting(1, "fewest assignments before the query [paper]")
+    max_assign: int = setting(6, "most assignments before the query [paper] (SEQ_LEN - 4) // 2")
+    heldout_frac: float = setting(0.3, "[paper] TRAIN_PAIRS_FRAC = 0.7")
+    never_right: tuple[str, ...] = setting(("a", "b"), "[paper] LEFT_RESTRICT_VARS")
+    never_left: tuple[str, ...] = setting(("k", "l"), "[paper] RIGHT_RESTRICT_VARS")
+    form_weights: Optional[tuple[float, float, float, float]] = setting(
+        None,
+        "training weights of +n n, +v n, +n v, +v v; none = the authors' table (12, 10, 10, "
+        "10) [paper]")
+    pool_size: int = setting(2000, "[paper] examples per evaluation pool")
+    n_train: int = setting(20_000, "[ours] finite sample of the training distribution")
+    n_val: int = setting(2000, "validation examples [ours]")
 
     def __post_init__(self):
         def bad(key, value, allowed):

@@ -75,6 +75,7 @@ import numpy as np
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
 from tasks.base import IGNORE, Examples, Pairs, Task
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -87,22 +88,29 @@ _BUCKETS, _MAX_ROUNDS = 32, 40
 
 @dataclass(frozen=True)
 class BindingConfig:
-    seed: int = 0  # data seed
-    n_lines: int = 16  # [paper] assignments per program
-    max_depth: int = 4  # [paper] hops of the query chain in the main distribution
-    depth_exponent: float = 3.0  # [paper] P(depth) ~ depth**3
-    n_train: int = 450_000  # [paper] 500k unique programs, 90 / 0.2 / 9.8 %
-    n_val: int = 1_000  # [paper]
-    n_test: int = 49_000  # [paper]
-    p_constant: float = 0.5  # [ours] a distractor line assigns a digit with this probability
-    p_reassign: float = 0.03  # [ours] a line reuses an earlier line's letter with this prob.
-    shortcut_accept: float = 0.75  # [ours] keep-probability of shortcut-prone programs
-    heldout_fraction: float = 0.1  # [paper] of the 26 x 10 (query letter, answer) combinations
-    gen_min_lines: int = 2  # [paper] programs of 2-25 lines
-    gen_max_lines: int = 25  # [paper]
-    gen_max_hops: int = 13  # [paper] 1-13 hops
-    n_gen_per_value: int = 1_000  # [ours] programs per line count / per hop count
-    n_gen_heldout: int = 5_000  # [ours]
+    seed: int = setting(0, "data seed")
+    n_lines: int = setting(16, "[paper] assignments per program")
+    max_depth: int = setting(4, "[paper] hops of the query chain in the main distribution")
+    depth_exponent: float = setting(3.0, "[paper] P(depth) ~ depth**3")
+    n_train: int = setting(450_000, "[paper] 500k unique programs, 90 / 0.2 / 9.8 %")
+    n_val: int = setting(1_000, "validation programs [paper]")
+    n_test: int = setting(49_000, "test programs [paper]")
+    p_constant: float = setting(
+        0.5,
+        "[ours] a distractor line assigns a digit with this probability")
+    p_reassign: float = setting(
+        0.03,
+        "[ours] a line reuses an earlier line's letter with this prob.")
+    shortcut_accept: float = setting(0.75, "[ours] keep-probability of shortcut-prone programs")
+    heldout_fraction: float = setting(
+        0.1,
+        "[paper] of the 26 x 10 (query letter, answer) combinations")
+    gen_min_lines: int = setting(2, "[paper] programs of 2-25 lines")
+    gen_max_lines: int = setting(25, "longest program of the line-count generalisation set [paper]")
+    gen_max_hops: int = setting(13, "[paper] 1-13 hops")
+    n_gen_per_value: int = setting(1_000, "[ours] programs per line count / per hop count")
+    n_gen_heldout: int = setting(
+        5_000, "programs of the held-out (query letter, answer) set [ours]")
 
     def __post_init__(self):
         def bad(key, allowed):

@@ -44,6 +44,7 @@ import numpy as np
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
 from tasks.base import IGNORE, Examples, Pairs, Task
 from tasks.counting_causal import DEMO, MODELS, Alphabet, parse_kind
 
@@ -59,14 +60,19 @@ _SPLIT_CODE = {"train": 0, "val": 1, "test": 2, "heldout": 3}
 
 @dataclass(frozen=True)
 class CountingConfig:
-    seed: int = 0  # data seed
-    variant: str = "multi_object"
-    min_count: int = 1  # [paper]
-    max_count: int = 20  # [paper]
-    held_out: tuple[int, ...] = (4, 9, 14, 17)  # [paper]
-    n_train: int = 1000  # [paper] 1,000 training sequences (8 updates an epoch at batch 128)
-    n_val: int = 500  # [paper: grantsrb/mas make_models/config.yaml n_val_samples]
-    n_test: int = 1000  # [ours] also the size of `heldout`
+    seed: int = setting(0, "data seed")
+    variant: str = setting(
+        "multi_object", "which tokens are demonstrated: multi_object | single_object | same_object")
+    min_count: int = setting(1, "fewest demonstration tokens [paper]")
+    max_count: int = setting(20, "most demonstration tokens [paper]")
+    held_out: tuple[int, ...] = setting(
+        (4, 9, 14, 17), "counts never trained on, tested in `heldout` [paper]")
+    n_train: int = setting(
+        1000,
+        "[paper] 1,000 training sequences (8 updates an epoch at batch 128)")
+    n_val: int = setting(
+        500, "validation sequences [paper: grantsrb/mas make_models/config.yaml n_val_samples]")
+    n_test: int = setting(1000, "[ours] also the size of `heldout`")
 
     def __post_init__(self):
         if self.variant not in VARIANTS:

@@ -31,21 +31,22 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
 
 _METHODS = ("zero", "mean")
 
 
 @dataclass(frozen=True)
 class CircuitsConfig:
-    split: str = "test"  # task split the attention scores are read on
-    n_examples: int = 1000  # sequences drawn from it
-    n_induction: int = 256  # repeated random sequences for the induction score
-    induction_len: int = 0  # T tokens repeated once (0: half the task's seq_len)
-    ablation: tuple[str, ...] = ("zero", "mean")  # ablation methods (empty: no ablation)
-    ablation_splits: tuple[str, ...] = ("test",)  # splits whose accuracy is measured
-    n_ablation: int = 1000  # sequences per ablation split
-    fourier_top_k: int = 5  # frequencies counted by `fourier_frac`
-    batch_size: int = 128  # sequences per forward pass
+    split: str = setting("test", "task split the attention scores are read on")
+    n_examples: int = setting(1000, "sequences drawn from it")
+    n_induction: int = setting(256, "repeated random sequences for the induction score")
+    induction_len: int = setting(0, "T tokens repeated once (0: half the task's seq_len)")
+    ablation: tuple[str, ...] = setting(("zero", "mean"), "ablation methods (empty: no ablation)")
+    ablation_splits: tuple[str, ...] = setting(("test",), "splits whose accuracy is measured")
+    n_ablation: int = setting(1000, "sequences per ablation split")
+    fourier_top_k: int = setting(5, "frequencies counted by `fourier_frac`")
+    batch_size: int = setting(128, "sequences per forward pass")
 
     def __post_init__(self):
         bad = [m for m in self.ablation if m not in _METHODS]

@@ -3,7 +3,9 @@
 An analysis file registers with
 `@register("analysis", NAME, config=Cfg, presets={...}, requires=("attention",))` on a
 function `run(ctx) -> dict[str, pandas.DataFrame]` (table name -> long-format table) and may
-save learned artefacts into `ctx.out_dir` itself. Registration files import only the
+save learned artefacts into `ctx.out_dir` itself. `check=fn` adds a parse-time check,
+`fn(config, task_cls, model_entry, model_config)`, run before anything is trained: names that
+depend on the task or the model (`chosen`, `check_sites`) are refused there in one line. Registration files import only the
 standard library at module level (the registry scan must stay fast); torch, pyvene, numpy
 and pandas are imported inside functions or in helper modules of the analysis's own package (`analyses/das/search.py`), which the
 run function imports when it runs.
@@ -37,3 +39,25 @@ def chosen(key: str, asked, allowed, what: str) -> tuple:
         if name not in allowed:
             raise UsageError(f"{key}: {name!r} is not {what}; choose from {', '.join(allowed)}")
     return tuple(asked) or tuple(allowed)
+
+
+# The site kinds a model offers, from the capabilities its family declares (so they are known
+# before a network is built): see the site table in `models/base.py`.
+_SITES_OF_CAPABILITY = {"recurrent": ("state",), "residual": ("resid", "mlp_out"),
+                        "attention": ("attn_out",), "heads": ("head",)}
+
+
+def declared_sites(model_entry) -> tuple[str, ...]:
+    """Site kinds a registered model family offers, in a fixed order."""
+    return tuple(k for cap in sorted(model_entry.capabilities)
+                 for k in _SITES_OF_CAPABILITY.get(cap, ()))
+
+
+def check_sites(key: str, asked, model_entry) -> None:
+    """Refuse, before anything runs, a site kind the model family does not have."""
+    from study.core.errors import UsageError
+    have = declared_sites(model_entry)
+    for kind in asked:
+        if kind not in have:
+            raise UsageError(f"{key}: model {model_entry.name} has no {kind!r} sites; it has "
+                             f"{', '.join(have)}")

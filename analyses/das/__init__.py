@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
 
 SITE_KINDS = ("resid", "attn_out", "mlp_out", "head", "state")
 ALIGNMENTS = ("oaf", "laf", "random")
@@ -38,23 +39,30 @@ ALIGNMENTS = ("oaf", "laf", "random")
 
 @dataclass(frozen=True)
 class DasConfig:
-    variables: tuple[str, ...] = ()  # () = every causal variable of the task
-    sites: tuple[str, ...] = ()  # () = state (recurrent) or resid (transformers)
-    layers: tuple[int, ...] = ()  # () = 0 for state, n_layers // 2 for resid
-    positions: tuple[int, ...] = (-1,)  # -1 = the pair's positions (answer position if aligned)
-    alignments: tuple[str, ...] = ALIGNMENTS
-    k: tuple[int, ...] = (1, 2, 4, 16, 32)  # [paper]
-    n_train: int = 10_000  # [paper]
-    n_test: int = 1_000  # [paper]
-    batch_size: int = 128  # [paper]
-    lr: float = 1e-3  # [paper] Adam
-    steps: int = 20_000  # [paper code: grantsrb/mas configs, num_training_steps]
-    stop_iia: float = 0.995  # [paper code: upper_acc_thresh] early stop on training IIA
-    patience: int = 0  # [ours] stop after this many updates without a training-IIA gain; 0 = off
-    standardize: bool = True  # [SPEC] standardise the site before the alignment
-    max_cond: float = 1e5  # [ours] LAF with cond(A) above this is refused (IIA NaN)
-    eval_batch_size: int = 1000
-    seed: int = 0  # added to the run's seed: pairs and alignment initialisation
+    variables: tuple[str, ...] = setting((), "() = every causal variable of the task")
+    sites: tuple[str, ...] = setting((), "() = state (recurrent) or resid (transformers)")
+    layers: tuple[int, ...] = setting((), "() = 0 for state, n_layers // 2 for resid")
+    positions: tuple[int, ...] = setting(
+        (-1,),
+        "-1 = the pair's positions (answer position if aligned)")
+    alignments: tuple[str, ...] = setting(
+        ALIGNMENTS, "oaf (orthogonal), laf (linear), random (an untrained rotation, the control)")
+    k: tuple[int, ...] = setting(
+        (1, 2, 4, 16, 32), "subspace sizes swept: dims taken from the source [paper]")
+    n_train: int = setting(10_000, "counterfactual pairs the alignment is trained on [paper]")
+    n_test: int = setting(1_000, "pairs IIA is tested on [paper]")
+    batch_size: int = setting(128, "pairs per alignment update [paper]")
+    lr: float = setting(1e-3, "[paper] Adam")
+    steps: int = setting(
+        20_000, "alignment updates [paper code: grantsrb/mas configs, num_training_steps]")
+    stop_iia: float = setting(0.995, "[paper code: upper_acc_thresh] early stop on training IIA")
+    patience: int = setting(
+        0,
+        "[ours] stop after this many updates without a training-IIA gain; 0 = off")
+    standardize: bool = setting(True, "[SPEC] standardise the site before the alignment")
+    max_cond: float = setting(1e5, "[ours] LAF with cond(A) above this is refused (IIA NaN)")
+    eval_batch_size: int = setting(1000, "pairs per forward pass when scoring IIA")
+    seed: int = setting(0, "added to the run's seed: pairs and alignment initialisation")
 
     def __post_init__(self):
         def bad(key, value, allowed):
@@ -89,7 +97,26 @@ class DasConfig:
             bad("max_cond", self.max_cond, "must be greater than 1")
 
 
-@register("analysis", "das", config=DasConfig, presets={
+def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
+    """Before training: the asked variables are the task's, the asked sites and layers the
+    model's (the same rules `default_sites` applies to the built network)."""
+    from analyses.common.context import check_sites, chosen, declared_sites
+    chosen("das.variables", cfg.variables, task_cls.causal_variables,
+           f"a causal variable of {task_cls.name}")
+    check_sites("das.sites", cfg.sites, model_entry)
+    kinds = cfg.sites or (("state",) if "state" in declared_sites(model_entry) else ("resid",))
+    n_layers = getattr(model_config, "n_layers", None)
+    for kind in kinds:
+        if kind == "state" and cfg.layers and set(cfg.layers) != {0}:
+            raise UsageError(f"das.layers={','.join(map(str, cfg.layers))}: state sites have "
+                             f"one layer, 0 (the position is the time step)")
+        count = None if n_layers is None else n_layers + 1 if kind == "resid" else n_layers
+        if kind != "state" and count is not None and cfg.layers and max(cfg.layers) >= count:
+            raise UsageError(f"das.layers: {kind}[{max(cfg.layers)}] does not exist; model "
+                             f"{model_entry.name} has {count} {kind} sites (0..{count - 1})")
+
+
+@register("analysis", "das", config=DasConfig, check=check, presets={
     "paper": {},
     # [ours] minutes per variable on a CPU: fewer, larger Adam steps than the paper's
     "small": {"n_train": 2000, "n_test": 500, "steps": 300, "lr": 5e-3, "batch_size": 64,

@@ -27,18 +27,19 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
 
 SITE_KINDS = ("resid", "head", "attn_out", "mlp_out", "state")
 
 
 @dataclass(frozen=True)
 class PatchingConfig:
-    n_pairs: int = 1000  # pairs per counterfactual kind [ours]
-    kinds: tuple[str, ...] = ()  # counterfactual kinds; () = all of the task's
-    sites: tuple[str, ...] = ()  # () = resid (+ head with the heads capability), or state
-    split: str = "test"  # split the pairs are drawn from
-    batch_size: int = 256  # pairs per recording chunk, and rows per patched forward
-    seed: int = 0  # pair-sampling seed, added to the run's seed
+    n_pairs: int = setting(1000, "pairs per counterfactual kind [ours]")
+    kinds: tuple[str, ...] = setting((), "counterfactual kinds; () = all of the task's")
+    sites: tuple[str, ...] = setting((), "() = resid (+ head with the heads capability), or state")
+    split: str = setting("test", "split the pairs are drawn from")
+    batch_size: int = setting(256, "pairs per recording chunk, and rows per patched forward")
+    seed: int = setting(0, "pair-sampling seed, added to the run's seed")
 
     def __post_init__(self):
         if self.n_pairs < 1:
@@ -51,7 +52,15 @@ class PatchingConfig:
                                  f"kind; choose from {', '.join(SITE_KINDS)}")
 
 
-@register("analysis", "patching", config=PatchingConfig, presets={
+def check(cfg: PatchingConfig, task_cls, model_entry, model_config) -> None:
+    """Before training: the asked kinds are the task's, the asked sites the model's."""
+    from analyses.common.context import check_sites, chosen
+    chosen("patching.kinds", cfg.kinds, task_cls.counterfactual_kinds,
+           f"a counterfactual kind of {task_cls.name}")
+    check_sites("patching.sites", cfg.sites, model_entry)
+
+
+@register("analysis", "patching", config=PatchingConfig, check=check, presets={
     "paper": {},
     "small": {"n_pairs": 200, "batch_size": 128},
     "smoke": {"n_pairs": 8, "batch_size": 64},

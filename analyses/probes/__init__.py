@@ -20,27 +20,38 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
 
 _KINDS = ("resid", "attn_out", "mlp_out", "head", "state")
 
 
 @dataclass(frozen=True)
 class ProbesConfig:
-    split: str = "test"  # task split the probe sequences are drawn from
-    n_examples: int = 2000  # sequences drawn (uniformly, without replacement) from the split
-    test_fraction: float = 0.3  # share of those sequences the probes are scored on
-    variables: tuple[str, ...] = ()  # variables to probe (empty: every one the task offers)
-    sites: tuple[str, ...] = ("resid", "state")  # site kinds probed where the model has them
-    layers: tuple[int, ...] = ()  # site indices (layers) to probe (empty: all)
-    positions: tuple[int, ...] = ()  # token positions to probe (empty: all)
-    pooled: bool = True  # also fit one probe on every position of a site (position -1)
-    C: float = 1.0  # inverse L2 strength of the logistic regression (scikit-learn's C)
-    max_iter: int = 200  # lbfgs iterations per probe
-    max_pooled: int = 20_000  # cap on (sequence, position) samples of a pooled probe per split
-    min_train: int = 8  # fewer defined training labels than this: no probe at that position
-    min_test: int = 4  # likewise for test labels
-    n_jobs: int = 1  # probes fitted in parallel processes (-1: one per core)
-    batch_size: int = 256  # sequences per forward pass
+    split: str = setting("test", "task split the probe sequences are drawn from")
+    n_examples: int = setting(
+        2000,
+        "sequences drawn (uniformly, without replacement) from the split")
+    test_fraction: float = setting(0.3, "share of those sequences the probes are scored on")
+    variables: tuple[str, ...] = setting(
+        (),
+        "variables to probe (empty: every one the task offers)")
+    sites: tuple[str, ...] = setting(
+        ("resid", "state"),
+        "site kinds probed where the model has them")
+    layers: tuple[int, ...] = setting((), "site indices (layers) to probe (empty: all)")
+    positions: tuple[int, ...] = setting((), "token positions to probe (empty: all)")
+    pooled: bool = setting(True, "also fit one probe on every position of a site (position -1)")
+    C: float = setting(1.0, "inverse L2 strength of the logistic regression (scikit-learn's C)")
+    max_iter: int = setting(200, "lbfgs iterations per probe")
+    max_pooled: int = setting(
+        20_000,
+        "cap on (sequence, position) samples of a pooled probe per split")
+    min_train: int = setting(
+        8,
+        "fewer defined training labels than this: no probe at that position")
+    min_test: int = setting(4, "likewise for test labels")
+    n_jobs: int = setting(1, "probes fitted in parallel processes (-1: one per core)")
+    batch_size: int = setting(256, "sequences per forward pass")
 
     def __post_init__(self):
         if self.n_examples < 4:
@@ -62,7 +73,23 @@ class ProbesConfig:
             raise UsageError("probes.positions and probes.layers must be non-negative")
 
 
-@register("analysis", "probes", config=ProbesConfig, presets={
+def check(cfg: ProbesConfig, task_cls, model_entry, model_config) -> None:
+    """Before training: at least one asked site kind is the model's; the asked variables are
+    the task's where the task declares them (`probe_variable_names`, or the causal variables
+    of a task that offers `variable_values`)."""
+    from analyses.common.context import chosen, declared_sites
+    have = declared_sites(model_entry)
+    if not set(cfg.sites) & set(have):
+        raise UsageError(f"probes.sites={','.join(cfg.sites)}: model {model_entry.name} has "
+                         f"sites {', '.join(have)}")
+    names = getattr(task_cls, "probe_variable_names", None)
+    if names is None and hasattr(task_cls, "variable_values"):  # probes read these values
+        names = task_cls.causal_variables
+    if names:
+        chosen("probes.variables", cfg.variables, tuple(names), f"a variable of task {task_cls.name}")
+
+
+@register("analysis", "probes", config=ProbesConfig, check=check, presets={
     "paper": {"n_jobs": -1},
     "small": {"n_examples": 1000},
     "smoke": {"n_examples": 96, "max_iter": 50, "max_pooled": 2000},

@@ -29,16 +29,23 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
+from study.core.settings import setting
 
 _SPACES = ("write", "read", "standardised")
 
 
 @dataclass(frozen=True)
 class SubspacesConfig:
-    runs: tuple[str, ...] = ()  # other run directories (empty: this run's other checkpoints)
-    space: str = "write"  # basis of a subspace: write | read | standardised (see _subspace_math)
-    match_sites: bool = True  # compare only equal site labels (False: any site of equal width)
-    alignments: tuple[str, ...] = ()  # alignments compared (empty: all that were saved)
+    runs: tuple[str, ...] = setting(
+        (),
+        "other run directories (empty: this run's other checkpoints)")
+    space: str = setting(
+        "write",
+        "basis of a subspace: write | read | standardised (see _subspace_math)")
+    match_sites: bool = setting(
+        True,
+        "compare only equal site labels (False: any site of equal width)")
+    alignments: tuple[str, ...] = setting((), "alignments compared (empty: all that were saved)")
 
     def __post_init__(self):
         if self.space not in _SPACES:

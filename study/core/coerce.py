@@ -6,6 +6,7 @@ Supports int, float, bool, str, Optional[...], Literal[...], tuple[T, ...] and t
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
@@ -36,12 +37,24 @@ def type_name(tp) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def coerce(key: str, text: str, tp) -> Any:
-    """Parse `text` as `tp`, or raise UsageError naming `key`."""
+def coerce(key: str, text: str, tp, *, nonfinite: bool = False) -> Any:
+    """Parse `text` as `tp`, or raise UsageError naming `key`; nan/inf are refused unless
+    `nonfinite`."""
     try:
-        return _coerce(text, tp)
-    except (ValueError, TypeError):
+        value = _coerce(text, tp)
+    except (ValueError, TypeError, OverflowError):
         raise UsageError(f"{key}={text!r}: expected {type_name(tp)}") from None
+    if not nonfinite and not _finite(value):
+        raise UsageError(f"{key}={text!r}: expected a finite {type_name(tp)} (no nan or inf)")
+    return value
+
+
+def _finite(value) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, tuple):
+        return all(_finite(v) for v in value)
+    return True
 
 
 def _coerce(text: str, tp) -> Any:
@@ -77,7 +90,10 @@ def _coerce(text: str, tp) -> Any:
             return False
         raise ValueError(text)
     if tp is int:
-        value = float(text.replace("_", ""))  # accepts 1e5 and 100_000
+        try:
+            return int(text.replace("_", ""))  # exact, however large; 100_000
+        except ValueError:
+            value = float(text.replace("_", ""))  # accepts 1e5
         if not value.is_integer():
             raise ValueError(text)
         return int(value)

@@ -32,15 +32,20 @@ class Entry:
     capabilities: frozenset[str] = frozenset()  # models: what they offer
     requires: frozenset[str] = frozenset()  # analyses: what they need from a model
     help: str = ""
+    # analyses: `check(config, task_cls, model_entry, model_config)` refuses, before any
+    # training, names that depend on the task or the model (a causal variable, a site kind,
+    # a layer); None: no check
+    check: Callable | None = None
+
+    @property
+    def prefix(self) -> str:
+        """How its settings are spelt on the command line: `task.`, `model.`, `das.`."""
+        return self.name if self.kind == "analysis" else self.kind
 
     def make_config(self, scale: str, overrides: dict[str, Any] | None = None):
-        """Defaults, then the scale preset, then `overrides` (already coerced)."""
-        values = dict(self.presets.get(scale, {}))
-        values.update(overrides or {})
-        try:
-            return self.config(**values)
-        except TypeError as e:  # unknown field in a preset is a programming error
-            raise UsageError(f"{self.kind} '{self.name}': {e}") from None
+        """Defaults, then the scale preset, then `overrides` (strings are coerced)."""
+        from study.core.settings import resolve_group
+        return resolve_group(self.config, self.prefix, self.presets.get(scale), overrides)
 
 
 _REGISTRY: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
@@ -48,7 +53,7 @@ _SCANNED: set[str] = set()
 
 
 def register(kind: str, name: str, *, config: type, presets: dict | None = None,
-             capabilities=(), requires=(), help: str = "") -> Callable:
+             capabilities=(), requires=(), help: str = "", check: Callable | None = None) -> Callable:
     """Decorator: `@register("task", "binding", config=BindingConfig, presets=...)`."""
     if kind not in KINDS:
         raise ValueError(f"unknown registry kind {kind!r}")
@@ -64,7 +69,7 @@ def register(kind: str, name: str, *, config: type, presets: dict | None = None,
             raise ValueError(f"{kind} {name!r} registered twice")
         doc = help or ((obj.__doc__ or "").strip().splitlines() or [""])[0]
         _REGISTRY[kind][name] = Entry(kind, name, obj, config, dict(presets or {}),
-                                      frozenset(capabilities), frozenset(requires), doc)
+                                      frozenset(capabilities), frozenset(requires), doc, check)
         return obj
 
     return deco

@@ -17,12 +17,9 @@ nothing ever silently restarts a run from zero.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -182,35 +179,10 @@ def load_weights(model, ckpt: Path, device="cpu") -> None:
 
 
 def config_from_dict(cls, values: dict):
-    """Rebuild a frozen config dataclass from JSON: lists become tuples where the field's
-    annotation says tuple (JSON has no tuples)."""
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise CheckpointError(f"{cls.__name__} has no field(s) {', '.join(unknown)} found in a "
-                              f"checkpoint's meta.json; the code changed since it was written")
-    return cls(**{k: _coerce(hints.get(k), v) for k, v in values.items()})
-
-
-def _coerce(hint, value):
-    if not isinstance(value, list):
-        return value
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        arms = [a for a in typing.get_args(hint) if typing.get_origin(a) in (tuple, list)
-                or a in (tuple, list)]
-        return _coerce(arms[0], value) if arms else value
-    args = typing.get_args(hint)
-    if origin is tuple or hint is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_coerce(args[0], v) for v in value)
-        if args and len(args) == len(value):
-            return tuple(_coerce(a, v) for a, v in zip(args, value))
-        return tuple(value)
-    if origin is list and args:
-        return [_coerce(args[0], v) for v in value]
-    return value
+    """Rebuild a frozen config dataclass from a checkpoint's meta.json (lists back to tuples;
+    a field the code no longer has is a CheckpointError naming it)."""
+    from study.core.settings import from_json
+    return from_json(cls, values, "a checkpoint's meta.json", error=CheckpointError)
 
 
 def resolve_step(run_dir, step: int | str = "final") -> Path:

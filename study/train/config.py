@@ -2,59 +2,81 @@
 through its `train_presets` class attribute (the optimiser belongs to the paper's task)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, Optional
+
+from study.core.errors import UsageError
+from study.core.settings import setting
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 1000  # optimiser updates
-    batch_size: int = 64
-    lr: float = 1e-4  # peak learning rate
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    warmup_steps: int = 0  # linear warm-up from 0
-    # after warm-up: "linear" decays to 0 at `steps`; "constant"; "exp" multiplies by
-    # `decay_rate` every `decay_steps` down to `min_lr`; "inverse_sqrt" is the counting
-    # study's lr * (warmup / step) ** decay_rate, floored at `min_lr`
-    schedule: Literal["linear", "constant", "exp", "inverse_sqrt"] = "linear"
-    decay_rate: float = 0.5
-    decay_steps: int = 1000
-    min_lr: float = 0.0
-    grad_clip: float = 1.0  # max global grad norm; 0 disables
-    loss_on: Literal["answer", "all"] = "answer"  # scored positions only, or every next token
-    checkpoints: int = 24  # number of log-spaced checkpoints (dense early, sparse late)
-    eval_examples: int = 2000  # per evaluation split at each checkpoint (0 = whole split)
-    target_accuracy: Optional[float] = None  # stop once every eval split reaches it
-    max_minutes: float = 0.0  # stop (evaluated, checkpointed) after this much wall time; 0 = no limit
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA
-    compile: Literal["auto", "on", "off"] = "auto"  # auto: torch.compile on CUDA
-    # extra evaluations between checkpoints (they also drive early stopping); 0 = auto: every
-    # ~0.5% of `steps` when target_accuracy is set, otherwise only at checkpoints
-    eval_every: int = 0
-    log_every: int = 0  # train loss/lr rows every this many steps; 0 = auto (~500 a run)
-    resume_minutes: float = 10.0  # write a resume point this often between checkpoints; 0 = never
-    # which checkpoints keep the optimiser/RNG state: only the newest ("last") or every one
-    keep_state: Literal["last", "all"] = "last"
+    steps: int = setting(1000, "optimiser updates")
+    batch_size: int = setting(64, "sequences per optimiser update")
+    lr: float = setting(1e-4, "peak learning rate (AdamW)")
+    weight_decay: float = setting(0.0, "AdamW weight decay (>= 0)")
+    betas: tuple[float, float] = setting((0.9, 0.999), "AdamW (beta1, beta2), each in [0, 1)")
+    warmup_steps: int = setting(0, "linear warm-up from 0 over this many steps")
+    schedule: Literal["linear", "constant", "exp", "inverse_sqrt"] = setting(
+        "linear",
+        "after warm-up: linear decays to 0 at `steps`; constant; exp multiplies by "
+        "`decay_rate` every `decay_steps` down to `min_lr`; inverse_sqrt is the counting "
+        "study's lr * (warmup / step) ** decay_rate, floored at `min_lr`")
+    decay_rate: float = setting(0.5, "factor (exp) or exponent (inverse_sqrt) of the decay")
+    decay_steps: int = setting(1000, "steps between exp decays")
+    min_lr: float = setting(0.0, "floor of the exp and inverse_sqrt schedules")
+    grad_clip: float = setting(1.0, "max global grad norm; 0 disables")
+    loss_on: Literal["answer", "all"] = setting(
+        "answer", "scored positions only, or every next token")
+    checkpoints: int = setting(24, "number of log-spaced checkpoints (dense early, sparse late)")
+    eval_examples: int = setting(2000, "per evaluation split at each checkpoint (0 = whole split)")
+    target_accuracy: Optional[float] = setting(None, "stop once every eval split reaches it")
+    max_minutes: float = setting(
+        0.0, "stop (evaluated, checkpointed) after this much wall time; 0 = no limit")
+    device: str = setting("auto", "auto | cpu | cuda | cuda:N")
+    precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA")
+    compile: Literal["auto", "on", "off"] = setting("auto", "auto: torch.compile on CUDA")
+    eval_every: int = setting(
+        0, "extra evaluations between checkpoints (they also drive early stopping); 0 = auto: "
+        "every ~0.5% of `steps` when target_accuracy is set, otherwise only at checkpoints")
+    log_every: int = setting(0, "train loss/lr rows every this many steps; 0 = auto (~500 a run)")
+    resume_minutes: float = setting(
+        10.0, "write a resume point this often between checkpoints; 0 = never")
+    keep_state: Literal["last", "all"] = setting(
+        "last", "which checkpoints keep the optimiser/RNG state: the newest or every one")
 
     def __post_init__(self):
-        from study.core.errors import UsageError
-        for name in ("steps", "batch_size", "checkpoints"):
+        def bad(key, allowed):
+            value = getattr(self, key)
+            shown = ",".join(map(str, value)) if isinstance(value, tuple) else value
+            raise UsageError(f"train.{key}={shown}: {allowed}")
+
+        for name in ("steps", "batch_size", "checkpoints", "decay_steps"):
             if getattr(self, name) < 1:
-                raise UsageError(f"train.{name}={getattr(self, name)} must be at least 1")
-        if self.lr <= 0:
-            raise UsageError(f"train.lr={self.lr} must be positive")
+                bad(name, "must be at least 1")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            bad("lr", "must be a finite number > 0")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            bad("weight_decay", "must be a finite number >= 0")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            bad("betas", "two numbers, each in [0, 1)")
         if not 0 <= self.warmup_steps <= self.steps:
-            raise UsageError(f"train.warmup_steps={self.warmup_steps} must be in 0..train.steps ({self.steps})")
-        for name in ("eval_every", "log_every"):
+            bad("warmup_steps", f"must be in 0..train.steps ({self.steps})")
+        if not (math.isfinite(self.decay_rate) and self.decay_rate > 0):
+            bad("decay_rate", "must be a finite number > 0")
+        if not (math.isfinite(self.min_lr) and self.min_lr >= 0):
+            bad("min_lr", "must be a finite number >= 0")
+        if not (math.isfinite(self.grad_clip) and self.grad_clip >= 0):
+            bad("grad_clip", "must be 0 (off) or a finite number > 0")
+        for name in ("eval_every", "log_every", "eval_examples"):
             if getattr(self, name) < 0:
-                raise UsageError(f"train.{name}={getattr(self, name)} must be 0 (auto) or positive")
-        if self.max_minutes < 0:
-            raise UsageError(f"train.max_minutes={self.max_minutes} must be 0 (no limit) or positive")
-        if self.resume_minutes < 0:
-            raise UsageError(f"train.resume_minutes={self.resume_minutes} must be 0 (never) or positive")
+                bad(name, "must be 0 (auto) or positive")
+        if not (math.isfinite(self.max_minutes) and self.max_minutes >= 0):
+            bad("max_minutes", "must be 0 (no limit) or a finite number > 0")
+        if not (math.isfinite(self.resume_minutes) and self.resume_minutes >= 0):
+            bad("resume_minutes", "must be 0 (never) or a finite number > 0")
         if self.keep_state not in ("last", "all"):
-            raise UsageError(f"train.keep_state={self.keep_state!r} must be 'last' or 'all'")
+            bad("keep_state", "must be 'last' or 'all'")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
-            raise UsageError(f"train.target_accuracy={self.target_accuracy} must be in (0, 1]")
+            bad("target_accuracy", "must be in (0, 1]")

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from study.core.errors import UsageError
 from tests.conftest import ROOT, run_cli
 
 
@@ -101,3 +102,128 @@ def test_bench_writes_a_table_with_the_ratio_to_the_naive_baseline(tmp_path, kin
     table = out.read_text()
     assert ("ratio" in table or "speedup" in table) and table.count("\n|") >= 4  # header, rule, 2 rows
     assert out.with_suffix(".csv").exists()
+
+
+# --- every setting is checked when the command line is parsed ------------------------------
+BAD_SETTINGS = [
+    (["analyses=das", "das.k=abc"], "das.k='abc'"),
+    (["analyses=das", "das.sites=bogus"], "das.sites=bogus"),
+    (["analyses=das", "das.sites=resid"], "no 'resid' sites"),  # gru has state sites only
+    (["analyses=das", "das.layers=1"], "state sites have one layer, 0"),
+    (["model=rope2", "analyses=das", "das.layers=3"], "resid[3] does not exist"),
+    (["model=rope2", "analyses=das", "das.sites=head", "das.layers=2"], "head[2] does not exist"),
+    (["analyses=das", "das.bogus=1"], "unknown key 'das.bogus'; valid: das.variables"),
+    (["analyses=das", "das.steps=-1"], "das.steps=-1"),
+    (["analyses=das", "das.variables=bogus"], "'bogus' is not a causal variable of counting"),
+    (["analyses=das", "das.lr=nan"], "das.lr='nan'"),
+    (["analyses=patching", "patching.kinds=bogus"], "not a counterfactual kind of counting"),
+    (["analyses=probes", "probes.n_examples=-1"], "probes.n_examples=-1"),
+    (["analyses=probes", "probes.variables=bogus"], "'bogus' is not a variable of task counting"),
+    (["analyses=probes", "probes.sites=resid"], "probes.sites=resid"),
+    (["das.k=1"], "analysis 'das' is not among the analyses asked for"),
+    (["train.lr=nan"], "train.lr='nan'"),
+    (["train.lr=inf"], "train.lr='inf'"),
+    (["train.lr=0"], "train.lr=0.0: must be a finite number > 0"),
+    (["train.weight_decay=-1"], "train.weight_decay=-1.0: must be a finite number >= 0"),
+    (["train.betas=2,2"], "train.betas=2.0,2.0: two numbers, each in [0, 1)"),
+    (["train.grad_clip=nan"], "train.grad_clip='nan'"),
+    (["train.max_minutes=nan"], "train.max_minutes='nan'"),
+    (["seed=-5"], "seed='-5': expected a whole number in 0..4294967295"),
+    (["seed=1e99"], "seed='1e99': expected a whole number in 0..4294967295"),
+    (["model.d_hidden=1e9"], "model.d_hidden: 1000000000 given; an integer in 1..65536"),
+]
+
+
+@pytest.mark.parametrize("extra,needle", BAD_SETTINGS, ids=[" ".join(a) for a, _ in BAD_SETTINGS])
+def test_a_bad_setting_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys,
+                                                             extra, needle):
+    from study.cli import main
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "run"
+    model = [a for a in extra if a.startswith("model=")] or ["model=gru"]
+    rest = [a for a in extra if not a.startswith("model=")]
+    rc = main(["run", "task=counting", *model, "scale=smoke", f"run_dir={run_dir}", *rest])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert needle in err
+    assert not run_dir.exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_bad_analysis_setting_fails_before_training_not_after(tmp_path):
+    run_dir = tmp_path / "run"
+    r = run_cli("run", "task=counting", "model=gru", "analyses=das", "das.k=abc",
+                f"run_dir={run_dir}", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == "error: das.k='abc': expected comma-separated ints"
+    assert not run_dir.exists()
+
+
+def _run_dir_with_config(tmp_path, *args):
+    """A run directory holding only config.json, as `run` writes it (no training needed)."""
+    from study.config import resolve
+    from study.core.settings import split_args
+    from study.core.rundir import RunDir
+    rd = RunDir(tmp_path / "run")
+    rd.path.mkdir()
+    cfg = resolve(split_args(["task=counting", "model=gru", "scale=smoke", *args]))
+    rd.write_json("config.json", cfg.to_dict())
+    return rd, cfg
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["das.k=abc"], "das.k='abc'"),
+    (["das.variables=bogus"], "'bogus' is not a causal variable"),
+    (["probes.n_examples=9"], "analysis 'probes' is not among the analyses asked for"),
+])
+def test_analyze_checks_settings_before_loading_a_checkpoint(tmp_path, capsys, extra, needle):
+    from study.cli import main
+    rd, _ = _run_dir_with_config(tmp_path)
+    rc = main(["analyze", str(rd.path), "analysis=das", *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
+    assert not (rd.path / "analyses").exists()
+
+
+def test_config_json_round_trips_with_the_analysis_configs(tmp_path):
+    from study.config import from_dict
+    rd, cfg = _run_dir_with_config(tmp_path, "analyses=das,probes", "das.k=1,2",
+                                   "probes.variables=up_down:count", "train.lr=3e-3")
+    back = from_dict(rd.config())
+    assert back.analysis_configs == cfg.analysis_configs
+    assert back.analysis_configs["das"].k == (1, 2)
+    assert back.analysis_configs["probes"].variables == ("up_down:count",)
+    assert back.identity() == cfg.identity() and back.hash8() == cfg.hash8()
+
+
+def test_an_old_config_json_with_raw_analysis_overrides_still_loads(tmp_path):
+    from study.config import from_dict
+    rd, cfg = _run_dir_with_config(tmp_path, "analyses=das")
+    old = rd.config()
+    del old["analysis_configs"]
+    old["analysis_overrides"] = {"das.k": "1,4"}
+    assert from_dict(old).analysis_configs["das"].k == (1, 4)
+
+
+def test_a_config_json_with_an_unknown_field_is_one_clear_line(tmp_path):
+    from study.config import from_dict
+    rd, _ = _run_dir_with_config(tmp_path)
+    old = rd.config()
+    old["train"]["momentum"] = 0.9
+    with pytest.raises(UsageError, match=r"config.json train: TrainConfig has no field\(s\) momentum"):
+        from_dict(old)
+
+
+@pytest.mark.parametrize("what,line,help_text", [
+    ("analysis=das", "das.k (comma-separated ints) = (1, 2, 4, 16, 32)", "[paper]"),
+    ("train=counting", "train.lr (float) = 0.0001  [paper: 0.0001", "peak learning rate"),
+    ("model=rope2", "model.n_layers (int) = 2", "transformer layers"),  # help of the base field
+    ("task=counting", "task.variant (str) = 'multi_object'", "multi_object | single_object"),
+])
+def test_describe_prints_type_default_presets_and_declared_help(what, line, help_text):
+    r = run_cli("describe", what)
+    assert r.returncode == 0, r.stderr
+    assert line in r.stdout
+    lines = r.stdout.splitlines()
+    i = next(i for i, text in enumerate(lines) if line in text)
+    assert help_text in lines[i + 1]

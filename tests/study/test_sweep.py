@@ -41,7 +41,8 @@ def test_analysis_tuple_settings_are_not_expanded():
                      "das.alignments": "oaf,laf", "das.k": "1,2,4"})
     assert len(combos) == 1
     cfg = resolve(combos[0])
-    assert cfg.analysis_overrides["das.alignments"] == "oaf,laf"
+    assert cfg.analysis_configs["das"].alignments == ("oaf", "laf")
+    assert cfg.analysis_configs["das"].k == (1, 2, 4)
 
 
 def test_jobs_setting():
