@@ -226,6 +226,7 @@ class AssignAddTask(Task):
     # and the heuristics compare against; the pools give the per-pool trajectories
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test", *NINE_POOLS)
     causal_variables: ClassVar[tuple[str, ...]] = ("x", "y")
+    probe_variable_names: ClassVar[tuple[str, ...]] = ("x", "y", "sum", "var_of_num")
     counterfactual_kinds: ClassVar[tuple[str, ...]] = ("lhs_value", "rhs_value", "binding",
                                                        "operand_var")
     _PAPER_TRAIN = dict(steps=40_000, batch_size=512, lr=1e-3, weight_decay=0.02,

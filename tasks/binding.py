@@ -313,6 +313,7 @@ class BindingTask(Task):
     version = 2
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
     causal_variables: ClassVar[tuple[str, ...]] = ("root_value",)
+    probe_variable_names: ClassVar[tuple[str, ...]] = ("root_value", "line_value")
     counterfactual_kinds: ClassVar[tuple[str, ...]] = ("root_value", "distractor", "query")
     train_presets: ClassVar[dict] = {
         "paper": _PAPER_TRAIN,

@@ -124,6 +124,7 @@ class CountingTask(Task):
     causal_variables: ClassVar[tuple[str, ...]] = (
         "up_down:count", "up_down:phase", "up_up:demo_count", "up_up:resp_count",
         "up_up:phase", "ctx_distr:count")
+    probe_variable_names: ClassVar[tuple[str, ...]] = causal_variables
     counterfactual_kinds: ClassVar[tuple[str, ...]] = causal_variables + ("up_down:full",
                                                                           "up_up:full")
     train_presets: ClassVar[dict] = {

@@ -75,18 +75,14 @@ class ProbesConfig:
 
 def check(cfg: ProbesConfig, task_cls, model_entry, model_config) -> None:
     """Before training: at least one asked site kind is the model's; the asked variables are
-    the task's where the task declares them (`probe_variable_names`, or the causal variables
-    of a task that offers `variable_values`)."""
+    the task's (`probe_variable_names`)."""
     from analyses.common.context import chosen, declared_sites
     have = declared_sites(model_entry)
     if not set(cfg.sites) & set(have):
         raise UsageError(f"probes.sites={','.join(cfg.sites)}: model {model_entry.name} has "
                          f"sites {', '.join(have)}")
-    names = getattr(task_cls, "probe_variable_names", None)
-    if names is None and hasattr(task_cls, "variable_values"):  # probes read these values
-        names = task_cls.causal_variables
-    if names:
-        chosen("probes.variables", cfg.variables, tuple(names), f"a variable of task {task_cls.name}")
+    chosen("probes.variables", cfg.variables, task_cls.probe_variable_names,
+           f"a variable of task {task_cls.name}")
 
 
 @register("analysis", "probes", config=ProbesConfig, check=check, presets={

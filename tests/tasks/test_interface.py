@@ -171,3 +171,13 @@ def test_counting_views():
     assert np.flatnonzero(query[0]).tolist() == [3, 4, 5]  # T and the responses
     assert np.flatnonzero(trig[0]).tolist() == [3]
     assert np.flatnonzero(t["demos"][1][0]).tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("name", list(registry.entries("task")))
+def test_declared_probe_variable_names_are_what_the_task_gives(name):
+    """`probes.variables` is checked against the declared names before any data exists; the
+    names must be exactly the variables the task then gives on real data."""
+    task = make(name)
+    ex = task.split("test").take(slice(0, 16))
+    got = task.probe_variables(np.asarray(ex.ids, np.int64), np.asarray(ex.labels, np.int64))
+    assert tuple(got) == tuple(task.probe_variable_names)
