@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from analyses.common.activations import batches, hooked
 from analyses.common.task_views import correct
+from models.sites.capture import batches, hooked
 
 METHODS = ("zero", "mean")
 

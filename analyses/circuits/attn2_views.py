@@ -1,6 +1,6 @@
-"""Weight-level views of models with TransformerLens-style matrices (`attn2`), and the
-assign-and-add progress measures of Exoo et al. 2026 (appendix B; `bexoo/assign-and-add`,
-`progress_measures.py`).
+"""Weight-level views of models with TransformerLens-style matrices (the `weights_view`
+capability: `attn2`), and the assign-and-add progress measures of Exoo et al. 2026
+(appendix B; `bexoo/assign-and-add`, `progress_measures.py`).
 
 Needs W_E (vocab, d), W_pos (seq, d), W_U (d, vocab), blocks[l].attn.W_Q/W_K/W_V
 (n_heads, d, d_head), W_O (n_heads, d_head, d), and for the MLP layer blocks[l].mlp.W_in,
@@ -34,12 +34,6 @@ import numpy as np
 import torch
 
 from analyses.circuits.scores import cosine, fourier_fraction
-
-
-def has_weights(model) -> bool:
-    blocks = getattr(model, "blocks", None)
-    return (all(hasattr(model, k) for k in ("W_E", "W_pos", "W_U")) and blocks is not None
-            and all(hasattr(b.attn, "W_Q") and hasattr(b.attn, "W_O") for b in blocks))
 
 
 def ov(attn) -> torch.Tensor:
@@ -125,7 +119,7 @@ def _last_mlp_layer(model):
 
 
 def _premlp_cosines(model, task, ids, device, layer: int, nums: torch.Tensor) -> list[tuple]:
-    from analyses.common.activations import collect
+    from models.sites.capture import collect
 
     acts = collect(model, ids, [("resid", layer), ("attn_out", layer)], device)
     pre = torch.as_tensor(acts[("resid", layer)][:, -1] + acts[("attn_out", layer)][:, -1])

@@ -125,8 +125,8 @@ def task_head_scores(model, task, ids: np.ndarray, device, batch_size: int = 128
     `attn_to_<target>` (mass, per head) for each of the task's attention targets and, where
     the target is one of Exoo et al.'s, their top-k criterion per head and for the
     head-summed pattern (head -1)."""
-    from analyses.common.activations import batches
     from analyses.common.task_views import attention_targets
+    from models.sites.capture import batches
 
     targets = attention_targets(task, ids)
     acc: dict[tuple, list] = {}
@@ -165,7 +165,7 @@ def task_head_scores(model, task, ids: np.ndarray, device, batch_size: int = 128
 def induction_rows(model, task, n: int, T: int, device, batch_size: int = 128,
                    seed: int = 0) -> list[tuple]:
     """Rows (layer, head, "induction", score) on n repeated random sequences of 2T tokens."""
-    from analyses.common.activations import batches
+    from models.sites.capture import batches
 
     ids = repeated_random_tokens(n, T, len(task.vocab), exclude=(task.pad_id,), seed=seed)
     sums = None
