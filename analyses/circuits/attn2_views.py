@@ -113,8 +113,7 @@ def assign_add_rows(model, task, ids: np.ndarray, device, top_k: int = 5) -> lis
 
 
 def _last_mlp_layer(model):
-    with_mlp = [i for i, b in enumerate(model.blocks) if getattr(b, "mlp", None) is not None
-                and hasattr(b.mlp, "W_in")]
+    with_mlp = [i for i, b in enumerate(model.blocks) if b.mlp is not None]
     return with_mlp[-1] if with_mlp else None
 
 

@@ -34,7 +34,10 @@ class SiteShape(Protocol):
 
 @runtime_checkable
 class Network(Protocol):
-    """The contract of every network the model registry builds."""
+    """The contract of every network the model registry builds.
+
+    `isinstance(model, Network)` checks that the members exist (on Python 3.12+ it cannot see
+    submodules such as `sites`); `check_network` checks them on any version, and more."""
 
     capabilities: frozenset[str]  # the family's declared capabilities (names in CAPABILITIES)
     sites: Any  # `models.sites.modules.Sites`: `sites.<kind>[i]` identity modules, `.kinds()`
@@ -86,9 +89,13 @@ def _weights_view(model) -> Optional[str]:
     if len(model.blocks) != model.n_layers:
         return f"it has {len(model.blocks)} blocks for n_layers={model.n_layers}"
     for layer, block in enumerate(model.blocks):
-        missing = [w for w in ("W_Q", "W_K", "W_V", "W_O") if not hasattr(block.attn, w)]
+        missing = [f"attn.{w}" for w in ("W_Q", "W_K", "W_V", "W_O") if not hasattr(block.attn, w)]
+        if not hasattr(block, "mlp"):
+            missing.append("mlp")
+        elif block.mlp is not None:
+            missing += [f"mlp.{w}" for w in ("W_in", "W_out", "act") if not hasattr(block.mlp, w)]
         if missing:
-            return f"its blocks[{layer}].attn lacks {', '.join(missing)}"
+            return f"its blocks[{layer}] lack {', '.join(missing)}"
     return None
 
 
@@ -103,7 +110,8 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
                site_kind="state"),
     Capability("weights_view", "TransformerLens-named matrices for QK/OV/Fourier views: "
                "W_E (vocab, d), W_pos (seq, d), W_U (d, vocab), blocks[l].attn.W_Q/W_K/W_V "
-               "(n_heads, d, d_head) and W_O (n_heads, d_head, d)",
+               "(n_heads, d, d_head) and W_O (n_heads, d_head, d), blocks[l].mlp None or with "
+               "W_in (d, d_mlp), W_out (d_mlp, d) and act",
                attributes=("W_E", "W_pos", "W_U", "blocks"), check=_weights_view),
     Capability("learned_positions", "a learned positional embedding W_pos (seq_len, d): inputs "
                "no longer than the seq_len it was built for", attributes=("W_pos", "seq_len")),
