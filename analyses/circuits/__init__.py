@@ -59,7 +59,7 @@ class CircuitsConfig:
                              f"or at least 2")
 
 
-@register("analysis", "circuits", config=CircuitsConfig, requires=("attention",), presets={
+@register("analysis", "circuits", config=CircuitsConfig, requires=("attention", "heads"), presets={
     "paper": {},
     "small": {"n_examples": 500, "n_ablation": 500},
     "smoke": {"n_examples": 48, "n_induction": 16, "n_ablation": 48},
