@@ -55,7 +55,8 @@ class Attn2Config:
 
 
 @register("model", "attn2", config=Attn2Config,
-          capabilities=("attention", "heads", "residual"), presets={
+          capabilities=("attention", "heads", "residual", "weights_view", "learned_positions"),
+          presets={
               "paper": {},
               "small": {},  # the paper's model already trains in minutes on a CPU
               "smoke": {"d_model": 32, "d_head": 32, "d_mlp": 64},

@@ -34,9 +34,9 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     from analyses.das.alignment import OrthogonalAlignment
     from analyses.das.search import site_data, step
     from analyses.common.interchange import pair_tensors
-    from analyses.das import DasConfig, default_sites
     from models.base import build_model
     from models.nets.pyvene_sites import interchange, intervenable
+    from models.sites import default_sites
     from tasks.base import IGNORE
 
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available()
@@ -45,7 +45,7 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     model = build_model(model_entry, model_config, len(task.vocab), task.seq_len).to(dev).eval()
     for p in model.parameters():
         p.requires_grad_(False)
-    kind, layer = default_sites(model, DasConfig())[0]
+    kind, layer = default_sites(model, every_layer=False)[0]  # das's default site
     variable = task.causal_variables[0]
     pairs = task.counterfactuals(variable, n_pairs, split="train", seed=seed)
     probe = pair_tensors(pairs, "cpu")

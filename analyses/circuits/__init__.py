@@ -15,7 +15,8 @@ together (summed pattern or summed weight matrices). Scores:
   target; the paper reads them at layers 0, 0 and 1, with head -1) and the probes
   (`probe_var_from_num`, layer 0: a linear probe's test accuracy for the variable name from
   the residual after layer-0 attention at assigned numbers).
-- models with W_E/W_Q/.../W_U matrices (`attn2`; `analyses/attn2_views.py`): `ov_copy_frac`,
+- models with the `weights_view` capability (W_E/W_Q/.../W_U matrices: `attn2`;
+  `analyses/circuits/attn2_views.py`): `ov_copy_frac`,
   `qk_prev_pos`; with the task's facts also `qk_num_to_prev_var`, `qk_var_identity`,
   `ov_mlp_accuracy`, `fourier_frac` + `fourier_freq_<i>`, `cos_premlp_ov` and its shuffled
   baseline `cos_premlp_ov_shuffled`.
@@ -61,7 +62,7 @@ class CircuitsConfig:
                              f"or at least 2")
 
 
-@register("analysis", "circuits", config=CircuitsConfig, requires=("attention",), presets={
+@register("analysis", "circuits", config=CircuitsConfig, requires=("attention", "heads"), presets={
     "paper": {},
     "small": {"n_examples": 500, "n_ablation": 500},
     "smoke": {"n_examples": 48, "n_induction": 16, "n_ablation": 48},
@@ -78,12 +79,12 @@ def run(ctx) -> dict:
     ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
     rows = scores.task_head_scores(model, task, ids, dev, cfg.batch_size)
     T = cfg.induction_len or task.seq_len // 2
-    if 2 * T > task.seq_len and hasattr(model, "W_pos"):
+    if 2 * T > task.seq_len and "learned_positions" in model.capabilities:
         raise UsageError(f"circuits.induction_len={T}: 2T exceeds the {task.seq_len} positions "
                          f"model {ctx.model_name} has learned")
     rows += scores.induction_rows(model, task, cfg.n_induction, T, dev,
                                            cfg.batch_size, ctx.seed)
-    if attn2_views.has_weights(model):
+    if "weights_view" in model.capabilities:
         rows += attn2_views.generic_rows(model, task.pad_id)
         rows += attn2_views.progress_rows(model, task, ids, dev, cfg.fourier_top_k)
     for score, variable in task.progress_measures().probes.items():
@@ -93,7 +94,7 @@ def run(ctx) -> dict:
 
     abl = []
     if cfg.ablation:
-        n_heads = int(model.config.n_heads)
+        n_heads = model.n_heads
         for split in cfg.ablation_splits:
             s_ids, s_labels, strata = sample(task, split, cfg.n_ablation, ctx.seed)
             for layer, head, method, stratum, acc in ablation_rows(
@@ -113,7 +114,7 @@ def _progress_probe(model, task, ids, score: str, variable: str, device, seed: i
     import numpy as np
 
     from analyses.probes.fit import fit_probe
-    from analyses.common.activations import collect
+    from models.sites.capture import collect
 
     acts = collect(model, ids, [("resid", 0), ("attn_out", 0)], device)
     x = acts[("resid", 0)] + acts[("attn_out", 0)]  # (n, pos, d)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from analyses.common.activations import batches, hooked
 from analyses.common.data import correct
+from models.sites.capture import batches, hooked
 
 METHODS = ("zero", "mean")
 

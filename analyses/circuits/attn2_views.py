@@ -1,6 +1,6 @@
-"""Weight-level views of models with TransformerLens-style matrices (`attn2`), and the
-assign-and-add progress measures of Exoo et al. 2026 (appendix B; `bexoo/assign-and-add`,
-`progress_measures.py`).
+"""Weight-level views of models with TransformerLens-style matrices (the `weights_view`
+capability: `attn2`), and the assign-and-add progress measures of Exoo et al. 2026
+(appendix B; `bexoo/assign-and-add`, `progress_measures.py`).
 
 Needs W_E (vocab, d), W_pos (seq, d), W_U (d, vocab), blocks[l].attn.W_Q/W_K/W_V
 (n_heads, d, d_head), W_O (n_heads, d_head, d), and for the MLP layer blocks[l].mlp.W_in,
@@ -35,12 +35,6 @@ import numpy as np
 import torch
 
 from analyses.circuits.scores import cosine, fourier_fraction
-
-
-def has_weights(model) -> bool:
-    blocks = getattr(model, "blocks", None)
-    return (all(hasattr(model, k) for k in ("W_E", "W_pos", "W_U")) and blocks is not None
-            and all(hasattr(b.attn, "W_Q") and hasattr(b.attn, "W_O") for b in blocks))
 
 
 def ov(attn) -> torch.Tensor:
@@ -133,13 +127,12 @@ def _modular_rows(model, task, ids, device, last: int, top_k: int) -> list[tuple
 
 
 def _last_mlp_layer(model):
-    with_mlp = [i for i, b in enumerate(model.blocks) if getattr(b, "mlp", None) is not None
-                and hasattr(b.mlp, "W_in")]
+    with_mlp = [i for i, b in enumerate(model.blocks) if b.mlp is not None]
     return with_mlp[-1] if with_mlp else None
 
 
 def _premlp_cosines(model, ids, operands, device, layer: int, nums: torch.Tensor) -> list[tuple]:
-    from analyses.common.activations import collect
+    from models.sites.capture import collect
 
     acts = collect(model, ids, [("resid", layer), ("attn_out", layer)], device)
     pre = torch.as_tensor(acts[("resid", layer)][:, -1] + acts[("attn_out", layer)][:, -1])

@@ -120,7 +120,7 @@ def task_head_scores(model, task, ids: np.ndarray, device, batch_size: int = 128
     `attn_to_<target>` (mass, per head) for each of the task's attention targets and, for
     the targets the task names in `progress_measures().topk_targets` (Exoo et al.'s), the
     top-k criterion per head and for the head-summed pattern (head -1)."""
-    from analyses.common.activations import batches
+    from models.sites.capture import batches
 
     targets = task.attention_targets(ids)  # name -> (query (n, pos), keys)
     topk = task.progress_measures().topk_targets
@@ -160,7 +160,7 @@ def task_head_scores(model, task, ids: np.ndarray, device, batch_size: int = 128
 def induction_rows(model, task, n: int, T: int, device, batch_size: int = 128,
                    seed: int = 0) -> list[tuple]:
     """Rows (layer, head, "induction", score) on n repeated random sequences of 2T tokens."""
-    from analyses.common.activations import batches
+    from models.sites.capture import batches
 
     ids = repeated_random_tokens(n, T, len(task.vocab), exclude=(task.pad_id,), seed=seed)
     sums = None

@@ -41,22 +41,11 @@ def chosen(key: str, asked, allowed, what: str) -> tuple:
     return tuple(asked) or tuple(allowed)
 
 
-# The site kinds a model offers, from the capabilities its family declares (so they are known
-# before a network is built): see the site table in `models/base.py`.
-_SITES_OF_CAPABILITY = {"recurrent": ("state",), "residual": ("resid", "mlp_out"),
-                        "attention": ("attn_out",), "heads": ("head",)}
-
-
-def declared_sites(model_entry) -> tuple[str, ...]:
-    """Site kinds a registered model family offers, in a fixed order."""
-    return tuple(k for cap in sorted(model_entry.capabilities)
-                 for k in _SITES_OF_CAPABILITY.get(cap, ()))
-
-
 def check_sites(key: str, asked, model_entry) -> None:
     """Refuse, before anything runs, a site kind the model family does not have."""
+    from models.sites import declared_kinds
     from study.core.errors import UsageError
-    have = declared_sites(model_entry)
+    have = declared_kinds(model_entry.capabilities)
     for kind in asked:
         if kind not in have:
             raise UsageError(f"{key}: model {model_entry.name} has no {kind!r} sites; it has "

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.sites import KINDS
 from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
 
-SITE_KINDS = ("resid", "attn_out", "mlp_out", "head", "state")
 ALIGNMENTS = ("oaf", "laf", "random")
 
 
@@ -69,8 +69,8 @@ class DasConfig:
             raise UsageError(f"das.{key}={value}: {allowed}")
 
         for s in self.sites:
-            if s not in SITE_KINDS:
-                bad("sites", ",".join(self.sites), f"choose from {', '.join(SITE_KINDS)}")
+            if s not in KINDS:
+                bad("sites", ",".join(self.sites), f"choose from {', '.join(KINDS)}")
         for a in self.alignments:
             if a not in ALIGNMENTS:
                 bad("alignments", ",".join(self.alignments), f"choose from {', '.join(ALIGNMENTS)}")
@@ -100,11 +100,12 @@ class DasConfig:
 def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
     """Before training: the asked variables are the task's, the asked sites and layers the
     model's (the same rules `default_sites` applies to the built network)."""
-    from analyses.common.context import check_sites, chosen, declared_sites
+    from analyses.common.context import check_sites, chosen
+    from models.sites import declared_kinds
     chosen("das.variables", cfg.variables, task_cls.causal_variables,
            f"a causal variable of {task_cls.name}")
     check_sites("das.sites", cfg.sites, model_entry)
-    kinds = cfg.sites or (("state",) if "state" in declared_sites(model_entry) else ("resid",))
+    kinds = cfg.sites or (("state",) if "state" in declared_kinds(model_entry.capabilities) else ("resid",))
     n_layers = getattr(model_config, "n_layers", None)
     for kind in kinds:
         if kind == "state" and cfg.layers and set(cfg.layers) != {0}:
@@ -128,14 +129,15 @@ def run(ctx):
     """Distributed Alignment Search (OAF, LAF, random control) for the task's variables."""
     import pandas as pd
 
+    from analyses.common.context import chosen
     from analyses.das.alignment import save_alignments
     from analyses.das.search import search, site_data
-    from analyses.common.context import chosen
+    from models.sites import default_sites
 
     cfg, model, task = ctx.config, ctx.model, ctx.task
     variables = chosen("das.variables", cfg.variables, task.causal_variables,
                        f"a causal variable of {task.name}")
-    sites = default_sites(model, cfg)
+    sites = default_sites(model, cfg.sites, cfg.layers, every_layer=False, setting="das")
     seed = ctx.seed + cfg.seed
     rows, saved = [], {}
     from tqdm.auto import tqdm
@@ -164,26 +166,3 @@ def run(ctx):
     return {"das": pd.DataFrame(rows, columns=cols)}
 
 
-def default_sites(model, cfg) -> list[tuple[str, int]]:
-    """(kind, layer) pairs to search: the configured ones or the SPEC's defaults."""
-    counts = model.sites.kinds()
-    kinds = cfg.sites or (("state",) if "state" in counts else ("resid",))
-    out = []
-    for kind in kinds:
-        if kind not in counts:
-            raise UsageError(f"das.sites: the model has no {kind!r} sites; it has "
-                             f"{', '.join(sorted(counts))}")
-        if kind == "state":
-            if cfg.layers and set(cfg.layers) != {0}:
-                raise UsageError(f"das.layers={','.join(map(str, cfg.layers))}: state sites "
-                                 f"have one layer, 0 (the position is the time step)")
-            out.append(("state", 0))
-            continue
-        n = counts[kind] - 1 if kind == "resid" else counts[kind]  # resid has n_layers + 1
-        layers = cfg.layers or ((n // 2,) if kind == "resid" else (counts[kind] // 2,))
-        for layer in layers:
-            if layer >= counts[kind]:
-                raise UsageError(f"das.layers: {kind}[{layer}] does not exist; the model has "
-                                 f"{counts[kind]} {kind} sites (0..{counts[kind] - 1})")
-            out.append((kind, layer))
-    return out

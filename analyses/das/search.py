@@ -2,7 +2,7 @@
 
 For one (variable, site, position) the pairs' source vectors at the site never change while
 an alignment trains (the model is frozen), so they are read once (`SiteData`) and each step
-runs only the base forward, with a hook (`analyses/common/interchange.intervene`) that applies the
+runs only the base forward, with a hook (`models.sites.intervene.intervene`) that applies the
 alignment — a pyvene intervention from `analyses/das/alignment.py` — to the base vector and the
 cached source vector. A pyvene-only loop would run the source forward at every step as well;
 `study/bench_das.py` measures the difference and the tests check both give the same
@@ -25,8 +25,10 @@ import torch
 import torch.nn.functional as F
 
 from analyses.das.alignment import cached_maps, make_alignment, tensors_of
-from analyses.common.interchange import (PairTensors, check_site, gather_site, intervene,
-                                   pair_tensors, scored_end)
+from analyses.common.interchange import PairTensors, pair_tensors, scored_end
+from models.sites import check_site
+from models.sites.capture import gather_site
+from models.sites.intervene import intervene
 from study.core.network import takes_readout
 from tasks.base import IGNORE
 

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.sites import KINDS
 from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
-
-SITE_KINDS = ("resid", "head", "attn_out", "mlp_out", "state")
 
 
 @dataclass(frozen=True)
@@ -47,9 +46,9 @@ class PatchingConfig:
         if self.batch_size < 1:
             raise UsageError(f"patching.batch_size={self.batch_size} must be at least 1")
         for s in self.sites:
-            if s not in SITE_KINDS:
+            if s not in KINDS:
                 raise UsageError(f"patching.sites={','.join(self.sites)}: {s!r} is not a site "
-                                 f"kind; choose from {', '.join(SITE_KINDS)}")
+                                 f"kind; choose from {', '.join(KINDS)}")
 
 
 def check(cfg: PatchingConfig, task_cls, model_entry, model_config) -> None:
@@ -69,22 +68,22 @@ def run(ctx):
     """Counterfactual activation patching per (layer x position), time step, and head."""
     import pandas as pd
 
+    from analyses.common.context import chosen
     from analyses.common.interchange import pair_tensors
     from analyses.patching.sweep import head_ranking, sweep, tables
-    from analyses.common.context import chosen
+    from models.sites import default_sites
 
     cfg, model, task = ctx.config, ctx.model, ctx.task
     kinds = chosen("patching.kinds", cfg.kinds, task.counterfactual_kinds,
                    f"a counterfactual kind of {task.name}")
-    sites = default_sites(model, ctx.capabilities, cfg.sites)
-    n_heads = int(getattr(getattr(model, "config", None), "n_heads", 1))
+    sites = default_sites(model, cfg.sites, heads=True, setting="patching")
     rows, positions = [], []
     for kind in kinds:
         pairs = task.counterfactuals(kind, cfg.n_pairs, split=cfg.split, seed=ctx.seed + cfg.seed)
         positions += [(ctx.checkpoint, kind, p, task.vocab[int(t)])
                       for p, t in enumerate(pairs.base_ids[0])]
         pt = pair_tensors(pairs, ctx.device)
-        acc, ref = sweep(model, pt, sites, n_heads, cfg.batch_size)
+        acc, ref = sweep(model, pt, sites, model.n_heads, cfg.batch_size)
         rows += tables(acc, ref, kind, pt.aligned, ctx.checkpoint)
     cols = ["checkpoint", "site", "layer", "position", "head", "counterfactual", "metric", "value"]
     patching = pd.DataFrame(rows, columns=cols)
@@ -92,19 +91,3 @@ def run(ctx):
             "positions": pd.DataFrame(positions, columns=["checkpoint", "counterfactual",
                                                           "position", "token"])}
 
-
-def default_sites(model, capabilities, asked) -> list[tuple[str, int]]:
-    """(kind, layer) sites to patch: the asked kinds at every layer, or the defaults."""
-    counts = model.sites.kinds()
-    if not asked:
-        if "state" in counts:
-            asked = ("state",)
-        else:
-            asked = ("resid",) + (("head",) if "heads" in capabilities and "head" in counts else ())
-    out = []
-    for kind in asked:
-        if kind not in counts:
-            raise UsageError(f"patching.sites: the model has no {kind!r} sites; it has "
-                             f"{', '.join(sorted(counts))}")
-        out += [("state", 0)] if kind == "state" else [(kind, l) for l in range(counts[kind])]
-    return out

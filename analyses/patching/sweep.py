@@ -31,8 +31,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from analyses.common.interchange import (STEP_KINDS, PairTensors, all_right, capture, intervene,
-                                   logit_diff, replace_fn, scored_end)
+from analyses.common.interchange import PairTensors, all_right, logit_diff, scored_end
+from models.sites import STEP_KINDS
+from models.sites.capture import capture
+from models.sites.intervene import intervene, replace_fn
 
 
 def _units(kind: str, width: int, n_heads: int) -> list[tuple[int, slice | None]]:

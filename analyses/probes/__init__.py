@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.sites import KINDS, STEP_KINDS
 from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
-
-_KINDS = ("resid", "attn_out", "mlp_out", "head", "state")
 
 
 @dataclass(frozen=True)
@@ -58,10 +57,10 @@ class ProbesConfig:
             raise UsageError(f"probes.n_examples={self.n_examples} must be at least 4")
         if not 0 < self.test_fraction < 1:
             raise UsageError(f"probes.test_fraction={self.test_fraction} must be in (0, 1)")
-        bad = [s for s in self.sites if s not in _KINDS]
+        bad = [s for s in self.sites if s not in KINDS]
         if bad or not self.sites:
             raise UsageError(f"probes.sites={','.join(self.sites)}: choose among "
-                             f"{', '.join(_KINDS)}")
+                             f"{', '.join(KINDS)}")
         if self.C <= 0:
             raise UsageError(f"probes.C={self.C} must be positive")
         for key in ("max_iter", "max_pooled", "min_train", "min_test", "batch_size"):
@@ -76,8 +75,9 @@ class ProbesConfig:
 def check(cfg: ProbesConfig, task_cls, model_entry, model_config) -> None:
     """Before training: at least one asked site kind is the model's; the asked variables are
     the task's (`probe_variable_names`)."""
-    from analyses.common.context import chosen, declared_sites
-    have = declared_sites(model_entry)
+    from analyses.common.context import chosen
+    from models.sites import declared_kinds
+    have = declared_kinds(model_entry.capabilities)
     if not set(cfg.sites) & set(have):
         raise UsageError(f"probes.sites={','.join(cfg.sites)}: model {model_entry.name} has "
                          f"sites {', '.join(have)}")
@@ -96,9 +96,9 @@ def run(ctx) -> dict:
     import pandas as pd
 
     from analyses.probes.fit import probe_site, shuffled
-    from analyses.common.activations import grouped_collect, site_kinds
     from analyses.common.data import sample
     from analyses.common.context import chosen
+    from models.sites.capture import grouped_collect
 
     cfg, task, model = ctx.config, ctx.task, ctx.model
     ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
@@ -111,12 +111,12 @@ def run(ctx) -> dict:
     n_test = max(1, int(round(cfg.test_fraction * len(ids))))
     test, train = np.sort(order[:n_test]), np.sort(order[n_test:])
 
-    kinds = site_kinds(model)
+    kinds = model.sites.kinds()
     sites = []
     for kind in cfg.sites:
-        if kind == "state" and "state" in kinds:
-            sites.append(("state", 0))
-        elif kind in kinds and kind != "state":
+        if kind in STEP_KINDS and kind in kinds:
+            sites.append((kind, 0))
+        elif kind in kinds and kind not in STEP_KINDS:
             sites += [(kind, i) for i in range(kinds[kind]) if not cfg.layers or i in cfg.layers]
     if not sites:
         raise UsageError(f"probes.sites={','.join(cfg.sites)}: model {ctx.model_name} has sites "

@@ -33,9 +33,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import SiteKind
 from models.nets.attention import CausalAttention
-from models.nets.sites import Sites, transformer_site_kinds
+from models.sites import SiteKind, transformer_site_kinds
+from models.sites.modules import Sites
 
 
 class Attn2Attention(CausalAttention):
@@ -88,7 +88,7 @@ class Attn2Transformer(nn.Module):
         super().__init__()
         self.config = config  # pyvene reads `model.config`
         self.vocab_size, self.seq_len = vocab_size, seq_len
-        self.n_layers = config.n_layers
+        self.n_layers, self.n_heads = config.n_layers, config.n_heads
         self.mlp_layers = tuple(config.mlp_layers())
         self.W_E = nn.Parameter(torch.empty(vocab_size, config.d_model))
         self.W_pos = nn.Parameter(torch.empty(seq_len, config.d_model))

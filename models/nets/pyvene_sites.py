@@ -1,9 +1,9 @@
 """The one place our networks meet pyvene: site registration, intervenable models, interchanges.
 
 Every network exposes its intervention sites as identity modules under `model.sites`
-(`models/nets/sites.py`). This module makes them addressable by pyvene under the site-kind
-names (`"resid"`, `"attn_out"`, `"mlp_out"`, `"head"`, `"state"`) and runs interchange
-interventions on per-example aligned positions.
+(`models/sites`). This module makes them addressable by pyvene under the site-kind names
+(`models.sites.KINDS`: `"resid"`, `"attn_out"`, `"mlp_out"`, `"head"`, `"state"`) and runs
+interchange interventions on per-example aligned positions.
 
     iv = intervenable(model, "state", 7, "rotated")            # DAS at the state after token 7
     logits = interchange(iv, base_ids, source_ids)              # (batch, pos, vocab)
@@ -61,14 +61,13 @@ import contextlib
 import io
 import types
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
-SEQUENCE_KINDS = ("resid", "attn_out", "mlp_out", "head")  # hook output (batch, pos, width)
-STEP_KINDS = ("state",)  # hook output (batch, width); one module per time step
-KINDS = SEQUENCE_KINDS + STEP_KINDS
+from models.sites import KINDS, STEP_KINDS, check_site
+from models.sites.capture import site_widths, state_at
 
 # pyvene's intervention classes by short name (a class or an instance may be passed instead).
 INTERVENTIONS = {
@@ -93,46 +92,6 @@ def pyvene():
             import pyvene as pv
         _pyvene_module = pv
     return _pyvene_module
-
-
-# --------------------------------------------------------------------------- site widths
-
-def site_widths(model: nn.Module) -> dict[str, int]:
-    """Width (features per position or step) of each site kind `model.sites` offers.
-
-    Uses `model.site_kinds()` (a list of `models.base.SiteKind`) when the network provides
-    it; otherwise runs the network once on a one-token input and reads the hooked shapes.
-    """
-    counts = model.sites.kinds()
-    if hasattr(model, "site_kinds"):
-        widths = {k.name: int(k.width) for k in model.site_kinds()}
-    else:
-        widths = _probe_widths(model)
-    missing = [k for k in counts if k not in widths]
-    if missing:
-        raise ValueError(f"no width known for site kinds {missing} of {type(model).__name__}")
-    return {k: widths[k] for k in counts}
-
-
-def _probe_widths(model: nn.Module) -> dict[str, int]:
-    widths: dict[str, int] = {}
-    handles = []
-    for kind, mods in model.sites.named_children():
-        if len(mods) == 0:
-            continue
-
-        def record(_mod, _args, out, kind=kind):
-            widths[kind] = int(out.shape[-1])
-
-        handles += [m.register_forward_hook(record) for m in mods]
-    device = next(model.parameters()).device
-    try:
-        with torch.no_grad():
-            model(torch.zeros(1, 1, dtype=torch.long, device=device))  # (1, 1): token 0
-    finally:
-        for h in handles:
-            h.remove()
-    return widths
 
 
 # --------------------------------------------------------------------------- registration
@@ -210,11 +169,7 @@ def intervenable(model: nn.Module, kind: str, index: int, intervention: Any = "v
     put in eval mode (pyvene); its hooks survive calls (see the module docstring).
     """
     pv = pyvene()
-    counts = model.sites.kinds()
-    if kind not in counts:
-        raise ValueError(f"{type(model).__name__} has no {kind!r} sites; it has {sorted(counts)}")
-    if not 0 <= index < counts[kind]:
-        raise ValueError(f"{kind}[{index}] out of range: {type(model).__name__} has {counts[kind]}")
+    check_site(model, kind, index, per_module=True)
     if n_units < 1 or (kind in STEP_KINDS and n_units != 1):
         raise ValueError(f"n_units={n_units}: must be >= 1, and 1 for the {kind!r} kind")
     view = register(model)
@@ -261,27 +216,6 @@ def _steps(pos, batch: int, name: str) -> list[int] | None:
     if len(rows) != batch:
         raise ValueError(f"{name}: {len(rows)} entries for a batch of {batch}")
     return [int(r[0]) if isinstance(r, (list, tuple)) else int(r) for r in rows]
-
-
-def state_at(model: nn.Module, ids: torch.Tensor, steps: Sequence[int]) -> torch.Tensor:
-    """The state after token `steps[i]` of example i, read with plain hooks: (batch, width)."""
-    want = torch.as_tensor(list(steps), device=ids.device)
-    out = [None] * len(want)
-    handles = []
-    for t in sorted(set(int(s) for s in steps)):
-        rows = (want == t).nonzero().flatten()
-
-        def grab(_mod, _args, y, rows=rows):
-            for r in rows.tolist():
-                out[r] = y[r]
-
-        handles.append(model.sites.state[t].register_forward_hook(grab))
-    try:
-        model(ids)
-    finally:
-        for h in handles:
-            h.remove()
-    return torch.stack(out)  # (batch, width)
 
 
 def interchange(iv, base: torch.Tensor, source: torch.Tensor | None = None, *,

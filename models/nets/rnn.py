@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import SiteKind
-from models.nets.sites import Sites
+from models.sites import SiteKind
+from models.sites.modules import Sites
 
 _ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 
@@ -44,6 +44,7 @@ class RecurrentLM(nn.Module):
         self.d_hidden = config.d_hidden
         self.d_state = config.d_state
         self.n_steps = seq_len  # bounds the state[t] index
+        self.n_layers, self.n_heads = 1, 0  # one recurrent cell, no attention
         self.embed = nn.Embedding(vocab_size, config.d_embed)
         cell_cls = nn.LSTMCell if self.is_lstm else nn.GRUCell
         self.cell = cell_cls(config.d_embed, config.d_hidden)
@@ -56,6 +57,7 @@ class RecurrentLM(nn.Module):
         )
 
     def site_kinds(self) -> list[SiteKind]:
+        """The one site kind of a recurrent network: the state after every token."""
         return [SiteKind("state", self.n_steps, self.d_state)]
 
     def forward(self, ids: torch.Tensor, readout: torch.Tensor | None = None) -> torch.Tensor:

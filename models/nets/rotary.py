@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import SiteKind
 from models.nets.attention import CausalAttention
-from models.nets.sites import Sites, transformer_site_kinds
+from models.sites import SiteKind, transformer_site_kinds
+from models.sites.modules import Sites
 
 ACTIVATIONS = {
     "gelu": F.gelu,
@@ -91,7 +91,7 @@ class RotaryTransformer(nn.Module):
         super().__init__()
         self.config = config  # pyvene reads `model.config`
         self.vocab_size, self.seq_len = vocab_size, seq_len
-        self.n_layers = config.n_layers
+        self.n_layers, self.n_heads = config.n_layers, config.n_heads
         self.embed = nn.Embedding(vocab_size, config.d_model)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))

@@ -4,6 +4,11 @@ Adding an entry is one new file in `tasks/`, `models/` or `analyses/` whose modu
 `register(...)`; the packages are scanned on first use, so no central list is edited.
 Registration files must stay cheap to import (no torch at module level) so that
 `python -m study list` answers quickly; heavy imports belong inside functions.
+
+Capabilities (models) and requirements (analyses) are names from
+`study.core.network.CAPABILITIES`; an unknown name is refused at registration. A model
+family's registered object is its builder wrapped by `network.checked_builder`: every network
+it builds carries the family's capabilities and is checked against the network contract.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from study.core import network
 from study.core.errors import UsageError
 
 KINDS = ("task", "model", "analysis")
@@ -26,7 +32,7 @@ class Entry:
 
     kind: str
     name: str
-    obj: Any  # the task class, the model builder or the analysis function
+    obj: Any  # the task class, the (checked) model builder or the analysis function
     config: type  # frozen dataclass of its settings; defaults are the paper's values
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)  # scale -> overrides
     capabilities: frozenset[str] = frozenset()  # models: what they offer
@@ -62,15 +68,22 @@ def register(kind: str, name: str, *, config: type, presets: dict | None = None,
     for scale in presets or {}:
         if scale not in SCALES:
             raise ValueError(f"{name}: preset scale {scale!r} not one of {SCALES}")
+    if capabilities and kind != "model":
+        raise ValueError(f"{name}: only models declare capabilities")
+    if requires and kind != "analysis":
+        raise ValueError(f"{name}: only analyses declare requirements")
+    capabilities = network.check_capability_names(capabilities, f"{kind} {name!r}")
+    requires = network.check_capability_names(requires, f"{kind} {name!r}")
 
     def deco(obj):
         existing = _REGISTRY[kind].get(name)
-        if existing is not None and existing.obj is not obj:
+        if existing is not None and getattr(existing.obj, "__wrapped__", existing.obj) is not obj:
             raise ValueError(f"{kind} {name!r} registered twice")
         doc = help or ((obj.__doc__ or "").strip().splitlines() or [""])[0]
-        _REGISTRY[kind][name] = Entry(kind, name, obj, config, dict(presets or {}),
-                                      frozenset(capabilities), frozenset(requires), doc, check)
-        return obj
+        stored = network.checked_builder(obj, capabilities) if kind == "model" else obj
+        _REGISTRY[kind][name] = Entry(kind, name, stored, config, dict(presets or {}),
+                                      capabilities, requires, doc, check)
+        return stored
 
     return deco
 

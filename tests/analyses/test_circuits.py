@@ -12,7 +12,7 @@ from analyses.circuits.scores import (fourier_fraction, induction_score, prev_to
                                       target_sums)
 from analyses.circuits.ablation import ablation_rows
 from analyses.common.context import AnalysisContext
-from models.nets.sites import Sites
+from models.sites.modules import Sites
 from study.core import registry
 
 

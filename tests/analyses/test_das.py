@@ -15,11 +15,12 @@ from torch import nn
 from analyses.das.alignment import (LinearAlignment, OrthogonalAlignment, load_alignment, pv,
                                  random_oaf)
 from analyses.das.search import forward, search, site_data
-from analyses.common.interchange import intervene, pair_tensors
+from analyses.common.interchange import pair_tensors
 from analyses.common.context import AnalysisContext
 from analyses.das import DasConfig
 from models.nets.pyvene_sites import interchange, intervenable
-from models.nets.sites import Sites
+from models.sites.intervene import intervene
+from models.sites.modules import Sites
 from study.core.registry import get
 from tests.conftest import frozen_smoke_model as _smoke
 from tasks.base import Pairs

@@ -9,7 +9,8 @@ from torch import nn
 from models.base import build_model
 from models.nets import pyvene_sites as ps
 from models.nets.rnn import RecurrentLM
-from models.nets.sites import Sites
+from models.sites.capture import site_widths
+from models.sites.modules import Sites
 from models.rnn import GRUConfig, LSTMConfig, RNNConfig
 from study.core.errors import UsageError
 from study.core.registry import SCALES, get
@@ -75,7 +76,7 @@ def test_smoke_entry_runs_and_offers_a_state_site_per_token(cell):
     d_state = entry.make_config("smoke").d_state
     assert states.shape == (3, SEQ, d_state)
     assert model.sites.kinds() == {"state": SEQ}
-    assert ps.site_widths(model) == {"state": d_state}
+    assert site_widths(model) == {"state": d_state}
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(ids)
     assert out.shape == (3, SEQ, VOCAB) and torch.isfinite(out.float()).all()
@@ -296,7 +297,7 @@ def _hook_interchange(model, layer, base, source, bpos, spos):
 
 
 def test_stub_widths_are_probed():
-    assert ps.site_widths(_Stub()) == {"resid": 6}
+    assert site_widths(_Stub()) == {"resid": 6}
 
 
 @pytest.mark.parametrize("n_units", [1, 2])

@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from models.sites.modules import Sites
 from study.train import checkpoint as ckpt
 from study.bench_train import bench_train
 from study.core.registry import get, register
@@ -90,16 +91,24 @@ class FakeNetConfig:
 
 
 class FakeNet(nn.Module):
+    """The smallest network contract: no sites, no capabilities."""
+
+    n_layers, n_heads = 1, 0
+
     def __init__(self, cfg: FakeNetConfig, vocab_size: int):
         super().__init__()
         self.emb = nn.Embedding(vocab_size, cfg.d)
         self.drop = nn.Dropout(cfg.dropout)
         self.rnn = nn.GRU(cfg.d, cfg.hidden[0], batch_first=True)
         self.out = nn.Linear(cfg.hidden[0], vocab_size)
+        self.sites = Sites()
 
-    def forward(self, ids):  # (B, L) -> (B, L, V)
+    def site_kinds(self) -> list:
+        return []
+
+    def forward(self, ids, readout=None):  # (B, L) -> (B, L, V), or (n_true, V) with readout
         h, _ = self.rnn(self.drop(self.emb(ids)))
-        return self.out(self.drop(h))
+        return self.out(self.drop(h if readout is None else h[readout]))
 
 
 def build_fake(cfg: FakeNetConfig, vocab_size: int, seq_len: int) -> nn.Module:

@@ -2,12 +2,15 @@
 
 A `Site` returns its input unchanged; it exists so that pyvene (by module path, e.g.
 `"sites.resid[2].output"`) and plain forward hooks see exactly the tensor an analysis means.
-They cost nothing at training time and survive `torch.compile`.
+They cost nothing at training time and survive `torch.compile`. The kinds and their hook
+shapes are listed in `models/sites/__init__.py`.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from models.sites import KINDS
 
 
 class Site(nn.Module):
@@ -22,16 +25,12 @@ class Sites(nn.Module):
 
     def __init__(self, **counts: int):
         super().__init__()
+        unknown = [name for name in counts if name not in KINDS]
+        if unknown:
+            raise ValueError(f"unknown site kinds {unknown}; the kinds are {', '.join(KINDS)}")
         for name, count in counts.items():
             setattr(self, name, nn.ModuleList(Site() for _ in range(count)))
 
     def kinds(self) -> dict[str, int]:
+        """{kind: number of modules}."""
         return {name: len(mods) for name, mods in self.named_children()}
-
-
-def transformer_site_kinds(n_layers: int, d_model: int, head_width: int):
-    """The site kinds of a transformer: resid (n_layers + 1), attn_out, mlp_out and head."""
-    from models.base import SiteKind
-
-    return [SiteKind("resid", n_layers + 1, d_model), SiteKind("attn_out", n_layers, d_model),
-            SiteKind("mlp_out", n_layers, d_model), SiteKind("head", n_layers, head_width)]
