@@ -6,7 +6,7 @@ analytic parameter count. The registered object is a builder
 `build(config, vocab_size, seq_len) -> nn.Module` that imports its network from
 `models/nets/` lazily.
 
-Sites (DESIGN.md): every network exposes the places analyses intervene on as identity hook
+Sites (docs/analyses.md): every network exposes the places analyses intervene on as identity hook
 modules under `model.sites`, so pyvene addresses them by path
 (`"sites.resid[3].output"`) and a hand-written hook sees the same tensor:
 

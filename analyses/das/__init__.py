@@ -8,7 +8,7 @@ vector, the first k dims come from the source and the rest from the base, and it
 back (`analyses/das/alignment.py`). OAF and LAF are trained (`analyses/das/search.py`); the
 random control is a fixed random rotation, never trained.
 
-Sites (defaults [SPEC "DAS"], override with das.sites / das.layers / das.positions):
+Sites (defaults [paper, Grant et al. 2025], override with das.sites / das.layers / das.positions):
 - recurrent models: the state after the pair's token (`state`, layer 0, position -1:
   base_pos in the base, source_pos in the source);
 - transformers: the residual stream between layers, `resid[n_layers // 2]` (between the two
@@ -51,7 +51,7 @@ class DasConfig:
     steps: int = 20_000  # [paper code: grantsrb/mas configs, num_training_steps]
     stop_iia: float = 0.995  # [paper code: upper_acc_thresh] early stop on training IIA
     patience: int = 0  # [ours] stop after this many updates without a training-IIA gain; 0 = off
-    standardize: bool = True  # [SPEC] standardise the site before the alignment
+    standardize: bool = True  # [paper, Grant et al.] standardise the site before the alignment
     max_cond: float = 1e5  # [ours] LAF with cond(A) above this is refused (IIA NaN)
     eval_batch_size: int = 1000
     seed: int = 0  # added to the run's seed: pairs and alignment initialisation
@@ -138,7 +138,7 @@ def run(ctx):
 
 
 def default_sites(model, cfg) -> list[tuple[str, int]]:
-    """(kind, layer) pairs to search: the configured ones or the SPEC's defaults."""
+    """(kind, layer) pairs to search: the configured ones or the paper's defaults."""
     counts = model.sites.kinds()
     kinds = cfg.sites or (("state",) if "state" in counts else ("resid",))
     out = []
