@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from study.core.registry import SCALES, entries
+from study.core import registry
+from study.core.registry import SCALES
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -37,6 +38,13 @@ def _texts() -> dict[Path, str]:
         except (UnicodeDecodeError, OSError):
             continue  # binary files
     return out
+
+
+def entries(kind: str) -> dict:
+    """Entries the project's own package registers (not those a test registers)."""
+    package = registry._PACKAGES[kind]
+    return {name: e for name, e in registry.entries(kind).items()
+            if getattr(e.obj, "__module__", "").split(".")[0] == package}
 
 
 def _markdown() -> list[Path]:
