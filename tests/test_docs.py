@@ -116,6 +116,70 @@ def test_task_and_model_pages_give_provenance_and_every_scale(page):
     assert header, f"{page.name} has no preset table with a column per scale ({', '.join(SCALES)})"
 
 
+def _number(cell: str):
+    """The number a table cell starts with ("105,400", "50,000 (cap)", "1e-4"), else None."""
+    token = cell.strip().split(" ")[0].replace(",", "")
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+def _preset_rows(page: Path):
+    """(field, {scale: number}) for each row of a preset table that names one field and gives
+    a number under every scale."""
+    columns = None
+    for line in page.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") \
+            else None
+        if not cells:
+            columns = None
+            continue
+        if cells[0] == "field":
+            columns = {scale: i for i, c in enumerate(cells) for scale in SCALES
+                       if c.split(" ")[0] == scale}
+            continue
+        m = re.fullmatch(r"`(\w+)`", cells[0])
+        if columns and m and len(columns) == len(SCALES):
+            values = {scale: _number(cells[i]) for scale, i in columns.items()}
+            if None not in values.values():
+                yield m.group(1), values
+
+
+def _close(documented: float, actual) -> bool:
+    return isinstance(actual, (int, float)) and abs(documented - actual) <= 1e-9 + 1e-6 * abs(actual)
+
+
+@pytest.mark.parametrize("name", list(entries("task")))
+def test_task_preset_tables_match_the_code(name):
+    """Each single-field row of a task page's preset tables gives, per scale, the value the
+    code resolves (task config first, else the training config)."""
+    from study.config import resolve
+
+    checked = 0
+    for field, values in _preset_rows(DOCS / "tasks" / f"{name}.md"):
+        for scale, documented in values.items():
+            cfg = resolve({"task": name, "model": next(iter(entries("model"))), "scale": scale})
+            group = cfg.task_config if hasattr(cfg.task_config, field) else cfg.train
+            actual = getattr(group, field)
+            assert _close(documented, actual), f"{name}.md: {field} at {scale} is {actual}"
+            checked += 1
+    assert checked, f"no preset row of docs/tasks/{name}.md could be checked"
+
+
+@pytest.mark.parametrize("name", list(entries("model")))
+def test_model_preset_tables_match_the_code(name):
+    page = next(p for p in sorted((DOCS / "models").glob("*.md")) if f"`{name}`" in _title(p))
+    entry = entries("model")[name]
+    checked = 0
+    for field, values in _preset_rows(page):
+        for scale, documented in values.items():
+            actual = getattr(entry.make_config(scale), field)
+            assert _close(documented, actual), f"{page.name}: {field} of {name} at {scale} is {actual}"
+            checked += 1
+    assert checked, f"no preset row of {page.name} could be checked for {name}"
+
+
 # --- links -----------------------------------------------------------------------------------
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
