@@ -1,10 +1,10 @@
-"""Recurrent model families `gru` and `lstm` (Grant, Goodman & McClelland 2025, seed 003).
+"""Recurrent model families `gru` and `lstm` (Grant, Goodman & McClelland, TMLR 2025).
 
 One recurrent cell over token embeddings, then an output MLP at every position [paper §
 experiment setup]: embedding 128, state 128 (GRU: h; LSTM: hidden 64, analysed state
 [h, c]), MLP state -> 512 -> vocab with GELU and 50% dropout on the hidden layer. The cell is
-unrolled in `models/nets/rnn.py` with one `state[t]` site per token (DESIGN.md: pyvene's own
-per-timestep unit is broken).
+unrolled in `models/nets/rnn.py` with one `state[t]` site per token (pyvene's own
+per-timestep unit is broken, see `models/nets/pyvene_sites.py`).
 
 Torch-free: this file registers the families; the network is imported when built.
 """
@@ -86,7 +86,8 @@ class LSTMConfig(RNNConfig):
     family: ClassVar[Optional[str]] = "lstm"
 
 
-# paper = SPEC values; small = the same (the networks are small); smoke = seconds, for tests
+# paper = the published values (docs/models/rnn.md); small = the same (the networks are
+# small); smoke = seconds, for tests
 _SMOKE = {"d_embed": 16, "d_mlp": 32}
 
 

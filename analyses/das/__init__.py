@@ -8,7 +8,7 @@ vector, the first k dims come from the source and the rest from the base, and it
 back (`analyses/das/alignment.py`). OAF and LAF are trained (`analyses/das/search.py`); the
 random control is a fixed random rotation, never trained.
 
-Sites (defaults [SPEC "DAS"], override with das.sites / das.layers / das.positions):
+Sites (defaults [paper, Grant et al. 2025], override with das.sites / das.layers / das.positions):
 - recurrent models: the state after the pair's token (`state`, layer 0, position -1:
   base_pos in the base, source_pos in the source);
 - transformers: the residual stream between layers, `resid[n_layers // 2]` (between the two
@@ -59,7 +59,7 @@ class DasConfig:
     patience: int = setting(
         0,
         "[ours] stop after this many updates without a training-IIA gain; 0 = off")
-    standardize: bool = setting(True, "[SPEC] standardise the site before the alignment")
+    standardize: bool = setting(True, "[paper, Grant et al.] standardise the site before the alignment")
     max_cond: float = setting(1e5, "[ours] LAF with cond(A) above this is refused (IIA NaN)")
     eval_batch_size: int = setting(1000, "pairs per forward pass when scoring IIA")
     seed: int = setting(0, "added to the run's seed: pairs and alignment initialisation")

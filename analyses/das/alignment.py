@@ -3,7 +3,7 @@
 Every alignment acts on one site vector per example (base (batch, d), source (batch, d)):
 
     standardise:  x -> (x - mu) / sigma            mu, sigma: buffers fitted on the site's
-                                                   activations [SPEC "standardise the state"]
+                                                   activations [paper, Grant et al. 2025]
     map:          z = A(x)
     interchange:  z* = [z_source[:k], z_base[k:]]
     map back:     x* = A^-1(z*) * sigma + mu
@@ -12,10 +12,10 @@ Every alignment acts on one site vector per example (base (batch, d), source (ba
   orthogonal matrix under torch's orthogonal parametrisation, A^-1(z) = z R^T, the first k
   rotated dims from the source) inside the standardisation. With mu = 0, sigma = 1 it is
   exactly pyvene's class.
-- `LinearAlignment` (LAF) [SPEC; authors' `SymmetricDefiniteMatrix` in grantsrb/mas]:
+- `LinearAlignment` (LAF) [paper; authors' `SymmetricDefiniteMatrix` in grantsrb/mas]:
   A(x) = (x + b) W with W = (M M^T + 0.1 I) diag(s), s_j = tanh(u_j) + 0.1 sign(tanh(u_j))
   (a learned sign per column, its magnitude kept in (0.1, 1.1) so W stays invertible), b a
-  learned bias; A^-1(z) = z W^-1 - b with W^-1 = `torch.linalg.inv(W)` [SPEC].
+  learned bias; A^-1(z) = z W^-1 - b with W^-1 = `torch.linalg.inv(W)` [paper].
   `condition_number()` reports cond(W); the DAS loop refuses (reports NaN) above a
   threshold, since the inverse is then not trustworthy in float32.
 - random control: an `OrthogonalAlignment` frozen at a seeded random rotation (`random_oaf`).
@@ -37,7 +37,7 @@ from torch.nn.utils import parametrize
 from models.nets.pyvene_sites import pyvene
 
 pv = pyvene()
-LAF_EPS = 0.1  # [SPEC] A = M M^T + 0.1 I; also the authors' floor on the column signs
+LAF_EPS = 0.1  # [paper] A = M M^T + 0.1 I; also the authors' floor on the column signs
 
 
 class _Standardised:

@@ -2,8 +2,8 @@
 step, and attention head.
 
 For every counterfactual kind of the task (binding: root_value, distractor, query), n pairs
-are drawn from the test split [SPEC: "Patching success = the output switches to the
-counterfactual answer"]. Each site is patched with the source's activation:
+are drawn from the test split [paper, Wu et al. 2025: patching succeeds when the output
+switches to the counterfactual answer]. Each site is patched with the source's activation:
 - transformers: the residual stream `resid[l]` entering every layer l (l = n_layers is the
   final stream) at every position, and with the `heads` capability each head of
   `head[l]` (its d_head features of the pre-projection head outputs) at every position;

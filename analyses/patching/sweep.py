@@ -16,7 +16,7 @@ differs from the base's, so only those become *jobs*; all jobs of a site, whatev
 positions, are run together in batches of `batch_size` rows (each row carries its own
 position), cut to the last scored position. Unchanged rows keep the base's outputs exactly.
 
-Metrics per (site, position) over the pairs [ours where SPEC is silent]:
+Metrics per (site, position) over the pairs [ours where the papers are silent]:
 - `flip_rate`: fraction of pairs whose every scored output equals `cf_labels`;
 - `logit_diff`: mean LD_patched - mean LD_base, LD = logit(cf answer) - logit(base answer)
   averaged over the positions where the two answers differ (pairs with none are left out);

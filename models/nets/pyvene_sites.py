@@ -26,7 +26,7 @@ Sites and positions. Sequence kinds (`resid`, `attn_out`, `mlp_out`, `head`) hav
 different step per example (`source_pos`), which is read with plain hooks and handed to
 pyvene as a source representation.
 
-pyvene 0.1.8 traps guarded here (DESIGN.md; each has a test in tests/models/test_rnn.py):
+pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn.py):
 - Every `IntervenableModel` call removes *every* forward and pre-forward hook on the wrapped
   model, a user's too (`_cleanup_states` -> `remove_forward_hooks`). `intervenable` replaces
   that clean-up on the instance with one that removes only pyvene's own hooks, so hooks you

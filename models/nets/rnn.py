@@ -5,12 +5,13 @@
       -> output MLP at every position: state (d_state) -> d_mlp -> vocab   (GELU, dropout)
 
 The cell is unrolled by hand so that each time step has its own site `sites.state[t]`
-(pyvene's per-timestep unit for recurrent models is broken, DESIGN.md). Whatever leaves
+(pyvene's per-timestep unit for recurrent models is broken, `pyvene_sites.py`). Whatever leaves
 `sites.state[t]` is what both the next step and the output head at t read, so replacing
 state[t] changes the logits at t and every later step and nothing before t. For the LSTM the
-state is [h, c] (batch, 2 * d_hidden) and the head reads all of it, so the SPEC's 128 -> 512
-MLP applies to both cells [SPEC]. The gates follow torch.nn.GRU / nn.LSTM exactly (the cell
-parameters are those of nn.GRUCell / nn.LSTMCell), so weights move between the two.
+state is [h, c] (batch, 2 * d_hidden) and the head reads all of it, so the paper's 128 -> 512
+MLP applies to both cells [ours; the authors' LSTM head reads h only: docs/models/rnn.md].
+The gates follow torch.nn.GRU / nn.LSTM exactly (the cell parameters are those of
+nn.GRUCell / nn.LSTMCell), so weights move between the two.
 
 Training is teacher-forced: the input at t is the true token. The paper feeds the model its
 own outputs in the response phase; when every prediction is right the teacher-forced inputs

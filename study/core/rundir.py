@@ -1,6 +1,6 @@
 """A run directory: the one place a run's config, status, metrics, checkpoints, analyses and
-report live (layout in DESIGN.md). Every file is written atomically (temp file + rename), so
-an interrupted run never leaves a half-written file behind."""
+report live (layout in README.md, "A run directory"). Every file is written atomically
+(temp file + rename), so an interrupted run never leaves a half-written file behind."""
 from __future__ import annotations
 
 import json

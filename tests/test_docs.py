@@ -1,0 +1,232 @@
+"""The documentation is self-contained and complete: every registered task, model family and
+analysis has its page, every relative link and anchor resolves, and no file cites a document
+the repository does not contain."""
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from study.core import registry
+from study.core.registry import SCALES
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+_SKIP_DIRS = {".git", ".venv", "runs", "__pycache__", "node_modules"}
+
+
+def _repo_files() -> list[Path]:
+    """Files under version control plus new ones git does not ignore (a plain walk when git
+    is unavailable)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                              "--exclude-standard"], cwd=ROOT, capture_output=True, check=True)
+        names = [n for n in out.stdout.decode().split("\0") if n]
+        return [ROOT / n for n in names if (ROOT / n).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        return [p for p in ROOT.rglob("*") if p.is_file()
+                and not _SKIP_DIRS & set(p.relative_to(ROOT).parts)]
+
+
+def _texts() -> dict[Path, str]:
+    out = {}
+    for path in _repo_files():
+        try:
+            out[path] = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue  # binary files
+    return out
+
+
+def _prose(source: str) -> str:
+    """The comments and string literals of Python source, each token on its own lines."""
+    out = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in (tokenize.COMMENT, tokenize.STRING):
+                out.append(tok.string)
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    return "\n".join(out)
+
+
+def entries(kind: str) -> dict:
+    """Entries the project's own package registers (not those a test registers)."""
+    package = registry._PACKAGES[kind]
+    return {name: e for name, e in registry.entries(kind).items()
+            if getattr(e.obj, "__module__", "").split(".")[0] == package}
+
+
+def _markdown() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+# --- no references outside the repository --------------------------------------------------
+
+def test_every_project_document_a_file_names_exists():
+    """A capitalised document name (README.md and the like) must be a file of the repository:
+    a citation of a planning note that is not in the repository is a dead end for readers."""
+    present = {p.name for p in _repo_files()}
+    missing = []
+    for path, text in _texts().items():
+        for m in re.finditer(r"\b[A-Z][A-Z0-9_]+\.md\b", text):
+            if m.group(0) not in present:
+                line = text.count("\n", 0, m.start()) + 1
+                missing.append(f"{path.relative_to(ROOT)}:{line}: {m.group(0)}")
+    assert not missing, "documents not in the repository:\n" + "\n".join(missing)
+
+
+def test_provenance_markers_cite_the_papers_or_ourselves():
+    """Bracketed provenance is [paper ...] or [ours ...] (lower case, with the source named
+    in words); an acronym in square brackets, alone or before a colon, semicolon or quote,
+    cites something a reader cannot look up."""
+    marker = re.compile(r"\[[A-Z]{2,}(?:\]|;|:| \")")
+    found = []
+    for path, text in _texts().items():
+        if path.suffix == ".py":  # prose only: a list literal of a constant is code, not a citation
+            text = _prose(text)
+        for m in marker.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            found.append(f"{path.relative_to(ROOT)}:{line}: {m.group(0)}")
+    assert not found, "unresolvable provenance markers:\n" + "\n".join(found)
+
+
+# --- a page for every registered name ------------------------------------------------------
+
+def _title(path: Path) -> str:
+    return path.read_text(encoding="utf-8").splitlines()[0]
+
+
+@pytest.mark.parametrize("name", list(entries("task")))
+def test_every_task_has_a_page(name):
+    page = DOCS / "tasks" / f"{name}.md"
+    assert page.is_file(), f"docs/tasks/{name}.md is missing"
+    assert f"`{name}`" in _title(page)
+
+
+@pytest.mark.parametrize("name", list(entries("model")))
+def test_every_model_family_has_a_page(name):
+    """One page may cover several families (gru and lstm); its title names each of them."""
+    pages = [p for p in sorted((DOCS / "models").glob("*.md")) if f"`{name}`" in _title(p)]
+    assert pages, f"no page under docs/models/ has `{name}` in its title"
+
+
+@pytest.mark.parametrize("name", list(entries("analysis")))
+def test_every_analysis_has_a_section(name):
+    headings = (DOCS / "analyses.md").read_text(encoding="utf-8").splitlines()
+    assert f"## `{name}`" in headings
+
+
+@pytest.mark.parametrize("page", [*sorted((DOCS / "tasks").glob("*.md")),
+                                  *sorted((DOCS / "models").glob("*.md"))],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_task_and_model_pages_give_provenance_and_every_scale(page):
+    text = page.read_text(encoding="utf-8")
+    assert "[paper]" in text and "[ours]" in text
+    header = [line for line in text.splitlines()
+              if line.startswith("| field |") and all(s in line for s in SCALES)]
+    assert header, f"{page.name} has no preset table with a column per scale ({', '.join(SCALES)})"
+
+
+def _number(cell: str):
+    """The number a table cell starts with ("105,400", "50,000 (cap)", "1e-4"), else None."""
+    token = cell.strip().split(" ")[0].replace(",", "")
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+def _preset_rows(page: Path):
+    """(field, {scale: number}) for each row of a preset table that names one field and gives
+    a number under every scale."""
+    columns = None
+    for line in page.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") \
+            else None
+        if not cells:
+            columns = None
+            continue
+        if cells[0] == "field":
+            columns = {scale: i for i, c in enumerate(cells) for scale in SCALES
+                       if c.split(" ")[0] == scale}
+            continue
+        m = re.fullmatch(r"`(\w+)`", cells[0])
+        if columns and m and len(columns) == len(SCALES):
+            values = {scale: _number(cells[i]) for scale, i in columns.items()}
+            if None not in values.values():
+                yield m.group(1), values
+
+
+def _close(documented: float, actual) -> bool:
+    return isinstance(actual, (int, float)) and abs(documented - actual) <= 1e-9 + 1e-6 * abs(actual)
+
+
+@pytest.mark.parametrize("name", list(entries("task")))
+def test_task_preset_tables_match_the_code(name):
+    """Each single-field row of a task page's preset tables gives, per scale, the value the
+    code resolves (task config first, else the training config)."""
+    from study.config import resolve
+
+    checked = 0
+    for field, values in _preset_rows(DOCS / "tasks" / f"{name}.md"):
+        for scale, documented in values.items():
+            cfg = resolve({"task": name, "model": next(iter(entries("model"))), "scale": scale})
+            group = cfg.task_config if hasattr(cfg.task_config, field) else cfg.train
+            actual = getattr(group, field)
+            assert _close(documented, actual), f"{name}.md: {field} at {scale} is {actual}"
+            checked += 1
+    assert checked, f"no preset row of docs/tasks/{name}.md could be checked"
+
+
+@pytest.mark.parametrize("name", list(entries("model")))
+def test_model_preset_tables_match_the_code(name):
+    page = next(p for p in sorted((DOCS / "models").glob("*.md")) if f"`{name}`" in _title(p))
+    entry = entries("model")[name]
+    checked = 0
+    for field, values in _preset_rows(page):
+        for scale, documented in values.items():
+            actual = getattr(entry.make_config(scale), field)
+            assert _close(documented, actual), f"{page.name}: {field} of {name} at {scale} is {actual}"
+            checked += 1
+    assert checked, f"no preset row of {page.name} could be checked for {name}"
+
+
+# --- links -----------------------------------------------------------------------------------
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    text = heading.lstrip("#").strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return {_slug(line) for line in lines if re.match(r"#{1,6} ", line)}
+
+
+@pytest.mark.parametrize("page", _markdown(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(page):
+    broken = []
+    for target in _LINK.findall(page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        file_part, _, anchor = target.partition("#")
+        dest = (page.parent / file_part).resolve() if file_part else page
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(f"{target}: no heading #{anchor}")
+    assert not broken, f"{page.relative_to(ROOT)}:\n" + "\n".join(broken)
+
+
+def test_the_readme_links_the_documentation():
+    assert "(docs/README.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
