@@ -116,9 +116,9 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
     sizes = prepare_data(task)
     log(f"data: {', '.join(f'{k} {v:,}' for k, v in sizes.items())} ({time.time() - t0:.1f} s)")
     write_heuristics(rd, task)
-    if rd.status() == "done":
+    if rd.status() == "done" and _summary_readable(rd):
         log(f"{rd.path}: already finished (force=true retrains)")
-    else:
+    else:  # a finished run with a damaged summary.json: training sees it is done, rewrites it
         rd.set_status("running")
         try:
             _train(cfg, rd, task)
@@ -131,6 +131,14 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
     _analyses(cfg, rd)
     rd.set_status("done")
     write_report(rd)
+
+
+def _summary_readable(rd: RunDir) -> bool:
+    import json
+    try:
+        return isinstance(json.loads(rd.summary_path.read_text()), dict)
+    except (OSError, ValueError):
+        return False
 
 
 def write_heuristics(rd: RunDir, task) -> None:

@@ -19,7 +19,7 @@ from study.core.rundir import MARKER, RunDir
 RUN_FILES = ("config.json", "status.json", "metrics.parquet", "summary.json", "env.json",
              "heuristics.parquet", "report.html", "report.md", "run.log", MARKER)
 RUN_DIRS = ("checkpoints", "analyses", "figures")
-KEEP_ON_CLEAR = (".study-claim",)  # the claim of the process doing the clearing
+KEEP_ON_CLEAR = (".study-claim", ".study-claim.takeover")  # the claim of the process doing the clearing
 
 
 def _looks_like_run(rd: RunDir) -> bool:

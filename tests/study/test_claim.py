@@ -91,3 +91,15 @@ def test_the_heartbeat_refreshes_the_claim_and_reentry_is_a_no_op(tmp_path, monk
             pass
         assert lock.exists()
     assert not lock.exists()
+
+
+def test_each_run_of_a_sweep_holds_its_claim(tmp_path):
+    from study.config import resolve
+    cfg = resolve({"task": "counting", "model": "gru", "scale": "smoke"})
+    run_dir = tmp_path / cfg.path
+    run_dir.mkdir(parents=True)
+    with claim(run_dir, "test"):  # this process is alive, so its claim is not stale
+        r = run_cli("sweep", "task=counting", "model=gru", "scale=smoke", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert f"pid {os.getpid()}" in r.stderr.strip().splitlines()[-1]
+    assert not (run_dir / "checkpoints").exists()

@@ -135,12 +135,18 @@ def test_a_damaged_meta_json_is_one_line_naming_it(run_copy):
     one_line_exit_2(run_cli("analyze", str(run_copy), "analysis=probes"), "meta.json", "missing")
 
 
-def test_a_damaged_status_json_is_recovered_from_the_checkpoints(run_copy):
+def test_damaged_status_and_summary_json_are_recovered_from_the_checkpoints(run_copy):
     (run_copy / "status.json").write_text("[1]")
     r = run_cli("run", *SMOKE, "analyses=das,probes", f"run_dir={run_copy}")
     assert r.returncode == 0, r.stderr
     assert "status.json was damaged" in r.stderr and "Traceback" not in r.stderr
     assert RunDir(run_copy).status() == "done"
+    summary = json.loads((run_copy / "summary.json").read_text())
+    (run_copy / "summary.json").write_text('{"test_acc')
+    one_line_exit_2(run_cli("report", str(run_copy), f"out={run_copy.parent / 'rep'}"), "summary.json")
+    r = run_cli("run", *SMOKE, "analyses=das,probes", f"run_dir={run_copy}")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((run_copy / "summary.json").read_text()) == summary
 
 
 # --- case 11: damaged tables are set aside and rebuilt ---------------------------------------
@@ -239,3 +245,24 @@ def test_a_cache_file_swapped_for_another_split_is_regenerated(tmp_path, monkeyp
     assert np.array_equal(again.ids, test.ids) and not np.array_equal(again.ids[: len(val)], val.ids)
     reread = entry.obj(entry.make_config("smoke")).split("test")  # the regenerated file is trusted
     assert np.array_equal(reread.ids, test.ids) and capsys.readouterr().err == ""
+
+
+def test_disk_full_errors_name_the_file(tmp_path, monkeypatch):
+    import errno
+
+    from study.core import diskfull
+    err = diskfull.disk_full(OSError(errno.ENOSPC, "No space left", str(tmp_path / "a.json")), tmp_path)
+    assert f"writing {tmp_path / 'a.json'}" in str(err)
+
+    def torch_like_writer(f):  # torch's zip writer names no file in its error
+        raise RuntimeError("[enforce fail at inline_container.cc:778] . PytorchStreamWriter failed "
+                           "writing file data/0: file write failed")
+    monkeypatch.setattr(diskfull.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(1, 1, 0))
+    with pytest.raises(Exception) as info:
+        with diskfull.reporting_disk_full(tmp_path):
+            torch_like_writer(tmp_path / "checkpoints" / "state.pt")
+    assert str(info.value) == (f"no space left on device writing {tmp_path / 'checkpoints' / 'state.pt'}; "
+                               "free some space and re-run the same command to resume")
+    with pytest.raises(ValueError):  # anything else passes through untouched
+        with diskfull.reporting_disk_full(tmp_path):
+            raise ValueError("x")
