@@ -81,8 +81,12 @@ def _create(lock: Path, info: dict) -> bool:
         fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(info) + "\n")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(info) + "\n")
+    except BaseException:  # an empty claim file would block others until it went stale
+        lock.unlink(missing_ok=True)
+        raise
     return True
 
 
