@@ -70,8 +70,11 @@ def load_run(path: str | Path) -> Run:
         raise UsageError(f"RUN_DIR {str(path)!r} is not a run directory (it has no {CONFIG}); "
                          f"give directories written by `python -m study run`")
     config = _json(p / CONFIG, required=True)
-    summary = _json(p / "summary.json") or {}
-    status = (_json(p / "status.json") or {}).get("status", "unknown")
+    summary = _json(p / "summary.json", fix="re-run the same `run` command to rewrite it") or {}
+    try:  # status.json is informational; a damaged one reads as unknown
+        status = (_json(p / "status.json") or {}).get("status", "unknown")
+    except UsageError:
+        status = "unknown"
     tables: dict[str, pd.DataFrame] = {}
     for f in sorted((p / "analyses").glob("*/*.parquet")):
         tables[f.stem] = _parquet(f)
@@ -101,15 +104,33 @@ def _label(runs: list[Run]) -> None:
         r.label = b[1] if base.count(b) == 1 else f"{b[1]} ({r.name})"
 
 
-def _json(path: Path, required: bool = False) -> dict | None:
+def _json(path: Path, required: bool = False, fix: str = "") -> dict | None:
+    fix = fix or "delete it and re-run the `run` command that made this run"
     try:
-        return json.loads(path.read_text())
+        obj = json.loads(path.read_text())
     except FileNotFoundError:
         if required:
             raise UsageError(f"{path} is missing") from None
         return None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path} is not valid JSON ({e}); the run directory is damaged") from None
+        raise UsageError(f"{path} is not valid JSON ({e}); {fix}") from None
+    if not isinstance(obj, dict):
+        raise UsageError(f"{path} is damaged (a JSON {type(obj).__name__}, not an object); {fix}")
+    return obj
+
+
+def _advice(path: Path) -> str:
+    """What rebuilds a damaged table: its analysis, the run command, or (metrics) training."""
+    run = path.parent
+    if path.parent.parent.name == "analyses":
+        run, name = path.parent.parent.parent, path.parent.name
+        return (f"re-run `python -m study analyze {run} analysis={name}` (the damaged file is "
+                f"set aside and recomputed)")
+    if path.name == "heuristics.parquet":
+        return f"re-run the `run` command that made {run} (heuristics.parquet is rebuilt from the task)"
+    if path.name == "metrics.parquet":
+        return "metrics.parquet is written by training: restore it, or retrain with force=true"
+    return "the run directory is damaged"
 
 
 def _parquet(path: Path, optional: bool = False) -> pd.DataFrame | None:
@@ -118,5 +139,4 @@ def _parquet(path: Path, optional: bool = False) -> pd.DataFrame | None:
     try:
         return pd.read_parquet(path)
     except Exception as e:  # pyarrow raises several types for a damaged file
-        raise UsageError(f"{path} cannot be read ({type(e).__name__}); the run directory is "
-                         f"damaged — re-run the analysis that wrote it") from None
+        raise UsageError(f"{path} cannot be read ({type(e).__name__}); {_advice(path)}") from None

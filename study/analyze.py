@@ -1,32 +1,70 @@
 """Run registered analyses on a run directory's checkpoint; tables go to
-`RUN_DIR/analyses/<name>/<table>.parquet` (atomic), artefacts beside them."""
+`RUN_DIR/analyses/<name>/<table>.parquet` (atomic), artefacts beside them.
+
+Analysing holds the run directory's claim (a no-op inside `run`, which holds it already); a
+damaged table or alignment file found there is set aside as `NAME.damaged` and recomputed."""
 from __future__ import annotations
 
 import sys
 
-from study.core import registry
 from study.config import analysis_configs, from_dict
+from study.core import registry
+from study.core.claim import claim
+from study.core.damage import set_aside_damaged
+from study.core.diskfull import reporting_disk_full
+from study.core.errors import UsageError
 from study.core.rundir import RunDir
+
+META_KEYS = ("model", "model_config", "vocab_size", "seq_len", "step")
+
+
+def _run_config(rd: RunDir):
+    """The run's config, a one-line error when config.json has the wrong shape."""
+    try:
+        return from_dict(rd.config(), f"{rd.path}/config.json")
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise UsageError(f"{rd.config_path} is damaged ({type(e).__name__}: {e}); delete it and "
+                         "re-run the `run` command that made this run") from None
 
 
 def resolve_analyses(rd: RunDir, names, overrides: dict[str, str]) -> dict:
     """The analyses' configs for a run directory (its scale, task and model), every setting
     checked before any work: unknown analyses, unsupported architectures, bad values."""
-    cfg = from_dict(rd.config(), f"{rd.path}/config.json")
+    cfg = _run_config(rd)
     return analysis_configs(tuple(names), cfg.scale, overrides, registry.get("task", cfg.task),
                             registry.get("model", cfg.model), cfg.model_config)
 
 
+def _check_meta(rd: RunDir, checkpoint) -> None:
+    """meta.json of the checkpoint to load names everything needed to rebuild the model."""
+    from study.train.checkpoint import META, resolve_step
+    ckpt = resolve_step(rd.path, checkpoint)
+    rel = ckpt.relative_to(rd.path)
+    RunDir(rd.path).read_json(str(rel / META), META_KEYS,
+                              f"delete {ckpt} to fall back to an earlier checkpoint, or re-run with force=true")
+
+
 def analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None:
-    """Run each analysis (name -> its resolved config) on the run's checkpoint."""
+    """Run each analysis (name -> its resolved config) on the run's checkpoint, holding the
+    run directory's claim."""
+    with reporting_disk_full(rd.path), claim(rd.path, "analyze"):
+        for tmp in rd.clean_temporaries():
+            print(f"notice: removed {tmp}, left by an interrupted write", file=sys.stderr, flush=True)
+        for folder in sorted(rd.path.glob("analyses/*")):
+            set_aside_damaged(folder, "; the analysis that wrote it runs again when asked")
+        _analyze(rd, configs, checkpoint)
+
+
+def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None:
     import pandas as pd
     import torch
 
     from analyses.common.context import AnalysisContext
     from study.train.checkpoint import load_model
 
-    cfg = from_dict(rd.config(), f"{rd.path}/config.json")
+    cfg = _run_config(rd)
     task = registry.get("task", cfg.task).obj(cfg.task_config)
+    _check_meta(rd, checkpoint)
     model, meta = load_model(rd.path, checkpoint)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device).eval()

@@ -2,15 +2,20 @@
 
 Re-running the same command resumes an interrupted run and skips a finished one (unless
 `force=true`); a run directory that holds a *different* config is refused, not overwritten.
+The run holds its directory's claim from the first write to the report, so a second process
+on the same directory is refused instead of deleting checkpoints under the first.
 """
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 
 from study.core import registry
 from study.config import RunConfig
+from study.core import placement
+from study.core.claim import claim
+from study.core.damage import readable, set_aside, set_aside_damaged
+from study.core.diskfull import ignore_disk_full, reporting_disk_full
 from study.core.errors import UsageError
 from study.core.rundir import RunDir
 
@@ -19,23 +24,61 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def prepare(cfg: RunConfig) -> RunDir:
-    """Create (or reopen) the run directory; refuse one that holds another config."""
-    rd = RunDir(cfg.path)
-    if rd.exists():
-        old = rd.config()
-        if {k: old.get(k) for k in cfg.identity()} != _jsonable(cfg.identity()):
-            if not cfg.force:
-                raise UsageError(f"run_dir={rd.path} holds a run with a different config; "
-                                 "choose another run_dir or pass force=true to replace it")
-            shutil.rmtree(rd.path)
-        elif cfg.force and rd.status() == "done":
-            shutil.rmtree(rd.path)
+def prepare(cfg: RunConfig, rd: RunDir | None = None) -> RunDir:
+    """Create (or reopen) the run directory, whose claim the caller holds; refuse one whose
+    config or checkpoints belong to other settings unless `force=true` (which clears only
+    what a run wrote)."""
+    rd = rd or RunDir(placement.check(cfg.path))
     rd.path.mkdir(parents=True, exist_ok=True)
+    for tmp in rd.clean_temporaries():
+        log(f"notice: removed {tmp}, left by an interrupted write")
+    difference = _difference(rd, cfg)
+    if difference:
+        if not cfg.force:
+            raise UsageError(f"run_dir={rd.path} holds {difference}; choose another run_dir or pass "
+                             "force=true to replace it")
+        placement.clear(rd.path)
+    elif cfg.force and rd.status() == "done":
+        placement.clear(rd.path)
+    damaged_status = (rd.path / "status.json").exists() and rd.status() is None
+    if not rd.is_marked():
+        rd.write_marker(cfg.hash8())
     rd.write_json("config.json", cfg.to_dict())
+    if damaged_status:
+        log(f"notice: {rd.path / 'status.json'} was damaged; the checkpoints decide whether to "
+            "resume or skip training")
     if rd.status() is None:
         rd.set_status("created")
     return rd
+
+
+def _difference(rd: RunDir, cfg: RunConfig) -> str | None:
+    """How the run directory's settings differ from `cfg` (None: same run, or a new one).
+    config.json is compared first; without it the marker's config hash, and without that the
+    newest checkpoint's meta.json, say what the weights were trained with."""
+    want = _jsonable(cfg.identity())
+    marker = rd.marker() or {}
+    if rd.exists():
+        old = rd.config()
+        keys = [k for k in want if old.get(k) != want[k]]
+        if keys:
+            return f"a run with a different config ({', '.join(keys)})"
+        if marker.get("hash") not in (None, cfg.hash8()):
+            return (f"checkpoints of another config (its marker says config {marker['hash']}, "
+                    f"config.json says {cfg.hash8()}: config.json was replaced)")
+        return None
+    if marker.get("hash") not in (None, cfg.hash8()):
+        return (f"checkpoints trained with another config ({marker['hash']}; these settings are "
+                f"{cfg.hash8()}) and its config.json is gone")
+    from study.train import checkpoint as ckpt
+    steps = ckpt.list_checkpoints(rd.path)
+    if steps:
+        meta = ckpt.read_meta(ckpt.checkpoints_dir(rd.path) / ckpt.dir_name(steps[-1]))
+        keys = [k for k in ("task", "task_config", "model", "model_config", "seed")
+                if meta.get(k) != want[k]]
+        if keys:
+            return f"checkpoints trained with a different {', '.join(keys)} and its config.json is gone"
+    return None
 
 
 def _jsonable(obj):
@@ -54,7 +97,18 @@ def prepare_data(task) -> dict[str, int]:
 
 
 def run(cfg: RunConfig) -> RunDir:
-    rd = prepare(cfg)
+    """Train (or resume, or skip), analyse and report one run, holding its directory's claim
+    throughout; a full disk anywhere in it is one line naming the file."""
+    rd = RunDir(placement.check(cfg.path))  # before anything is written
+    with reporting_disk_full(rd.path):
+        rd.path.mkdir(parents=True, exist_ok=True)
+        with claim(rd.path, "run"):
+            _run(cfg, rd)
+    return rd
+
+
+def _run(cfg: RunConfig, rd: RunDir) -> None:
+    prepare(cfg, rd)
     from study.env import environment
     rd.write_json("env.json", environment())
     task = build_task(cfg)
@@ -62,28 +116,38 @@ def run(cfg: RunConfig) -> RunDir:
     sizes = prepare_data(task)
     log(f"data: {', '.join(f'{k} {v:,}' for k, v in sizes.items())} ({time.time() - t0:.1f} s)")
     write_heuristics(rd, task)
-    if rd.status() == "done":
+    if rd.status() == "done" and _summary_readable(rd):
         log(f"{rd.path}: already finished (force=true retrains)")
-    else:
+    else:  # a finished run with a damaged summary.json: training sees it is done, rewrites it
         rd.set_status("running")
         try:
             _train(cfg, rd, task)
         except KeyboardInterrupt:
-            rd.set_status("failed", error="interrupted; re-run the same command to resume")
+            ignore_disk_full(rd.set_status, "failed", error="interrupted; re-run the same command to resume")
             raise
         except BaseException as e:
-            rd.set_status("failed", error=f"{type(e).__name__}: {e}")
+            ignore_disk_full(rd.set_status, "failed", error=f"{type(e).__name__}: {e}")
             raise
     _analyses(cfg, rd)
     rd.set_status("done")
     write_report(rd)
-    return rd
+
+
+def _summary_readable(rd: RunDir) -> bool:
+    import json
+    try:
+        return isinstance(json.loads(rd.summary_path.read_text()), dict)
+    except (OSError, ValueError):
+        return False
 
 
 def write_heuristics(rd: RunDir, task) -> None:
     """`heuristics.parquet`: the task's shortcut rules scored on its test split, for reports."""
-    if (rd.path / "heuristics.parquet").exists():
-        return
+    path = rd.path / "heuristics.parquet"
+    if path.exists():
+        if readable(path):
+            return
+        log(f"notice: {path} is damaged; moved it to {set_aside(path).name} and rebuilt it from the task")
     rows = task.heuristics("test")
     if rows:
         import pandas as pd
@@ -106,6 +170,8 @@ def _train(cfg: RunConfig, rd: RunDir, task) -> None:
 
 def _analyses(cfg: RunConfig, rd: RunDir) -> None:
     """Run the requested analyses that have no tables yet (a re-run skips finished ones)."""
+    for name in cfg.analyses:  # a damaged table counts as missing: set aside, then recomputed
+        set_aside_damaged(rd.analysis_dir(name), "; recomputing it")
     todo = tuple(n for n in cfg.analyses if not any(rd.analysis_dir(n).glob("*.parquet")))
     if todo:
         from study.analyze import analyze

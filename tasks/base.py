@@ -253,19 +253,64 @@ def cache_dir() -> Path:
     return Path(os.environ.get("STUDY_CACHE", Path.home() / ".cache" / "study"))
 
 
+def _checksum(ex: Examples) -> str:
+    h = hashlib.sha256()
+    for name, arr in [("ids", ex.ids), ("labels", ex.labels), *sorted(ex.strata.items())]:
+        arr = np.ascontiguousarray(arr)
+        h.update(f"{name}:{arr.dtype.str}:{arr.shape}".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def _cache_problem(z, task: Task, split: str, ex: Examples) -> str | None:
+    """Why a cache file must not be trusted for (task, split), or None. The file records the
+    task fingerprint, split, shapes and a checksum, so a file copied over from another split
+    or config, or altered, is caught rather than trained on."""
+    if "meta" not in z.files:
+        return "it has no record of what it holds"
+    meta = json.loads(str(z["meta"]))
+    if meta.get("fingerprint") != task.fingerprint() or meta.get("split") != split:
+        return (f"it holds split {meta.get('split')!r} of task config {meta.get('fingerprint')}, "
+                f"not {split!r} of {task.fingerprint()}")
+    shapes = {"ids": list(ex.ids.shape), "labels": list(ex.labels.shape),
+              **{f"strata_{k}": list(v.shape) for k, v in ex.strata.items()}}
+    if meta.get("shapes") != shapes:
+        return "its array shapes differ from its record"
+    if meta.get("checksum") != _checksum(ex):
+        return "its checksum does not match its contents"
+    return None
+
+
 def _disk_cached(task: Task, split: str) -> Examples:
-    """Datasets are cached on disk keyed by a hash of their config; written atomically."""
+    """Datasets are cached on disk keyed by a hash of their config; written atomically, and
+    checked on load (fingerprint, split, shapes, checksum) so a wrong file is regenerated."""
+    import sys
     path = cache_dir() / "datasets" / f"{task.name}-{task.fingerprint()}-{split}.npz"
     if path.exists():
         try:
             with np.load(path) as z:
                 strata = {k[7:]: z[k] for k in z.files if k.startswith("strata_")}
-                return Examples(z["ids"], z["labels"], strata)
-        except Exception:  # a corrupt cache file is regenerated, never trusted
-            path.unlink(missing_ok=True)
+                ex = Examples(z["ids"], z["labels"], strata)
+                problem = _cache_problem(z, task, split, ex)
+        except Exception as e:  # a corrupt cache file is regenerated, never trusted
+            problem = f"it is unreadable ({type(e).__name__})"
+        if problem is None:
+            return ex
+        print(f"notice: regenerating dataset cache {path}: {problem}", file=sys.stderr, flush=True)
+        path.unlink(missing_ok=True)
     ex = task.generate(split)
+    meta = {"fingerprint": task.fingerprint(), "split": split, "checksum": _checksum(ex),
+            "shapes": {"ids": list(ex.ids.shape), "labels": list(ex.labels.shape),
+                       **{f"strata_{k}": list(v.shape) for k, v in ex.strata.items()}}}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
-    np.savez(tmp, ids=ex.ids, labels=ex.labels, **{f"strata_{k}": v for k, v in ex.strata.items()})
-    os.replace(tmp, path)
+    try:
+        np.savez(tmp, ids=ex.ids, labels=ex.labels, meta=np.array(json.dumps(meta)),
+                 **{f"strata_{k}": v for k, v in ex.strata.items()})
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only or full cache only costs regenerating next time
+        print(f"notice: could not write dataset cache {path} ({e.strerror}); continuing without it",
+              file=sys.stderr, flush=True)
+    finally:
+        tmp.unlink(missing_ok=True)
     return ex

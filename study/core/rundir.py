@@ -1,6 +1,13 @@
 """A run directory: the one place a run's config, status, metrics, checkpoints, analyses and
-report live (layout in README.md, "A run directory"). Every file is written atomically
-(temp file + rename), so an interrupted run never leaves a half-written file behind."""
+report live (layout in README.md, "A run directory"). Every file is written atomically (temp
+file + rename), so an interrupted run never leaves a half-written file behind; the temp file
+of a write killed midway is removed when the directory is next opened by a process holding
+its claim.
+
+A run directory carries a marker, `.study-run`, holding the hash of the config its weights
+were trained with: it tells a run directory from any other folder (only a marked folder is
+ever cleared by `force=true`) and catches a re-run with other settings even when config.json
+is gone."""
 from __future__ import annotations
 
 import json
@@ -13,12 +20,21 @@ from typing import Any
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 STATUSES = ("created", "running", "done", "failed")
+MARKER = ".study-run"
+CONFIG_KEYS = ("task", "model", "seed", "task_config", "model_config", "train")
+TEMP_GLOBS = (".*.tmp", ".alignments.tmp*")  # what atomic writers leave when killed
+
+
+class DamagedFileError(Exception):
+    """A run's JSON file is unreadable or of the wrong shape (a UsageError is made of it by
+    `RunDir`, whose messages say what to do)."""
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    done = False
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -26,9 +42,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the usual mode
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        done = True
+    finally:  # any failure (full disk, Ctrl-C, a bug) leaves no temp file behind
+        if not done:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -65,17 +82,37 @@ class RunDir:
     def exists(self) -> bool:
         return self.config_path.exists()
 
-    def read_json(self, name: str) -> dict:
-        return json.loads((self.path / name).read_text())
+    def read_json(self, name: str, keys: tuple[str, ...] = (), fix: str = "") -> dict:
+        """A JSON object; a damaged file (truncated, not an object, `keys` missing) is a
+        one-line UsageError naming it and `fix` (what to do)."""
+        from study.core.errors import UsageError
+        path = self.path / name
+        try:
+            obj = json.loads(path.read_text())
+            if not isinstance(obj, dict):
+                raise DamagedFileError(f"a JSON {type(obj).__name__}, not an object")
+            missing = [k for k in keys if k not in obj]
+            if missing:
+                raise DamagedFileError(f"missing {', '.join(missing)}")
+        except FileNotFoundError:
+            raise
+        except (ValueError, DamagedFileError) as e:  # JSONDecodeError and UnicodeDecodeError too
+            reason = " ".join(str(e).split())[:120]
+            raise UsageError(f"{path} is damaged ({reason}); {fix or 'restore it or re-run with force=true'}") from None
+        return obj
 
     def write_json(self, name: str, obj: Any) -> None:
         atomic_write_json(self.path / name, obj)
 
     def status(self) -> str | None:
+        """The recorded status; None when there is none or status.json is damaged (it is only a
+        summary: training state lives in the checkpoints, so a run with a damaged status.json
+        simply re-checks them)."""
         try:
-            return self.read_json("status.json")["status"]
-        except (FileNotFoundError, KeyError, json.JSONDecodeError):
+            status = json.loads((self.path / "status.json").read_text())["status"]
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
+        return status if status in STATUSES else None
 
     def set_status(self, status: str, **extra: Any) -> None:
         assert status in STATUSES, status
@@ -91,4 +128,44 @@ class RunDir:
         return path
 
     def config(self) -> dict:
-        return self.read_json("config.json")
+        cfg = self.read_json("config.json", CONFIG_KEYS,
+                              "delete it and re-run the `run` command that made this run (or re-run with force=true)")
+        bad = [k for k in ("task_config", "model_config", "train") if not isinstance(cfg[k], dict)]
+        if bad or not isinstance(cfg["task"], str) or not isinstance(cfg["model"], str):
+            from study.core.errors import UsageError
+            raise UsageError(f"{self.config_path} is damaged ({', '.join(bad) or 'task/model'} of the wrong type); "
+                             "delete it and re-run the `run` command that made this run")
+        return cfg
+
+    # marker ------------------------------------------------------------------------------
+    @property
+    def marker_path(self) -> Path:
+        return self.path / MARKER
+
+    def is_marked(self) -> bool:
+        return self.marker_path.is_file()
+
+    def marker(self) -> dict | None:
+        """The marker's contents ({"hash": ...}); None if unmarked, {} if unreadable."""
+        try:
+            obj = json.loads(self.marker_path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}
+        return obj if isinstance(obj, dict) else {}
+
+    def write_marker(self, config_hash: str) -> None:
+        atomic_write_json(self.marker_path, {"hash": config_hash, "created": time.strftime("%Y-%m-%dT%H:%M:%S")})
+
+    def clean_temporaries(self) -> list[Path]:
+        """Remove temp files of atomic writes a killed process left (call only while holding the
+        directory's claim: another live writer's temp file would look the same)."""
+        removed = []
+        for folder in [self.path, *self.path.glob("analyses/*")]:
+            for pattern in TEMP_GLOBS:
+                for p in folder.glob(pattern):
+                    if p.is_file():
+                        p.unlink(missing_ok=True)
+                        removed.append(p)
+        return removed
