@@ -17,7 +17,9 @@ one or three demo token types the splits necessarily share sequences], and `held
 
 Counterfactual pairs (for DAS and patching), kind "<model>:<variable>" or "<model>:full"
 (every variable of that model, the authors' default "full" swap). Base and source sequences
-are drawn afresh with counts of the requested split; a position is drawn uniformly in each
+are drawn afresh with counts 1-20, held-out counts included, for every split but `heldout`
+(held-out counts only) [authors: `grantsrb/mas/main.py` builds the DAS data with
+`hold_outs=[]` and `unk_p=0`]; `task.cf_counts=trained` restricts them to the trained counts; a position is drawn uniformly in each
 among the demo and response tokens (not B, T, E or PAD) [paper: `filters.default_filter`].
 The causal model's variables after the source token replace the base's after its token;
 the model then generates the rest (`counting_causal`). `base_ids` is that *counterfactual*
@@ -56,6 +58,7 @@ ALPHABETS = {
     "same_object": Alphabet(demo=("D",), resp="D"),
 }
 _SPLIT_CODE = {"train": 0, "val": 1, "test": 2, "heldout": 3}
+CF_COUNTS = ("all", "trained")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,11 @@ class CountingConfig:
     n_val: int = setting(
         500, "validation sequences [paper: grantsrb/mas make_models/config.yaml n_val_samples]")
     n_test: int = setting(1000, "[ours] also the size of `heldout`")
+    cf_counts: str = setting(
+        "all",
+        "counts of the counterfactual pairs of every split but `heldout`: all (min_count.."
+        "max_count, held-out counts included) [authors: grantsrb/mas main.py draws the DAS "
+        "data with hold_outs=[]] | trained (the training counts only)")
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
@@ -93,6 +101,9 @@ class CountingConfig:
         if len(set(self.held_out)) == self.max_count - self.min_count + 1:
             raise UsageError(f"task.held_out={','.join(map(str, self.held_out))} leaves no "
                              f"count to train on")
+        if self.cf_counts not in CF_COUNTS:
+            raise UsageError(f"task.cf_counts={self.cf_counts!r} is not one of "
+                             f"{', '.join(CF_COUNTS)}")
         for name in ("n_train", "n_val", "n_test"):
             if getattr(self, name) < 1:
                 raise UsageError(f"task.{name}={getattr(self, name)} must be at least 1")
@@ -107,6 +118,9 @@ _PAPER_TRAIN = dict(
     steps=50_000,  # [ours] a generous cap; training normally stops at target_accuracy
     loss_on="answer",  # [ours] responses + EOS; "all" = every next token
     eval_examples=0,
+    # [paper; grantsrb/mas train.py] the authors clip only when `grad_clip` > 0 is set, and
+    # neither make_models/config.yaml nor make_model_training_files.py sets it
+    grad_clip=0.0,
 )
 
 
@@ -169,6 +183,14 @@ class CountingTask(Task):
     def counts_of(self, split: str) -> np.ndarray:
         """The counts a split draws from."""
         return self.held_out_counts if split == "heldout" else self.trained_counts
+
+    def pair_counts(self, split: str) -> np.ndarray:
+        """The counts counterfactual pairs of a split draw from: `heldout` the held-out
+        counts; the others every count (`cf_counts=all`, the authors' DAS data) or the
+        trained counts (`cf_counts=trained`)."""
+        if split == "heldout" or self.config.cf_counts == "trained":
+            return self.counts_of(split)
+        return np.arange(self.config.min_count, self.config.max_count + 1, dtype=np.int64)
 
     def generate(self, split: str) -> Examples:
         c = self.config
@@ -269,12 +291,12 @@ class CountingTask(Task):
     def _pair(self, model, variables, split, rng):
         """One pair as a tuple of rows, or None when the counterfactual sequence is too long."""
         L, a = self.seq_len, self.alphabet
-        nb, ns = (int(x) for x in rng.choice(self.counts_of(split), size=2))
+        nb, ns = (int(x) for x in rng.choice(self.pair_counts(split), size=2))
         base, source = (self._tokens(k, rng) for k in (nb, ns))
         bpos, spos = self._position(nb, rng), self._position(ns, rng)
         cf, nxt, scored = model.intervene(base, bpos, source, spos, variables, rng)
-        if len(cf) > L:
-            return None
+        if len(cf) > L or not any(scored[bpos:]):
+            return None  # [ours] too long, or nothing left to score (Up-Up's unscored E)
         _, plain = model.run(cf, obj_count=nb)  # unintervened predictions on the same inputs
         cf_lab = np.full(L, IGNORE, np.int64)
         base_lab = np.full(L, IGNORE, np.int64)

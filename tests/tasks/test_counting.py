@@ -124,8 +124,10 @@ def test_up_up_interventions_by_hand():
     # resp_count 0 (any demo-phase source) after the first response: three more responses
     assert cf(UpUp, 5, "B D D T R R E", 2, ("resp_count",)) == ("B D D D T R R R R E",
                                                                 ["R", "R", "R", "E"])
-    # demo_count 1 after two responses: resp >= demo, so E at once
-    assert cf(UpUp, 6, "B D T R E", 1, ("demo_count",)) == ("B D D D T R R E", ["E"])
+    # demo_count 1 after two responses: resp > demo, so E at once, unscored as the authors'
+    assert cf(UpUp, 6, "B D T R E", 1, ("demo_count",)) == ("B D D D T R R E", [])
+    # demo_count 2 after two responses: resp == demo, a scored E
+    assert cf(UpUp, 6, "B D D T R E", 2, ("demo_count",)) == ("B D D D T R R E", ["E"])
     # demo_count 5 after one response: four more
     assert cf(UpUp, 5, "B D D D D D T R E", 5, ("demo_count",)) == (
         "B D D D T R R R R R E", ["R"] * 4 + ["E"])
@@ -179,8 +181,8 @@ def test_pairs_are_consistent(kind):
     p = task.counterfactuals(kind, 150, split="train", seed=0)
     assert len(p) == 150 and p.kind == kind
     assert p.base_ids.shape == p.source_ids.shape == p.cf_labels.shape == (150, 43)
-    held = set(task.config.held_out)
-    assert not (set(p.strata["count"].tolist()) | set(p.strata["source_count"].tolist())) & held
+    drawn = set(p.strata["count"].tolist()) | set(p.strata["source_count"].tolist())
+    assert drawn <= set(range(1, 21))  # the authors' DAS data: every count 1-20
     vocab = task.vocab
     for i in range(len(p)):
         bp, sp = p.base_pos[i], p.source_pos[i]
@@ -193,6 +195,16 @@ def test_pairs_are_consistent(kind):
         assert vocab[p.cf_labels[i, scored[-1]]] == "E"
         assert set(np.flatnonzero(p.base_labels[i] != IGNORE)) <= set(scored)
     assert p.changed.any()
+
+
+def test_pair_counts_all_or_trained():
+    held = set(CountingConfig().held_out)
+    every = make().counterfactuals("up_down:count", 300, split="test")
+    drawn = set(every.strata["count"].tolist()) | set(every.strata["source_count"].tolist())
+    assert drawn & held  # held-out counts are drawn, as in the authors' DAS data
+    trained = make(cf_counts="trained").counterfactuals("up_down:count", 300, split="test")
+    drawn = set(trained.strata["count"].tolist()) | set(trained.strata["source_count"].tolist())
+    assert not drawn & held
 
 
 def test_heldout_pairs_use_held_out_counts_and_pairs_are_pure():
