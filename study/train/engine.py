@@ -24,7 +24,7 @@ class Engine:
     def __init__(self, model: torch.nn.Module, cfg: TrainConfig, runtime: Runtime,
                  output_ids=None, vocab_size: int = 0):
         self.model, self.cfg, self.runtime = model, cfg, runtime
-        self.free = runs_free(cfg.feed_outputs, model)
+        self.free, self._native_feed = runs_free(cfg.feed_outputs, model), takes_feed(model)
         self.outputs = OutputSpace(output_ids, vocab_size, runtime.device)
         self.params = [p for p in model.parameters() if p.requires_grad]
         extra = {"fused": True} if runtime.device.type == "cuda" else {}
@@ -34,7 +34,7 @@ class Engine:
         # compiled graphs want static shapes, so only the eager path reads out scored positions
         self._readout = not runtime.compiled and takes_readout(model)
         # the fixed-point passes of a network without `feed=` stop on data: not compiled
-        compiled = runtime.compiled and (not self.free or takes_feed(model))
+        compiled = runtime.compiled and (not self.free or self._native_feed)
         self._loss = (torch.compile(self._forward_loss, dynamic=False) if compiled
                       else self._forward_loss)
 
@@ -47,7 +47,7 @@ class Engine:
 
     def _logits(self, ids, feed, readout=None):
         if self.free:
-            return free_logits(self.model, ids, feed, readout)
+            return free_logits(self.model, ids, feed, readout, self._native_feed)
         return self.model(ids) if readout is None else self.model(ids, readout=readout)
 
     def _forward_loss(self, ids: torch.Tensor, targets: torch.Tensor,

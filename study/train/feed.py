@@ -92,9 +92,10 @@ def settle(model, ids: torch.Tensor, feed: torch.Tensor) -> torch.Tensor:
 
 
 def free_logits(model, ids: torch.Tensor, feed: torch.Tensor,
-                readout: torch.Tensor | None = None) -> torch.Tensor:
-    """Free-running logits: (B, L, V), or (n_true, V) at the `readout` (B, L) positions."""
-    if takes_feed(model):
+                readout: torch.Tensor | None = None, native: bool | None = None) -> torch.Tensor:
+    """Free-running logits: (B, L, V), or (n_true, V) at the `readout` (B, L) positions.
+    `native`: `takes_feed(model)`, given by callers that compile this (no lookup traced)."""
+    if takes_feed(model) if native is None else native:
         if readout is None:
             return model(ids, feed=feed)
         return model(ids, readout=readout, feed=feed)
