@@ -28,18 +28,20 @@ one or three demo token types the splits necessarily share sequences], and `held
 
 Counterfactual pairs (for DAS and patching), kind "<model>:<variable>" or "<model>:full"
 (every variable of that model, the authors' default "full" swap). Base and source sequences
-are drawn afresh with counts 1-20, held-out counts included, for every split but `heldout`
-(held-out counts only) [authors: `grantsrb/mas/main.py` builds the DAS data with
-`hold_outs=[]` and `unk_p=0`]; `task.cf_counts=trained` restricts them to the trained counts; a position is drawn uniformly in each
-among the demo and response tokens (not B, T, E or PAD) [paper: `filters.default_filter`].
+are drawn afresh, without voids, with counts 1-20, held-out counts included, for every split
+but `heldout` (held-out counts only) [authors: `grantsrb/mas/main.py` builds the DAS data
+with `hold_outs=[]` and `unk_p=0`]; `task.cf_counts=trained` restricts them to the trained
+counts. A position is drawn uniformly in each among the demo and response tokens (not B, T,
+E or PAD) [paper: `filters.default_filter`].
 The causal model's variables after the source token replace the base's after its token;
 the model then generates the rest (`counting_causal`). `base_ids` is that *counterfactual*
 sequence: the base up to `base_pos`, then the continuation the intervened model sees if it
 emits the counterfactual outputs (the paper feeds models their own outputs). `cf_labels` are
 the program's next tokens at positions >= base_pos in its response phase; `base_labels` are
 what the unintervened program predicts on the same inputs at the same positions (IGNORE where
-that is "some demo token" of several). Pairs whose counterfactual sequence exceeds seq_len
-are redrawn [ours]. Pair strata: `count`, `source_count`, `base_phase`, `source_phase`
+that is "some demo token" of several). Pairs whose counterfactual sequence exceeds seq_len,
+or that leave nothing scored (an Up-Up swap making the responses outnumber the demos ends
+in an unscored `E`), are redrawn [ours]. Pair strata: `count`, `source_count`, `base_phase`, `source_phase`
 (0 demo / 1 response at the chosen token) and `value` (the source's value of the first
 swapped variable); `Pairs.changed` marks pairs whose cf_labels differ from base_labels.
 
@@ -145,6 +147,9 @@ _PAPER_TRAIN = dict(
     # [paper; grantsrb/mas train.py] the authors clip only when `grad_clip` > 0 is set, and
     # neither make_models/config.yaml nor make_model_training_files.py sets it
     grad_clip=0.0,
+    # [authors] RNNs free-running in the response phase, transformers teacher-forced
+    # (make_model_training_files.py: tforce_train); evaluation is free-running for both
+    feed_outputs="auto",
 )
 
 
