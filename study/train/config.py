@@ -33,7 +33,8 @@ class TrainConfig:
         "auto",
         "inputs after a scored position: teacher (the true token) or free (the model's own "
         "argmax, detached); auto: free for recurrent families, teacher for the others, as "
-        "Grant et al.'s code trains them (study/train/feed.py)")
+        "Grant et al.'s code trains them; evaluation always runs free, as they validate "
+        "(study/train/feed.py)")
     checkpoints: int = setting(24, "number of log-spaced checkpoints (dense early, sparse late)")
     eval_examples: int = setting(2000, "per evaluation split at each checkpoint (0 = whole split)")
     target_accuracy: Optional[float] = setting(None, "stop once every eval split reaches it")

@@ -55,7 +55,7 @@ def feed_mask(labels: torch.Tensor) -> torch.Tensor:
     scored = labels != IGNORE  # (n, L)
     feed = torch.zeros_like(scored)
     feed[:, 1:] = scored[:, :-1]
-    later = scored.flip(1).cummax(1).values.flip(1)  # scored at t or after
+    later = scored.flip(1).cumsum(1).flip(1) > 0  # scored at t or after
     return feed & later
 
 
