@@ -87,7 +87,8 @@ class LSTMConfig(RNNConfig):
     family: ClassVar[Optional[str]] = "lstm"
 
 
-# paper = SPEC values; small = the same (the networks are small); smoke = seconds, for tests
+# paper: the paper's and the authors' sizes; small: the same (the networks are small);
+# smoke: seconds, for tests
 _SMOKE = {"d_embed": 16, "d_mlp": 32}
 
 

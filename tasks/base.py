@@ -157,7 +157,7 @@ class Task(ABC):
 
     @abstractmethod
     def render(self, ids: np.ndarray) -> str:
-        """Human rendering of one (seq_len,) row, padding dropped (SPEC's text format)."""
+        """Human rendering of one (seq_len,) row, padding dropped (the task's text format)."""
 
     @abstractmethod
     def label_of(self, labels: np.ndarray) -> Any:

@@ -41,9 +41,10 @@ the program's next tokens at positions >= base_pos in its response phase; `base_
 what the unintervened program predicts on the same inputs at the same positions (IGNORE where
 that is "some demo token" of several). Pairs whose counterfactual sequence exceeds seq_len,
 or that leave nothing scored (an Up-Up swap making the responses outnumber the demos ends
-in an unscored `E`), are redrawn [ours]. Pair strata: `count`, `source_count`, `base_phase`, `source_phase`
-(0 demo / 1 response at the chosen token) and `value` (the source's value of the first
-swapped variable); `Pairs.changed` marks pairs whose cf_labels differ from base_labels.
+in an unscored `E`), are redrawn [ours]. Pair strata: `count`, `source_count`, `base_phase`,
+`source_phase` (0 demo / 1 response at the chosen token) and `value` (the source's value of
+the first swapped variable); `Pairs.changed` marks pairs whose cf_labels differ from
+base_labels.
 
 Analysis views: probe variables are the causal models' variables after every token
 (`variable_values`); attention targets go from the response positions to the trigger, the

@@ -25,9 +25,10 @@ onto the whole task vocabulary so that every task runs on every model, and the t
 its output vocabulary (`Task.output_ids`: the 59 numbers for assign_add), over which the
 training loss, the accuracy and analyses' `correct` take the softmax / argmax. The loss is
 then the authors' exactly; the extra W_U columns get no gradient from it (AdamW's weight
-decay still shrinks them, and they add (vocab - 59) x d_model parameters). A layer without an MLP keeps its
-`sites.mlp_out[l]` entry so indices line up with layers, but that site never runs (there is no
-MLP output to read); `model.mlp_layers` lists the layers that have one.
+decay still shrinks them, and they add (vocab - 59) x d_model parameters).
+A layer without an MLP keeps its `sites.mlp_out[l]` entry so indices line up with layers, but
+that site never runs (there is no MLP output to read); `model.mlp_layers` lists the layers
+that have one.
 """
 from __future__ import annotations
 

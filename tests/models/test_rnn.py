@@ -1,5 +1,5 @@
 """The recurrent families and the pyvene bridge: sizes, exact cells, causal state sites,
-and interchanges that agree with hand-written hooks (DESIGN.md's pyvene traps)."""
+and interchanges that agree with hand-written hooks (pyvene's known traps)."""
 from __future__ import annotations
 
 import pytest
