@@ -377,7 +377,7 @@ def test_free_running_gru_resumes_bit_exactly(tmp_path):
     def run(path, callback=None):
         return train_fn(RunDir(path), te.obj(task_cfg), me, model_cfg, cfg, 1, callback=callback)
 
-    run(tmp_path / "a")
+    assert run(tmp_path / "a")["inputs"] == "free"  # the resolved regime is summarised
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path / "b", callback=_interrupt_at(5))
     run(tmp_path / "b")
