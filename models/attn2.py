@@ -2,7 +2,8 @@
 
 [paper] 2 layers, 1 head, d_model 128, d_head 128, d_mlp 512, ReLU; no LayerNorm, no biases;
 no MLP in the first layer; learned absolute positions; untied unembedding. [ours] The
-unembedding covers the whole task vocabulary instead of only the 59 numbers (see
+unembedding covers the whole task vocabulary instead of only the 59 numbers; the task's
+`output_ids` restrict loss and accuracy to the numbers as the authors score them (see
 `models/nets/attn2.py`). The network lives in `models/nets/attn2.py`.
 """
 from __future__ import annotations

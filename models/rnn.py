@@ -1,10 +1,11 @@
 """Recurrent model families `gru` and `lstm` (Grant, Goodman & McClelland, TMLR 2025).
 
 One recurrent cell over token embeddings, then an output MLP at every position [paper §
-experiment setup]: embedding 128, state 128 (GRU: h; LSTM: hidden 64, analysed state
-[h, c]), MLP state -> 512 -> vocab with GELU and 50% dropout on the hidden layer. The cell is
-unrolled in `models/nets/rnn.py` with one `state[t]` site per token (pyvene's own
-per-timestep unit is broken, see `models/nets/pyvene_sites.py`).
+experiment setup; authors: `grantsrb/mas/seq_models.py`, `dl_utils/seq_models.py`]:
+embedding 128; GRU `GRUCell(128, 128)`; LSTM `LSTMCell(128, 64)` with the analysed state
+[h, c] (128); the MLP h -> 512 -> vocab (GELU, 50% dropout on the hidden layer) reads h
+(128 for the GRU, 64 for the LSTM). The cell is unrolled in `models/nets/rnn.py` with one
+`state[t]` site per token (pyvene's own per-timestep unit is broken).
 
 Torch-free: this file registers the families; the network is imported when built.
 """
@@ -31,7 +32,7 @@ class RNNConfig:
     d_hidden: int = setting(
         128,
         "cell hidden size [paper]; the LSTM family uses 64 (state [h, c] = 128)")
-    d_mlp: int = setting(512, "output MLP hidden layer, 4x the 128 state [paper]")
+    d_mlp: int = setting(512, "output MLP hidden layer, 4x d_model 128 [paper; authors]")
     dropout: float = setting(0.5, "on the MLP hidden layer [paper]")
     activation: str = setting("gelu", "gelu | relu, in the output MLP [paper]")
 
@@ -62,10 +63,10 @@ class RNNConfig:
     def param_count(self, vocab_size: int, seq_len: int) -> int:
         """Number of parameters of the built network (sites carry none; seq_len is unused)."""
         gates = 3 if self.cell == "gru" else 4
-        h, e, s, m = self.d_hidden, self.d_embed, self.d_state, self.d_mlp
+        h, e, m = self.d_hidden, self.d_embed, self.d_mlp
         embed = vocab_size * e
         cell = gates * h * (e + h) + 2 * gates * h  # W_ih, W_hh, b_ih, b_hh
-        head = (s * m + m) + (m * vocab_size + vocab_size)
+        head = (h * m + m) + (m * vocab_size + vocab_size)  # reads h
         return embed + cell + head
 
 
@@ -86,8 +87,8 @@ class LSTMConfig(RNNConfig):
     family: ClassVar[Optional[str]] = "lstm"
 
 
-# paper = the published values (docs/models/rnn.md); small = the same (the networks are
-# small); smoke = seconds, for tests
+# paper: the paper's and the authors' sizes; small: the same (the networks are small);
+# smoke: seconds, for tests
 _SMOKE = {"d_embed": 16, "d_mlp": 32}
 
 

@@ -88,7 +88,7 @@ def _engine(task, entry, model_cfg, cfg: TrainConfig, ids, labels, on_the_fly, s
     rt = resolve_runtime(cfg)
     torch.manual_seed(0)
     model = entry.obj(model_cfg, len(task.vocab), task.seq_len).to(rt.device).train()
-    engine = Engine(model, cfg, rt)
+    engine = Engine(model, cfg, rt, task.output_ids, len(task.vocab))
     if on_the_fly:
         stream = OnTheFlyStream(task, cfg.batch_size, cfg.steps, rt.device, cfg.loss_on)
     else:

@@ -276,6 +276,12 @@ class AssignAddTask(Task):
     def seq_len(self) -> int:
         return self.config.seq_len
 
+    @property
+    def output_ids(self) -> tuple[int, ...]:
+        """The p numbers (token id = number): the authors score `logits[:, -1, :MOD]`
+        (`bexoo/assign-and-add` train.py) [paper]."""
+        return tuple(range(self.config.p))
+
     def render(self, ids: np.ndarray) -> str:
         return " ".join(self._vocab[int(i)] for i in ids)
 

@@ -17,8 +17,9 @@ Conventions shared by all tasks (the engine and analyses rely on them):
 What analyses read of a task's semantics is asked of the task itself (`Task` below), each with
 a default that means "none" or "not applicable", so a new task works without them:
 `probe_variables` (probes), `attention_targets` and `progress_measures` (circuit scores),
-`operands` (Exoo et al.'s operand views), `stratum_label` (tables by stratum), and
-`Pairs.changed` (counterfactual pairs whose intervention must change the output).
+`operands` (Exoo et al.'s operand views), `stratum_label` (tables by stratum),
+`Pairs.changed` (counterfactual pairs whose intervention must change the output), and
+`output_ids` (the output vocabulary the loss and accuracy score; default every token).
 """
 from __future__ import annotations
 
@@ -142,6 +143,13 @@ class Task(ABC):
     @abstractmethod
     def seq_len(self) -> int:
         """Longest sequence over every split (models size their positions to this)."""
+
+    @property
+    def output_ids(self) -> tuple[int, ...] | None:
+        """Token ids the model's output is scored over: the training loss is the softmax over
+        these logits only, and a prediction is the argmax among them (the engine's loss and
+        accuracy, analyses' `correct`). None (default): every token."""
+        return None
 
     def encode(self, tokens) -> list[int]:
         index = {t: i for i, t in enumerate(self.vocab)}

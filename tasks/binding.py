@@ -296,7 +296,8 @@ def _code(text: str) -> int:
 
 
 _PAPER_TRAIN = dict(steps=105_400, batch_size=64, lr=1e-4, weight_decay=1e-4,  # [paper]
-                    betas=(0.95, 0.999), warmup_steps=750, schedule="linear")
+                    betas=(0.95, 0.999), warmup_steps=750, schedule="linear",
+                    grad_clip=0.0)  # [paper] no gradient clipping is reported
 
 
 @register("task", "binding", config=BindingConfig, presets={

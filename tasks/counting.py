@@ -6,7 +6,18 @@ training [paper]. Variants [paper, `grantsrb/mas/tasks.py`]: `multi_object` (dem
 drawn uniformly, response R), `single_object` (D / R), `same_object` (D / D). One vocabulary
 serves every variant so that models trained on one can be compared on another.
 
-Data. `ids` are right-padded to seq_len = 2 * max_count + 3 (43). `labels` hold the next token
+Void tokens (`task.void_p`, `tasks/counting_voids.py`): each step of the demonstration
+phase is a void `U` with probability void_p, which changes no count and is never scored
+[authors: `unk_p` in `grantsrb/mas/causal_models.py`]. The authors give their transformer
+unk_p = 0.2 and their RNNs none (`make_models/make_model_training_files.py`: `unk_p = 0.2`,
+`rnn_unk = False`): voids keep a transformer from reading the count off positions. A task
+preset cannot depend on the model, and a comparative study must train every architecture
+on the same data, so the `paper` preset sets void_p = 0.2 for every model [ours for the
+RNNs: `task.void_p=0` trains them exactly as the authors did]; `small` and `smoke` have no
+voids. Counterfactual pairs never hold voids (the authors build DAS data with unk_p = 0).
+
+Data. `ids` are right-padded to seq_len = 2 * max_count + 3 (43), plus max_voids (20) with
+voids. `labels` hold the next token
 at every position from `T` through the last response (so the responses and `E`), IGNORE
 elsewhere: an example is correct iff every response token and the `E` are right [paper].
 Splits: `train` (n_train, trained counts), `val` (n_val) and `test` (n_test) drawn from the
@@ -17,18 +28,23 @@ one or three demo token types the splits necessarily share sequences], and `held
 
 Counterfactual pairs (for DAS and patching), kind "<model>:<variable>" or "<model>:full"
 (every variable of that model, the authors' default "full" swap). Base and source sequences
-are drawn afresh with counts of the requested split; a position is drawn uniformly in each
-among the demo and response tokens (not B, T, E or PAD) [paper: `filters.default_filter`].
+are drawn afresh, without voids, with counts 1-20, held-out counts included, for every split
+but `heldout` (held-out counts only) [authors: `grantsrb/mas/main.py` builds the DAS data
+with `hold_outs=[]` and `unk_p=0`]; `task.cf_counts=trained` restricts them to the trained
+counts. A position is drawn uniformly in each among the demo and response tokens (not B, T,
+E or PAD) [paper: `filters.default_filter`].
 The causal model's variables after the source token replace the base's after its token;
 the model then generates the rest (`counting_causal`). `base_ids` is that *counterfactual*
 sequence: the base up to `base_pos`, then the continuation the intervened model sees if it
 emits the counterfactual outputs (the paper feeds models their own outputs). `cf_labels` are
 the program's next tokens at positions >= base_pos in its response phase; `base_labels` are
 what the unintervened program predicts on the same inputs at the same positions (IGNORE where
-that is "some demo token" of several). Pairs whose counterfactual sequence exceeds seq_len
-are redrawn [ours]. Pair strata: `count`, `source_count`, `base_phase`, `source_phase`
-(0 demo / 1 response at the chosen token) and `value` (the source's value of the first
-swapped variable); `Pairs.changed` marks pairs whose cf_labels differ from base_labels.
+that is "some demo token" of several). Pairs whose counterfactual sequence exceeds seq_len,
+or that leave nothing scored (an Up-Up swap making the responses outnumber the demos ends
+in an unscored `E`), are redrawn [ours]. Pair strata: `count`, `source_count`, `base_phase`,
+`source_phase` (0 demo / 1 response at the chosen token) and `value` (the source's value of
+the first swapped variable); `Pairs.changed` marks pairs whose cf_labels differ from
+base_labels.
 
 Analysis views: probe variables are the causal models' variables after every token
 (`variable_values`); attention targets go from the response positions to the trigger, the
@@ -47,8 +63,9 @@ from study.core.registry import register
 from study.core.settings import setting
 from tasks.base import IGNORE, Examples, Pairs, Task
 from tasks.counting_causal import DEMO, MODELS, Alphabet, parse_kind
+from tasks.counting_voids import demo_phase
 
-VOCAB = ("PAD", "B", "E", "T", "D0", "D1", "D2", "D", "R")
+VOCAB = ("PAD", "B", "E", "T", "D0", "D1", "D2", "D", "R", "U")  # U: the void token
 VARIANTS = ("multi_object", "single_object", "same_object")
 ALPHABETS = {
     "multi_object": Alphabet(demo=("D0", "D1", "D2"), resp="R"),
@@ -56,6 +73,7 @@ ALPHABETS = {
     "same_object": Alphabet(demo=("D",), resp="D"),
 }
 _SPLIT_CODE = {"train": 0, "val": 1, "test": 2, "heldout": 3}
+CF_COUNTS = ("all", "trained")
 
 
 @dataclass(frozen=True)
@@ -73,6 +91,19 @@ class CountingConfig:
     n_val: int = setting(
         500, "validation sequences [paper: grantsrb/mas make_models/config.yaml n_val_samples]")
     n_test: int = setting(1000, "[ours] also the size of `heldout`")
+    void_p: float = setting(
+        0.0,
+        "probability of a void token U at each step of the demonstration phase [authors: "
+        "`unk_p`, 0.2 for their transformer, 0 for their RNNs]; the paper preset uses 0.2 "
+        "for every model (see the module docstring)")
+    max_voids: int = setting(
+        20, "[ours] most voids in one sequence (a row drawing more is drawn again); with "
+        "void_p > 0 it lengthens seq_len by as much")
+    cf_counts: str = setting(
+        "all",
+        "counts of the counterfactual pairs of every split but `heldout`: all (min_count.."
+        "max_count, held-out counts included) [authors: grantsrb/mas main.py draws the DAS "
+        "data with hold_outs=[]] | trained (the training counts only)")
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
@@ -93,6 +124,13 @@ class CountingConfig:
         if len(set(self.held_out)) == self.max_count - self.min_count + 1:
             raise UsageError(f"task.held_out={','.join(map(str, self.held_out))} leaves no "
                              f"count to train on")
+        if not 0.0 <= self.void_p < 1.0:
+            raise UsageError(f"task.void_p={self.void_p} must be in [0, 1)")
+        if self.max_voids < 0:
+            raise UsageError(f"task.max_voids={self.max_voids} must be non-negative")
+        if self.cf_counts not in CF_COUNTS:
+            raise UsageError(f"task.cf_counts={self.cf_counts!r} is not one of "
+                             f"{', '.join(CF_COUNTS)}")
         for name in ("n_train", "n_val", "n_test"):
             if getattr(self, name) < 1:
                 raise UsageError(f"task.{name}={getattr(self, name)} must be at least 1")
@@ -107,12 +145,21 @@ _PAPER_TRAIN = dict(
     steps=50_000,  # [ours] a generous cap; training normally stops at target_accuracy
     loss_on="answer",  # [ours] responses + EOS; "all" = every next token
     eval_examples=0,
+    # [paper; grantsrb/mas train.py] the authors clip only when `grad_clip` > 0 is set, and
+    # neither make_models/config.yaml nor make_model_training_files.py sets it
+    grad_clip=0.0,
+    # [authors] RNNs free-running in the response phase, transformers teacher-forced
+    # (make_model_training_files.py: tforce_train); evaluation is free-running for both
+    feed_outputs="auto",
 )
 
 
 @register("task", "counting", config=CountingConfig, presets={
-    "paper": {},
-    "small": {},  # DAS pair counts are the das analysis' (das.n_train, das.n_test)
+    # [authors] voids for the transformer (make_model_training_files.py: unk_p = 0.2); [ours]
+    # for every model, so that every architecture trains on the same data
+    "paper": {"void_p": 0.2},
+    # [ours] no voids: the quick GRU run; DAS pair counts are the das analysis'
+    "small": {},
     "smoke": {"n_train": 64, "n_val": 32, "n_test": 32},
 })
 class CountingTask(Task):
@@ -153,7 +200,8 @@ class CountingTask(Task):
 
     @property
     def seq_len(self) -> int:
-        return 2 * self.config.max_count + 3
+        voids = self.config.max_voids if self.config.void_p > 0 else 0
+        return 2 * self.config.max_count + 3 + voids
 
     def render(self, ids: np.ndarray) -> str:
         return " ".join(VOCAB[i] for i in np.asarray(ids).tolist() if i != self.pad_id)
@@ -170,16 +218,45 @@ class CountingTask(Task):
         """The counts a split draws from."""
         return self.held_out_counts if split == "heldout" else self.trained_counts
 
+    def pair_counts(self, split: str) -> np.ndarray:
+        """The counts counterfactual pairs of a split draw from: `heldout` the held-out
+        counts; the others every count (`cf_counts=all`, the authors' DAS data) or the
+        trained counts (`cf_counts=trained`)."""
+        if split == "heldout" or self.config.cf_counts == "trained":
+            return self.counts_of(split)
+        return np.arange(self.config.min_count, self.config.max_count + 1, dtype=np.int64)
+
     def generate(self, split: str) -> Examples:
         c = self.config
         n = {"train": c.n_train, "val": c.n_val, "test": c.n_test, "heldout": c.n_test}[split]
         rng = np.random.default_rng([c.seed, _SPLIT_CODE[split]])
         counts = rng.choice(self.counts_of(split), size=n)  # (n,)
-        ids = self._encode_batch(counts, rng)
+        if c.void_p > 0:
+            ids = self._encode_voids(counts, rng)
+        else:
+            ids = self._encode_batch(counts, rng)
         return Examples(ids, self._labels(ids, counts), self._strata(counts))
 
+    def _encode_voids(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Sequences whose demonstration phase holds void tokens (`counting_voids`) ->
+        (n, seq_len) ids: B, demos and voids, T, n responses, E."""
+        n, L, a = len(counts), self.seq_len, self.alphabet
+        is_void, trig = demo_phase(counts, self.config.void_p, self.config.max_voids, rng)
+        demo_ids = np.array(self.encode(a.demo))
+        W = is_void.shape[1]
+        phase = demo_ids[rng.integers(len(demo_ids), size=(n, W))]  # (n, W)
+        phase = np.where(is_void, self._ids["U"], phase)
+        phase = np.where(np.arange(W)[None, :] == trig[:, None], self._ids[a.trig], phase)
+        ids = np.full((n, L), self.pad_id, dtype=np.int64)
+        ids[:, 0] = self._ids[a.bos]
+        pos = np.arange(L)[None, :]
+        t_pos, N = (trig + 1)[:, None], counts[:, None]  # T's position in the sequence
+        ids[:, 1:1 + W] = np.where(np.arange(W)[None, :] <= trig[:, None], phase, self.pad_id)
+        ids = np.where((pos > t_pos) & (pos <= t_pos + N), self._ids[a.resp], ids)
+        return np.where(pos == t_pos + N + 1, self._ids[a.eos], ids)
+
     def _encode_batch(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Well-formed sequences of the given counts -> (n, seq_len) ids."""
+        """Well-formed sequences of the given counts, no voids -> (n, seq_len) ids."""
         n, L, a = len(counts), self.seq_len, self.alphabet
         demo_ids = np.array(self.encode(a.demo))
         pick = demo_ids[rng.integers(len(demo_ids), size=(n, L))]  # (n, seq_len)
@@ -193,11 +270,16 @@ class CountingTask(Task):
         return np.where(pos == 2 * N + 2, self._ids[a.eos], ids)
 
     def _labels(self, ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """Next token at positions T .. last response (n+1 .. 2n+1), IGNORE elsewhere."""
+        """Next token at positions T .. last response (t .. t+n for T at t; n+1 .. 2n+1
+        without voids), IGNORE elsewhere."""
         pos = np.arange(ids.shape[1])[None, :]
-        N = counts[:, None]
+        N, t_pos = counts[:, None], self._trigger_pos(ids)[:, None]
         nxt = np.concatenate([ids[:, 1:], np.full((len(ids), 1), self.pad_id)], axis=1)
-        return np.where((pos >= N + 1) & (pos <= 2 * N + 1), nxt, IGNORE).astype(np.int64)
+        return np.where((pos >= t_pos) & (pos <= t_pos + N), nxt, IGNORE).astype(np.int64)
+
+    def _trigger_pos(self, ids: np.ndarray) -> np.ndarray:
+        """(n, pos) ids -> (n,) position of each row's T."""
+        return np.argmax(np.asarray(ids) == self._ids[self.alphabet.trig], axis=1)
 
     def _strata(self, counts: np.ndarray) -> dict[str, np.ndarray]:
         return {"count": counts.astype(np.int64),
@@ -232,10 +314,10 @@ class CountingTask(Task):
         ids = np.asarray(ids)
         n, width = ids.shape
         trig = ids == self._ids[self.alphabet.trig]  # (n, pos)
-        t_pos = np.argmax(trig, axis=1)[:, None]  # (n, 1); the count is t_pos - 1
+        t_pos = np.argmax(trig, axis=1)[:, None]  # (n, 1)
         idx = np.arange(width)[None, :]
-        query = (idx >= t_pos) & (idx <= 2 * t_pos - 1)
-        demos = (idx >= 1) & (idx < t_pos)
+        demos = np.isin(ids, self.encode(self.alphabet.demo)) & (idx < t_pos)  # voids are not
+        query = (idx >= t_pos) & (idx <= t_pos + demos.sum(1, keepdims=True))
         bos = np.broadcast_to(idx == 0, (n, width)).copy()
         return {"trigger": (query, trig), "demos": (query, demos), "bos": (query, bos)}
 
@@ -269,12 +351,12 @@ class CountingTask(Task):
     def _pair(self, model, variables, split, rng):
         """One pair as a tuple of rows, or None when the counterfactual sequence is too long."""
         L, a = self.seq_len, self.alphabet
-        nb, ns = (int(x) for x in rng.choice(self.counts_of(split), size=2))
+        nb, ns = (int(x) for x in rng.choice(self.pair_counts(split), size=2))
         base, source = (self._tokens(k, rng) for k in (nb, ns))
         bpos, spos = self._position(nb, rng), self._position(ns, rng)
         cf, nxt, scored = model.intervene(base, bpos, source, spos, variables, rng)
-        if len(cf) > L:
-            return None
+        if len(cf) > L or not any(scored[bpos:]):
+            return None  # [ours] too long, or nothing left to score (Up-Up's unscored E)
         _, plain = model.run(cf, obj_count=nb)  # unintervened predictions on the same inputs
         cf_lab = np.full(L, IGNORE, np.int64)
         base_lab = np.full(L, IGNORE, np.int64)
@@ -319,7 +401,8 @@ class CountingTask(Task):
         values, freq = np.unique(train_counts, return_counts=True)
         modal = int(values[np.argmax(freq)])
         pos = np.arange(ex.ids.shape[1])[None, :]
-        demo = (pos >= 1) & (pos <= counts[:, None])
+        demo = np.isin(ex.ids, self.encode(self.alphabet.demo)) & (
+            pos < self._trigger_pos(ex.ids)[:, None])
         distinct = np.array([len(set(r[d].tolist())) for r, d in zip(ex.ids, demo)])
         guesses = {"modal_count": np.full(len(counts), modal),
                    "subitize_3": np.minimum(counts, 3),

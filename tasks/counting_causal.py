@@ -6,9 +6,10 @@ each has named variables, a state *after* each token, and a prediction of the ne
 - `UpDown` (variables `count`, `phase`): each demo adds 1, `T` sets the response phase,
   each response subtracts 1; it emits `E` once the count is back to 0 [paper].
 - `UpUp` (`demo_count`, `resp_count`, `phase`): counts demos and responses separately and
-  emits `E` once they are equal [paper]. [ours] After an intervention the response count can
-  exceed the demo count; the program then emits `E` at once (`resp_count >= demo_count`),
-  where the authors' code stops scoring (that trial would have nothing left to test).
+  emits `E` once they are equal [paper]. After an intervention the response count can
+  exceed the demo count; the program then ends the sequence with an *unscored* `E`, as the
+  authors' `CountUpUp.get_token` does (`grantsrb/mas/causal_models.py`: resp_count >
+  demo_count returns the EOS with task mask 0), so no output is asked of the model there.
 - `CtxDistr` (`count`): the anti-Markovian solution [paper, operationalisation ours]. Its
   `count` after token t is recomputed from the whole prefix as a ±1 sum (+1 per demo token
   before `T`, -1 per response token after it) and `phase` is whether `T` occurred; neither
@@ -183,6 +184,11 @@ class UpUp(CausalModel):
         if s["phase"] == 0:
             return self.a.trig if s["demo_count"] >= s["obj_count"] else DEMO
         return self.a.eos if s["resp_count"] >= s["demo_count"] else self.a.resp
+
+    def scored(self, s):
+        """Response phase, unless the responses already outnumber the demos: the authors'
+        CountUpUp emits that `E` with task mask 0 (`grantsrb/mas/causal_models.py`)."""
+        return s["phase"] == 1 and s["resp_count"] <= s["demo_count"]
 
 
 class CtxDistr(CausalModel):

@@ -27,7 +27,7 @@ def accuracy_mask(model, task, ids: np.ndarray, labels: np.ndarray, device,
     out = []
     for s in batches(len(ids), batch_size):
         logits = model(torch.as_tensor(ids[s], device=device)).float().cpu().numpy()
-        out.append(correct(logits, labels[s]))
+        out.append(correct(logits, labels[s], getattr(task, "output_ids", None)))
     return np.concatenate(out)
 
 

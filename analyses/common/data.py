@@ -1,8 +1,8 @@
 """Task data as analyses see it: a seeded sample of a split, and the correctness rule.
 
 - `sample(task, split, n, seed)`: up to n sequences of a split (ids/labels as int64, strata);
-- `correct(logits, labels)`: the training engine's rule, an example is right when every
-  scored position's argmax is its label (tasks/base.py).
+- `correct(logits, labels, output_ids)`: the training engine's rule, an example is right
+  when every scored position's argmax over the task's output vocabulary is its label.
 
 Everything else an analysis reads of a task's semantics (probe variables, attention
 targets, progress-measure facts, stratum labels) is asked of the task itself.
@@ -26,9 +26,15 @@ def sample(task, split: str, n: int, seed: int = 0):
             np.asarray(ex.labels)[pick].astype(np.int64), strata)
 
 
-def correct(logits, labels: np.ndarray) -> np.ndarray:
-    """(n,) bool: every scored position's argmax over the whole vocabulary equals its label
-    (tasks/base.py's rule, as the training engine scores it). `logits` (n, pos, vocab)."""
-    pred = np.argmax(np.asarray(logits), axis=-1)  # (n, pos)
+def correct(logits, labels: np.ndarray, output_ids=None) -> np.ndarray:
+    """(n,) bool: every scored position's argmax over the output vocabulary (`output_ids`,
+    the task's `Task.output_ids`; None: every token) equals its label (tasks/base.py's rule,
+    as the training engine scores it). `logits` (n, pos, vocab)."""
+    logits = np.asarray(logits)
+    if output_ids is None:
+        pred = np.argmax(logits, axis=-1)  # (n, pos)
+    else:
+        out = np.asarray(output_ids)
+        pred = out[np.argmax(logits[..., out], axis=-1)]  # (n, pos) token ids
     scored = labels != IGNORE
     return np.all((pred == labels) | ~scored, axis=1)

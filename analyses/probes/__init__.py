@@ -5,9 +5,11 @@ the residual stream entering every layer at every position for transformers
 (`sites.resid[l]`, layer = l, l = n_layers is the final stream), the recurrent state after
 every token for RNNs (`sites.state[t]`, layer 0, position = t) — a logistic-regression probe
 is fitted on some sequences and scored on others (`analyses/probes/fit.py`). Position -1 is a
-probe fitted on every position of the site at once. Each probe has a control: the same
-probe fitted to labels permuted among the sequences (`control` = True), which shows the
-accuracy the probe reaches without any information in the representation.
+probe fitted on every position of the site at once. Each probe has a control (`control` =
+True): the same probe fitted to the variable's labels permuted across all (sequence,
+position) cells, which breaks the activation-label link at every position and for the
+pooled probe; it scores the chance rate of the label distribution, the accuracy a probe
+reaches with no information in the representation (`fit.shuffled`).
 
 Table `probes`: checkpoint, variable, site, layer, position, split (train | test), accuracy,
 control (bool). [paper] Wu et al. report that linear probes recover only ≈31 % of binding's

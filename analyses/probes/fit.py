@@ -2,10 +2,19 @@
 
 A probe reads one causal variable from the activations at one site and position. It is a
 multinomial `LogisticRegression` on standardised features (standardisation is fitted on the
-probe's training examples only). Its control is the same probe fitted to labels permuted
-among the examples (Hewitt & Liang's idea of a selectivity baseline [ours: the permutation
-form]): on test examples it scores near chance, so the gap between the two says how much of
-the probe's accuracy the representation, not the probe's capacity, explains.
+probe's training examples only).
+
+Control (`shuffled`): the same probe fitted to the variable's labels permuted across every
+(sequence, position) cell where the variable is defined, jointly. Each activation is then
+paired with a label drawn from the variable's overall distribution, independently of that
+activation, at every position and for the pooled probe alike, so the control's test
+accuracy is the chance rate of that distribution (about the share of its most frequent
+value): the accuracy a probe reaches with no information about the variable in the
+representation [ours: Hewitt & Liang (2019) motivate a control; this is the permutation
+form, not their control *task*]. The gap probe - control is what the representation
+explains beyond the label marginal. A permutation within each position would not control:
+the pooled probe could still read the position from the activations and predict each
+position's own label distribution (a position baseline, not chance).
 
 Train and test probe examples are disjoint *sequences*: every position of one sequence goes
 to the same side, so the pooled probe (all positions at once) cannot memorise a sequence.
@@ -43,12 +52,11 @@ def fit_probe(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_te
 
 
 def shuffled(values: np.ndarray, seed) -> np.ndarray:
-    """(n, pos) labels with each position's defined values permuted among the sequences."""
+    """(n, pos) labels with the defined values (>= 0) permuted across every defined
+    (sequence, position) cell at once; undefined cells (-1) stay where they are."""
     out = values.copy()
-    rng = np.random.default_rng(seed)
-    for p in range(values.shape[1]):
-        ok = values[:, p] >= 0
-        out[ok, p] = rng.permutation(values[ok, p])
+    ok = values >= 0  # (n, pos)
+    out[ok] = np.random.default_rng(seed).permutation(values[ok])
     return out
 
 

@@ -19,11 +19,16 @@ Forward (resid[l] enters layer l; causal softmax attention scaled by 1/sqrt(d_he
 TransformerLens' biases), the layer-1 MLP removed, learned absolute positions, a separate
 unembedding; initialisation N(0, 0.8/sqrt(d_model)) for every weight (TransformerLens'
 default), no dropout.
-[ours] The paper unembeds onto the 59 numbers only and scores the last position over them;
-here W_U maps onto the whole task vocabulary so that every task runs on every model, and the
-task's loss and accuracy look only at number tokens. A layer without an MLP keeps its
-`sites.mlp_out[l]` entry so indices line up with layers, but that site never runs (there is no
-MLP output to read); `model.mlp_layers` lists the layers that have one.
+[ours] The authors unembed onto the 59 numbers only (`d_vocab_out=MOD`) and score the last
+position over them (`logits[:, -1, :MOD]`, `bexoo/assign-and-add` train.py); here W_U maps
+onto the whole task vocabulary so that every task runs on every model, and the task declares
+its output vocabulary (`Task.output_ids`: the 59 numbers for assign_add), over which the
+training loss, the accuracy and analyses' `correct` take the softmax / argmax. The loss is
+then the authors' exactly; the extra W_U columns get no gradient from it (AdamW's weight
+decay still shrinks them, and they add (vocab - 59) x d_model parameters).
+A layer without an MLP keeps its `sites.mlp_out[l]` entry so indices line up with layers, but
+that site never runs (there is no MLP output to read); `model.mlp_layers` lists the layers
+that have one.
 """
 from __future__ import annotations
 

@@ -5,18 +5,20 @@
       -> output MLP at every position: state (d_state) -> d_mlp -> vocab   (GELU, dropout)
 
 The cell is unrolled by hand so that each time step has its own site `sites.state[t]`
-(pyvene's per-timestep unit for recurrent models is broken, `pyvene_sites.py`). Whatever leaves
+(pyvene's per-timestep unit for recurrent models is broken). Whatever leaves
 `sites.state[t]` is what both the next step and the output head at t read, so replacing
 state[t] changes the logits at t and every later step and nothing before t. For the LSTM the
-state is [h, c] (batch, 2 * d_hidden) and the head reads all of it, so the paper's 128 -> 512
-MLP applies to both cells [ours; the authors' LSTM head reads h only: docs/models/rnn.md].
-The gates follow torch.nn.GRU / nn.LSTM exactly (the cell parameters are those of
-nn.GRUCell / nn.LSTMCell), so weights move between the two.
+analysed state is [h, c] (batch, 2 * d_hidden), as the authors' `identities` hook sees it,
+but the head reads h alone: `grantsrb/mas/seq_models.py` `LSTM` is `LSTMCell(128, 64)`
+with `Linear(64, 512)`, GELU, dropout, `Linear(512, vocab)` on h. The GRU's head reads its
+h (128), like the authors' `GRUCell(128, 128)`. The gates follow torch.nn.GRU / nn.LSTM
+exactly (the cell parameters are those of nn.GRUCell / nn.LSTMCell).
 
-Training is teacher-forced: the input at t is the true token. The paper feeds the model its
-own outputs in the response phase; when every prediction is right the teacher-forced inputs
-*are* the model's own outputs, so "every response token right under teacher forcing" is the
-same event as free-running correctness, which is how trials are scored.
+Inputs. `model(ids)` is teacher-forced: the input at t is ids[:, t] (what analyses run).
+`model(ids, feed=mask)` runs free: where `feed` (batch, pos) is True the input at t is the
+argmax of the model's own logits at t-1 (detached, dropout included in training mode), as
+the authors' `RNN.forward`/`LSTM.forward` insert `embeddings(pred_ids[-1])` where the task
+mask is set (`grantsrb/mas/seq_models.py`); the head then runs inside the loop, once a step.
 
 Speed: the input projections of all steps are one matmul before the loop; each step does
 one (batch, d_hidden) x (d_hidden, gates*d_hidden) matmul plus elementwise gates. Under
@@ -50,8 +52,8 @@ class RecurrentLM(nn.Module):
         cell_cls = nn.LSTMCell if self.is_lstm else nn.GRUCell
         self.cell = cell_cls(config.d_embed, config.d_hidden)
         self.sites = Sites(state=seq_len)
-        self.head = nn.Sequential(
-            nn.Linear(self.d_state, config.d_mlp),
+        self.head = nn.Sequential(  # reads h (batch, d_hidden) [authors]
+            nn.Linear(self.d_hidden, config.d_mlp),
             _ACTIVATIONS[config.activation](),
             nn.Dropout(config.dropout),  # on the hidden layer [paper]
             nn.Linear(config.d_mlp, vocab_size),
@@ -61,39 +63,64 @@ class RecurrentLM(nn.Module):
         """The one site kind of a recurrent network: the state after every token."""
         return [SiteKind("state", self.n_steps, self.d_state)]
 
-    def forward(self, ids: torch.Tensor, readout: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, readout: torch.Tensor | None = None,
+                feed: torch.Tensor | None = None) -> torch.Tensor:
         """ids (batch, pos) -> logits (batch, pos, vocab); with `readout` (batch, pos) bool, only
         the logits of the True positions, (n_true, vocab), in row-major order (analyses that
-        score a few positions skip the output layer everywhere else)."""
+        score a few positions skip the output layer everywhere else). With `feed` (batch, pos)
+        bool, the input at each True position is the argmax of the logits one step before
+        instead of ids (free-running, see the module docstring)."""
         batch, pos = ids.shape  # (batch, pos)
         if pos > self.n_steps:
             raise ValueError(f"sequence of {pos} tokens, the network was built for {self.n_steps}")
+        if feed is not None:
+            return self._free(ids, feed, readout)
         x = self.embed(ids)  # (batch, pos, d_embed)
-        cell = self.cell
-        gi = F.linear(x, cell.weight_ih, cell.bias_ih)  # (batch, pos, gates * d_hidden)
-        w_hh, b_hh = cell.weight_hh, cell.bias_hh
-        H = self.d_hidden
-        sites = self.sites.state
+        gi = F.linear(x, self.cell.weight_ih, self.cell.bias_ih)  # (batch, pos, gates * H)
+        h, c = self._init(x)
         states = []
-        h = x.new_zeros(batch, H)  # float32 even under autocast: keeps the recurrence exact
-        if self.is_lstm:
-            c = x.new_zeros(batch, H)
-            for t in range(pos):
-                gates = gi[:, t] + F.linear(h, w_hh, b_hh)  # (batch, 4H): i, f, g, o
-                i, f, g, o = gates.chunk(4, dim=1)
-                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-                h = torch.sigmoid(o) * torch.tanh(c)
-                s = sites[t](torch.cat([h, c], dim=1))  # (batch, 2H)
-                h, c = s[:, :H], s[:, H:]
-                states.append(s)
-        else:
-            for t in range(pos):
-                gh = F.linear(h, w_hh, b_hh)  # (batch, 3H): r, z, n
-                g_t = gi[:, t]
-                rz = torch.sigmoid(g_t[:, : 2 * H] + gh[:, : 2 * H])
-                r, z = rz[:, :H], rz[:, H:]
-                n = torch.tanh(g_t[:, 2 * H:] + r * gh[:, 2 * H:])
-                h = sites[t](n + z * (h - n))  # (1 - z) * n + z * h, (batch, H)
-                states.append(h)
+        for t in range(pos):
+            h, c, s = self._step(gi[:, t], h, c, t)
+            states.append(s)
         states = torch.stack(states, dim=1)  # (batch, pos, d_state)
-        return self.head(states if readout is None else states[readout])  # (batch, pos, vocab)
+        out = states[..., :self.d_hidden]  # h: what the head reads (batch, pos, d_hidden)
+        return self.head(out if readout is None else out[readout])  # (batch, pos, vocab)
+
+    def _free(self, ids, feed, readout):
+        """The free-running unroll: the head runs at every step and its argmax is the next
+        input where `feed` is set. -> logits (batch, pos, vocab) or (n_true, vocab)."""
+        cell = self.cell
+        h, c = self._init(ids)
+        logits = []
+        for t in range(ids.shape[1]):
+            x_t = self.embed(ids[:, t])  # (batch, d_embed)
+            if t > 0:  # the previous prediction, a detached index [authors]
+                own = self.embed(logits[-1].argmax(-1).detach())
+                x_t = torch.where(feed[:, t, None], own, x_t)
+            h, c, _ = self._step(F.linear(x_t, cell.weight_ih, cell.bias_ih), h, c, t)
+            logits.append(self.head(h))  # (batch, vocab)
+        logits = torch.stack(logits, dim=1)  # (batch, pos, vocab)
+        return logits if readout is None else logits[readout]
+
+    def _init(self, x):
+        """Zero (h, c), each (batch, H), for x's batch (dim 0); c is None for the GRU.
+        Float32 even under autocast: keeps the recurrence exact."""
+        h = x.new_zeros(x.shape[0], self.d_hidden, dtype=torch.float32)
+        return h, (h.clone() if self.is_lstm else None)
+
+    def _step(self, gi_t, h, c, t):
+        """One cell step from the input projection gi_t (batch, gates * H) -> (h, c, the
+        state after the site: (batch, d_state))."""
+        H, sites = self.d_hidden, self.sites.state
+        gates_h = F.linear(h, self.cell.weight_hh, self.cell.bias_hh)
+        if self.is_lstm:
+            i, f, g, o = (gi_t + gates_h).chunk(4, dim=1)  # (batch, H) each
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            s = sites[t](torch.cat([h, c], dim=1))  # (batch, 2H)
+            return s[:, :H], s[:, H:], s
+        rz = torch.sigmoid(gi_t[:, : 2 * H] + gates_h[:, : 2 * H])  # (batch, 2H): r, z
+        r, z = rz[:, :H], rz[:, H:]
+        n = torch.tanh(gi_t[:, 2 * H:] + r * gates_h[:, 2 * H:])
+        h = sites[t](n + z * (h - n))  # (1 - z) * n + z * h, (batch, H)
+        return h, None, h

@@ -29,6 +29,12 @@ class TrainConfig:
     grad_clip: float = setting(1.0, "max global grad norm; 0 disables")
     loss_on: Literal["answer", "all"] = setting(
         "answer", "scored positions only, or every next token")
+    feed_outputs: Literal["auto", "teacher", "free"] = setting(
+        "auto",
+        "inputs after a scored position: teacher (the true token) or free (the model's own "
+        "argmax, detached); auto: free for recurrent families, teacher for the others, as "
+        "Grant et al.'s code trains them; evaluation always runs free, as they validate "
+        "(study/train/feed.py)")
     checkpoints: int = setting(24, "number of log-spaced checkpoints (dense early, sparse late)")
     eval_examples: int = setting(2000, "per evaluation split at each checkpoint (0 = whole split)")
     target_accuracy: Optional[float] = setting(None, "stop once every eval split reaches it")
@@ -76,6 +82,8 @@ class TrainConfig:
             bad("max_minutes", "must be 0 (no limit) or a finite number > 0")
         if not (math.isfinite(self.resume_minutes) and self.resume_minutes >= 0):
             bad("resume_minutes", "must be 0 (never) or a finite number > 0")
+        if self.feed_outputs not in ("auto", "teacher", "free"):
+            bad("feed_outputs", "must be auto, teacher or free")
         if self.keep_state not in ("last", "all"):
             bad("keep_state", "must be 'last' or 'all'")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:

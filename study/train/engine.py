@@ -1,7 +1,9 @@
 """One optimiser update: the model, AdamW and the (optionally compiled) forward + loss.
 
 The training loop and the training benchmark both drive this object, so the benchmark times
-exactly what training runs."""
+exactly what training runs. The forward is teacher-forced or free-running
+(`train.feed_outputs`, `feed.py`); the loss is over the task's output vocabulary
+(`outputs.py`)."""
 from __future__ import annotations
 
 import torch
@@ -10,14 +12,20 @@ import torch.nn.functional as F
 from study.core.labels import IGNORE
 from study.core.network import takes_readout
 from study.train.config import TrainConfig
+from study.train.feed import free_logits, runs_free, takes_feed
+from study.train.outputs import OutputSpace
 from study.train.runtime import Runtime
 
 
 class Engine:
-    """Model + optimiser + the compiled forward/loss: `step(ids, targets, lr)` is one update."""
+    """Model + optimiser + the compiled forward/loss: `step(ids, targets, feed, lr)` is one
+    update. `output_ids`: the task's scored token ids (None: all) of its `vocab_size`."""
 
-    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, runtime: Runtime):
+    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, runtime: Runtime,
+                 output_ids=None, vocab_size: int = 0):
         self.model, self.cfg, self.runtime = model, cfg, runtime
+        self.free, self._native_feed = runs_free(cfg.feed_outputs, model), takes_feed(model)
+        self.outputs = OutputSpace(output_ids, vocab_size, runtime.device)
         self.params = [p for p in model.parameters() if p.requires_grad]
         extra = {"fused": True} if runtime.device.type == "cuda" else {}
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=tuple(cfg.betas),
@@ -25,7 +33,9 @@ class Engine:
         self._impl = {k: self.optimizer.defaults[k] for k in ("fused", "foreach")}
         # compiled graphs want static shapes, so only the eager path reads out scored positions
         self._readout = not runtime.compiled and takes_readout(model)
-        self._loss = (torch.compile(self._forward_loss, dynamic=False) if runtime.compiled
+        # the fixed-point passes of a network without `feed=` stop on data: not compiled
+        compiled = runtime.compiled and (not self.free or self._native_feed)
+        self._loss = (torch.compile(self._forward_loss, dynamic=False) if compiled
                       else self._forward_loss)
 
     def load_optimizer(self, saved: dict) -> None:
@@ -35,23 +45,40 @@ class Engine:
         for group in self.optimizer.param_groups:
             group.update(self._impl)
 
-    def _forward_loss(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """(B, L) token ids, (B, L) targets (IGNORE where unscored) -> scalar mean CE."""
+    def _logits(self, ids, feed, readout=None):
+        if self.free:
+            return free_logits(self.model, ids, feed, readout, self._native_feed)
+        return self.model(ids) if readout is None else self.model(ids, readout=readout)
+
+    def _forward_loss(self, ids: torch.Tensor, targets: torch.Tensor,
+                      feed: torch.Tensor) -> torch.Tensor:
+        """(B, L) token ids, (B, L) targets (IGNORE where unscored), (B, L) bool fed
+        positions -> scalar mean CE over the output vocabulary."""
+        out = self.outputs
         if self._readout:  # eager: the output layer runs only where the loss looks
             mask = targets != IGNORE  # (B, L)
             with self.runtime.autocast():
-                logits = self.model(ids, readout=mask)  # (n_scored, V)
-            return F.cross_entropy(logits.float(), targets[mask])
+                logits = self._logits(ids, feed, readout=mask)  # (n_scored, V)
+            return F.cross_entropy(out.logits(logits.float()), out.targets(targets[mask]),
+                                   ignore_index=IGNORE)
         with self.runtime.autocast():
-            logits = self.model(ids)  # (B, L, V)
-        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+            logits = self._logits(ids, feed)  # (B, L, V)
+        return F.cross_entropy(out.logits(logits.float()).flatten(0, 1),
+                               out.targets(targets).flatten(), ignore_index=IGNORE)
 
-    def step(self, ids: torch.Tensor, targets: torch.Tensor, lr: float):
-        """One update on (B, L) ids and targets; returns (loss, grad norm or None) as 0-d
-        device tensors, unread, so that the host does not wait for the device."""
+    def step(self, ids: torch.Tensor, targets: torch.Tensor, feed: torch.Tensor | None = None,
+             lr: float | None = None):
+        """One update at learning rate `lr` on (B, L) ids, targets and fed positions
+        (`feed.feed_mask`, read when running free; None: none fed); returns (loss, grad norm
+        or None) as 0-d device tensors, unread, so that the host does not wait for the
+        device."""
+        if lr is None:
+            raise TypeError("Engine.step needs lr")
+        if feed is None:
+            feed = torch.zeros_like(ids, dtype=torch.bool)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        loss = self._loss(ids, targets)
+        loss = self._loss(ids, targets, feed)
         loss.backward()
         norm = (torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
                 if self.cfg.grad_clip > 0 else None)

@@ -1,5 +1,11 @@
 """Evaluation during training: accuracy and loss on every eval split, overall and per stratum,
-and the early-stopping test on those accuracies."""
+and the early-stopping test on those accuracies.
+
+Regime: free-running for every family, as Grant et al. validate (`grantsrb/mas/train.py`,
+validation loop: `tforce=False`): after each scored position the model reads its own
+argmax (`feed.py`). The accuracy (every scored position right) is the same event under
+teacher forcing; the loss is the free-running one. Loss and argmax are over the task's
+output vocabulary (`outputs.py`)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -10,16 +16,21 @@ import torch.nn.functional as F
 
 from study.core.labels import IGNORE
 from study.train.config import TrainConfig
+from study.train.feed import feed_mask, free_logits
+from study.train.outputs import OutputSpace
 from study.train.runtime import Runtime
 from study.train.streams import to_width, used_length
 
 
 class Evaluator:
     """Accuracy (every scored position right) and loss (mean CE over scored positions) on
-    every eval split, overall ("all") and per stratum ("depth=3"); splits live on the device."""
+    every eval split, overall ("all") and per stratum ("depth=3"); splits live on the device.
+    `outputs`: the task's output vocabulary (default: every token)."""
 
-    def __init__(self, task, cfg: TrainConfig, runtime: Runtime):
+    def __init__(self, task, cfg: TrainConfig, runtime: Runtime,
+                 outputs: OutputSpace | None = None):
         self.runtime, self.splits = runtime, {}
+        self.outputs = outputs or OutputSpace(None, len(task.vocab), runtime.device)
         self.batch = max(256, cfg.batch_size)
         for name in task.eval_splits:
             ex = task.split(name)
@@ -37,15 +48,16 @@ class Evaluator:
     @torch.no_grad()
     def __call__(self, model, step: int) -> list[tuple]:
         """Metric rows (step, split, stratum, "accuracy" | "loss", value)."""
-        rows = []
+        rows, out = [], self.outputs
         with eval_mode(model), self.runtime.autocast():
             for name, (ids, labels, groups) in self.splits.items():
                 correct, loss, count = [], [], []
                 for a in range(0, len(ids), self.batch):
                     x, y = ids[a:a + self.batch], labels[a:a + self.batch]  # (b, L)
-                    logits = model(x).float()  # (b, L, V)
-                    ce = F.cross_entropy(logits.transpose(1, 2), y, ignore_index=IGNORE, reduction="none")  # (b, L)
-                    ok = (logits.argmax(-1) == y) | (y == IGNORE)  # (b, L)
+                    logits = free_logits(model, x, feed_mask(y)).float()  # (b, L, V)
+                    ce = F.cross_entropy(out.logits(logits).transpose(1, 2), out.targets(y),
+                                         ignore_index=IGNORE, reduction="none")  # (b, L)
+                    ok = (out.predict(logits) == y) | (y == IGNORE)  # (b, L)
                     correct.append(ok.all(-1))  # (b,)
                     loss.append(ce.sum(-1))
                     count.append((y != IGNORE).sum(-1))

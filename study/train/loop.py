@@ -60,11 +60,11 @@ def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, 
     if resume_dir is not None:
         ckpt.load_weights(model, resume_dir)
     model.to(rt.device).train()
-    engine = Engine(model, train_cfg, rt)
+    engine = Engine(model, train_cfg, rt, task.output_ids, len(task.vocab))
     if resume_dir is not None:
         state.restore(run, engine)
     s = _Session(run, train_cfg, meta, engine, make_stream(task, train_cfg, seed, rt.device),
-                 Evaluator(task, train_cfg, rt), LossMeter(rt.device, state.meter),
+                 Evaluator(task, train_cfg, rt, engine.outputs), LossMeter(rt.device, state.meter),
                  Cadence.of(train_cfg), state, saved=state.step)
     if resume_dir is None:  # step 0: the untrained network, evaluated and saved
         state.rows += s.evaluator(model, 0)

@@ -4,7 +4,9 @@ thread). Batch i is a pure function of (seed, i): the examples at stream positio
 [i*B, (i+1)*B) of the concatenation of per-epoch permutations, epoch e's permutation drawn
 from a generator seeded by (seed, e), so a resumed run sees the batches it would have seen.
 Every batch is trimmed to the longest non-PAD length of the split (data are right-padded
-and models causal, so the trimmed positions change nothing)."""
+and models causal, so the trimmed positions change nothing). A batch is (ids, targets,
+feed): (B, L) token ids, loss targets and the positions a free-running model is fed its own
+output at (`feed.feed_mask` of the task's labels, whatever `loss_on` is)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +15,7 @@ import numpy as np
 import torch
 
 from study.train.config import TrainConfig
+from study.train.feed import feed_mask
 from study.core.labels import IGNORE
 
 
@@ -61,6 +64,7 @@ class ShuffledStream:
         self.ids = torch.from_numpy(to_width(ids, self.seq_len, pad_id)).to(device)  # (n, L)
         labels_t = torch.from_numpy(to_width(labels, self.seq_len, IGNORE)).to(device)
         self.targets = loss_targets(self.ids, labels_t, loss_on, pad_id)  # (n, L)
+        self.feed = feed_mask(labels_t)  # (n, L) bool
         self._perms: dict[int, torch.Tensor] = {}
 
     def _perm(self, epoch: int) -> torch.Tensor:
@@ -71,7 +75,7 @@ class ShuffledStream:
             self._perms[epoch] = torch.randperm(self.n, generator=g).to(self.device)
         return self._perms[epoch]
 
-    def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         epoch, offset = divmod(i * self.batch_size, self.n)
         parts, need = [], self.batch_size
         while need:
@@ -79,7 +83,7 @@ class ShuffledStream:
             parts.append(self._perm(epoch)[offset:offset + take])
             need, epoch, offset = need - take, epoch + 1, 0
         idx = parts[0] if len(parts) == 1 else torch.cat(parts)  # (B,)
-        return self.ids[idx], self.targets[idx]  # (B, L), (B, L)
+        return self.ids[idx], self.targets[idx], self.feed[idx]  # (B, L) each
 
     def close(self) -> None:
         pass
@@ -118,7 +122,7 @@ class OnTheFlyStream:
         if b * self.block < self.steps and b not in self._pending:
             self._pending[b] = self._pool.submit(self._make, b)
 
-    def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         b, k = divmod(i, self.block)
         if b != self._current:
             self._submit(b)
@@ -128,10 +132,12 @@ class OnTheFlyStream:
             labels = labels.to(self.device, non_blocking=True)
             n_blk = ids.shape[0]
             targets = loss_targets(ids.flatten(0, 1), labels.flatten(0, 1), self.loss_on, self.pad_id)
-            self._data = (ids, targets.view(n_blk, self.batch_size, -1))
+            feed = feed_mask(labels.flatten(0, 1))
+            self._data = (ids, targets.view(n_blk, self.batch_size, -1),
+                          feed.view(n_blk, self.batch_size, -1))
             self._current = b
             self._submit(b + 1)  # generate the next block while this one trains
-        return self._data[0][k], self._data[1][k]
+        return self._data[0][k], self._data[1][k], self._data[2][k]
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

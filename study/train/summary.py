@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from study.core.rundir import RunDir
 from study.train.config import TrainConfig
+from study.train.feed import runs_free
 from study.train.runtime import Runtime
 from study.train.state import TrainState
 
@@ -12,7 +13,8 @@ def run_info(task, model_entry, seed: int, cfg: TrainConfig, model, rt: Runtime)
     """The summary's description of the run itself."""
     return {"task": task.name, "model": model_entry.name, "seed": seed, "steps": cfg.steps,
             "n_params": sum(p.numel() for p in model.parameters()), "device": rt.device_name,
-            "precision": rt.precision, "compiled": rt.compiled}
+            "precision": rt.precision, "compiled": rt.compiled,
+            "inputs": "free" if runs_free(cfg.feed_outputs, model) else "teacher"}
 
 
 def summarize(rows: list[tuple], state: TrainState, info: dict) -> dict:

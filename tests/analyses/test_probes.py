@@ -35,8 +35,36 @@ def test_shuffled_keeps_undefined_labels_and_label_counts():
     y = np.array([[0, -1], [1, 2], [1, -1], [2, 2]])
     s = shuffled(y, 0)
     assert (s == -1).tolist() == (y == -1).tolist()
-    for p in range(2):
-        assert sorted(s[:, p].tolist()) == sorted(y[:, p].tolist())
+    assert sorted(s[s >= 0].tolist()) == sorted(y[y >= 0].tolist())
+
+
+def _within_positions(values, seed):
+    """The former control: each position's labels permuted among the sequences."""
+    out, rng = values.copy(), np.random.default_rng(seed)
+    for p in range(values.shape[1]):
+        out[:, p] = rng.permutation(values[:, p])
+    return out
+
+
+def test_pooled_control_is_near_chance_where_the_label_follows_the_position():
+    # the label is mostly the position's (p mod 3) and the activations say the position:
+    # a probe reads it, and so would a control that keeps each position's labels
+    rng = np.random.default_rng(0)
+    n, pos, d = 300, 6, 16
+    y = np.where(rng.random((n, pos)) < 0.85, np.arange(pos) % 3, rng.integers(3, size=(n, pos)))
+    acts = rng.normal(size=(n, pos, d)) + 4.0 * rng.normal(size=(pos, d))[None]
+    acts += 3.0 * rng.normal(size=(3, d))[y]
+    train, test = np.arange(200), np.arange(200, 300)
+
+    def pooled(controls):
+        rows = probe_site(acts, {"v": y}, train, test, [], pooled=True, controls={"v": controls},
+                          min_train=8, min_test=4, max_pooled=5000, C=1.0, max_iter=300)
+        return {c: a for _, p, c, s, a in rows if s == "test" and p == POOLED}
+
+    real_and_control = pooled(shuffled(y, 1))
+    assert real_and_control[False] > 0.95  # the representation holds the variable
+    assert real_and_control[True] < 0.45  # chance: the label marginal is near uniform (1/3)
+    assert pooled(_within_positions(y, 1))[True] > 0.7  # a position baseline, not a control
 
 
 def test_assign_add_probe_variables_follow_the_causal_model():

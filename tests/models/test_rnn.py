@@ -1,5 +1,5 @@
 """The recurrent families and the pyvene bridge: sizes, exact cells, causal state sites,
-and interchanges that agree with hand-written hooks (pyvene traps: models/nets/pyvene_sites.py)."""
+and interchanges that agree with hand-written hooks (pyvene's known traps)."""
 from __future__ import annotations
 
 import pytest
@@ -110,6 +110,79 @@ def test_gru_matches_torch_gru():
         torch.testing.assert_close(logits, model.head(want), rtol=1e-5, atol=1e-6)
 
 
+def _authors_rnn(cell: str, vocab: int) -> nn.Module:
+    """The authors' module shapes (`grantsrb/mas/seq_models.py`, `dl_utils/seq_models.py`,
+    d_model 128, h_mult 4, drop_p 0.5, l_norm off): embedding, one cell, decoder
+    Linear -> GELU -> Dropout, lm_head Linear."""
+    d_model = 128
+    if cell == "gru":
+        rnn, d_out = nn.GRUCell(d_model, d_model), d_model
+    else:
+        rnn, d_out = nn.LSTMCell(d_model, d_model // 2), d_model // 2
+    return nn.ModuleDict({
+        "embeddings": nn.Embedding(vocab, d_model), "rnn": rnn,
+        "decoder": nn.Sequential(nn.Linear(d_out, 4 * d_model), nn.GELU(), nn.Dropout(0.5)),
+        "lm_head": nn.Linear(4 * d_model, vocab)})
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_paper_networks_have_the_authors_parameters(cell):
+    entry = get("model", cell)
+    config = entry.make_config("paper")
+    model = build_model(entry, config, 9, 43)
+    ours = {n: p.numel() for n, p in model.named_parameters()}
+    theirs = _authors_rnn(cell, 9)
+    assert sum(ours.values()) == sum(p.numel() for p in theirs.parameters())
+    assert config.param_count(9, 43) == sum(ours.values())
+    assert model.head[0].in_features == theirs["decoder"][0].in_features  # h alone
+    assert model.head[2].p == theirs["decoder"][2].p == 0.5
+
+
+def _hand_rolled_free_loss(model, ids, targets, feed):
+    """The authors' loop (`grantsrb/mas/seq_models.py` RNN.forward): at each step the input
+    is the true token, or, where the task mask is set, the embedding of the previous step's
+    argmax; cross entropy over the scored targets."""
+    cell, H = model.cell, model.d_hidden
+    h = torch.zeros(ids.shape[0], H)
+    c = torch.zeros(ids.shape[0], H)
+    logits, pred = [], None
+    for t in range(ids.shape[1]):
+        x = model.embed(ids[:, t]).clone()
+        if t > 0 and feed[:, t].any():
+            x[feed[:, t]] = model.embed(pred[feed[:, t]])
+        if model.is_lstm:
+            h, c = cell(x, (h, c))
+        else:
+            h = cell(x, h)
+        out = model.head(h)
+        pred = out.argmax(-1)
+        logits.append(out)
+    logits = torch.stack(logits, 1)
+    mask = targets != -1
+    return nn.functional.cross_entropy(logits[mask], targets[mask]), logits
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_free_running_loss_equals_a_hand_rolled_loop(cell):
+    model = _model(cell, seed=3)
+    ids = _ids(6, 11)
+    targets = torch.full_like(ids, -1)
+    targets[:, 3:7] = ids[:, 4:8]  # scored positions 3..6: inputs 4..7 are the model's own
+    feed = torch.zeros_like(ids, dtype=torch.bool)
+    feed[:, 1:] = targets[:, :-1] != -1
+    want, want_logits = _hand_rolled_free_loss(model, ids, targets, feed)
+    got_logits = model(ids, feed=feed)
+    torch.testing.assert_close(got_logits, want_logits, rtol=1e-5, atol=1e-6)
+    got = model(ids, readout=targets != -1, feed=feed)
+    loss = nn.functional.cross_entropy(got, targets[targets != -1])
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
+    # the fed positions really differ from teacher forcing on a random network
+    assert not torch.allclose(model(ids)[:, 4:8], got_logits[:, 4:8])
+    # gradients flow through the fed embeddings into the weights, as in the authors' loop
+    loss.backward()
+    assert model.embed.weight.grad is not None
+
+
 def test_lstm_matches_torch_lstm():
     torch.manual_seed(0)
     model = RecurrentLM(RNNConfig(cell="lstm", d_embed=5, d_hidden=4, d_mlp=8), VOCAB, SEQ).eval()
@@ -168,8 +241,9 @@ def test_pyvene_state_interchange_is_causal_and_equals_a_hook(cell, batch):
     states = torch.stack([seen[i] for i in range(SEQ)], dim=1)
     assert torch.equal(states[:, : t + 1], clean[:, : t + 1])
     assert (states[:, t + 1] - clean[:, t + 1]).abs().amax() > 1e-4
-    assert torch.equal(seen["head"][:, :t], clean[:, :t])
-    assert torch.equal(seen["head"][:, t], src_states[:, t])
+    H = model.d_hidden  # the head reads h, the first H features of the state [authors]
+    assert torch.equal(seen["head"][:, :t], clean[:, :t, :H])
+    assert torch.equal(seen["head"][:, t], src_states[:, t, :H])
     assert torch.equal(out[:, :t], clean_logits[:, :t])
     for p in range(t, SEQ):
         assert (out[:, p] - clean_logits[:, p]).abs().amax() > 1e-4

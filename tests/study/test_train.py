@@ -365,3 +365,24 @@ def test_bench_train_reports_both_variants(on_the_fly):
     assert (df["steps_per_s"] > 0).all() and (df["tokens_per_s"] > 0).all()
     assert df["ratio_vs_naive"].iloc[0] == 1.0 and list(df["batch_size"]) == [16, 32]
     assert df["seq_len"].tolist() == [8, 8 if on_the_fly else 6]
+
+
+def test_free_running_gru_resumes_bit_exactly(tmp_path):
+    """A recurrent family trains free-running (auto) on counting; resuming stays exact."""
+    te, me = get("task", "counting"), get("model", "gru")
+    task_cfg, model_cfg = te.make_config("smoke"), me.make_config("smoke")
+    cfg = TrainConfig(steps=12, batch_size=16, lr=1e-2, checkpoints=3, eval_examples=0,
+                      resume_minutes=0)
+
+    def run(path, callback=None):
+        return train_fn(RunDir(path), te.obj(task_cfg), me, model_cfg, cfg, 1, callback=callback)
+
+    assert run(tmp_path / "a")["inputs"] == "free"  # the resolved regime is summarised
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "b", callback=_interrupt_at(5))
+    run(tmp_path / "b")
+    wa, wb = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    ma = pd.read_parquet(tmp_path / "a" / "metrics.parquet")
+    pd.testing.assert_frame_equal(ma, pd.read_parquet(tmp_path / "b" / "metrics.parquet"),
+                                  check_exact=True)

@@ -20,8 +20,9 @@ def _cache(tmp_path, monkeypatch):
 
 
 def make(scale="paper", **over) -> CountingTask:
+    """A counting task; without void tokens unless `void_p` is given (the layout tests)."""
     entry = registry.get("task", "counting")
-    return entry.obj(entry.make_config(scale, over))
+    return entry.obj(entry.make_config(scale, {"void_p": 0.0, **over}))
 
 
 def seq(text: str) -> list[str]:
@@ -124,8 +125,10 @@ def test_up_up_interventions_by_hand():
     # resp_count 0 (any demo-phase source) after the first response: three more responses
     assert cf(UpUp, 5, "B D D T R R E", 2, ("resp_count",)) == ("B D D D T R R R R E",
                                                                 ["R", "R", "R", "E"])
-    # demo_count 1 after two responses: resp >= demo, so E at once
-    assert cf(UpUp, 6, "B D T R E", 1, ("demo_count",)) == ("B D D D T R R E", ["E"])
+    # demo_count 1 after two responses: resp > demo, so E at once, unscored as the authors'
+    assert cf(UpUp, 6, "B D T R E", 1, ("demo_count",)) == ("B D D D T R R E", [])
+    # demo_count 2 after two responses: resp == demo, a scored E
+    assert cf(UpUp, 6, "B D D T R E", 2, ("demo_count",)) == ("B D D D T R R E", ["E"])
     # demo_count 5 after one response: four more
     assert cf(UpUp, 5, "B D D D D D T R E", 5, ("demo_count",)) == (
         "B D D D T R R R R R E", ["R"] * 4 + ["E"])
@@ -179,8 +182,8 @@ def test_pairs_are_consistent(kind):
     p = task.counterfactuals(kind, 150, split="train", seed=0)
     assert len(p) == 150 and p.kind == kind
     assert p.base_ids.shape == p.source_ids.shape == p.cf_labels.shape == (150, 43)
-    held = set(task.config.held_out)
-    assert not (set(p.strata["count"].tolist()) | set(p.strata["source_count"].tolist())) & held
+    drawn = set(p.strata["count"].tolist()) | set(p.strata["source_count"].tolist())
+    assert drawn <= set(range(1, 21))  # the authors' DAS data: every count 1-20
     vocab = task.vocab
     for i in range(len(p)):
         bp, sp = p.base_pos[i], p.source_pos[i]
@@ -193,6 +196,16 @@ def test_pairs_are_consistent(kind):
         assert vocab[p.cf_labels[i, scored[-1]]] == "E"
         assert set(np.flatnonzero(p.base_labels[i] != IGNORE)) <= set(scored)
     assert p.changed.any()
+
+
+def test_pair_counts_all_or_trained():
+    held = set(CountingConfig().held_out)
+    every = make().counterfactuals("up_down:count", 300, split="test")
+    drawn = set(every.strata["count"].tolist()) | set(every.strata["source_count"].tolist())
+    assert drawn & held  # held-out counts are drawn, as in the authors' DAS data
+    trained = make(cf_counts="trained").counterfactuals("up_down:count", 300, split="test")
+    drawn = set(trained.strata["count"].tolist()) | set(trained.strata["source_count"].tolist())
+    assert not drawn & held
 
 
 def test_heldout_pairs_use_held_out_counts_and_pairs_are_pure():
@@ -241,6 +254,37 @@ def test_heuristics_rows():
     assert modal["n"] == len(counts) and modal["accuracy"] < 0.2  # no shortcut solves it
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_void_tokens_interleave_the_demo_phase(variant):
+    task = make(variant=variant, void_p=0.2)
+    assert task.seq_len == 63
+    ex = task.split("val")
+    vocab, demo = task.vocab, set(task.alphabet.demo)
+    voids = real = 0
+    for row, lab, n in zip(ex.ids[:300], ex.labels[:300], ex.strata["count"][:300]):
+        toks = [vocab[i] for i in row if i != task.pad_id]
+        t = toks.index("T")
+        assert toks[0] == "B" and set(toks[1:t]) <= demo | {"U"}
+        assert sum(x in demo for x in toks[1:t]) == n  # voids count for nothing
+        assert toks[t + 1:] == [task.alphabet.resp] * n + ["E"]
+        voids, real = voids + toks[1:t + 1].count("U"), real + n + 1
+        assert task.label_of(lab) == [task.alphabet.resp] * n + ["E"]
+        assert np.flatnonzero(lab != IGNORE).tolist() == list(range(t, t + n + 1))
+        preds = task.causal_model("up_down").run(toks)[1]
+        assert all(preds[p] == vocab[lab[p]] for p in range(t, t + n + 1))
+    assert 0.17 < voids / (voids + real) < 0.23  # each demo-phase step is a void w.p. 0.2
+    trig, demos = task.attention_targets(ex.ids[:50])["demos"]
+    assert not (np.asarray(ex.ids[:50]) == vocab.index("U"))[demos].any()
+    pairs = task.counterfactuals("up_down:count", 50, split="test")
+    assert not (pairs.base_ids == vocab.index("U")).any()  # DAS data has no voids [authors]
+
+
+def test_paper_preset_has_voids_for_every_model():
+    entry = registry.get("task", "counting")
+    assert entry.make_config("paper").void_p == 0.2
+    assert entry.make_config("small").void_p == entry.make_config("smoke").void_p == 0.0
+
+
 @pytest.mark.parametrize("scale", registry.SCALES)
 def test_presets_build(scale):
     task = make(scale)
@@ -256,6 +300,8 @@ def test_presets_build(scale):
     ({"held_out": (4, 25)}, "task.held_out"),
     ({"held_out": ()}, "task.held_out"),
     ({"min_count": 0}, "task.min_count"),
+    ({"void_p": 1.0}, "task.void_p"),
+    ({"cf_counts": "some"}, "task.cf_counts"),
     ({"n_train": 0}, "task.n_train"),
 ])
 def test_bad_config_names_the_key(over, key):
