@@ -178,3 +178,20 @@ def test_geometry_places_each_value_once_per_run_and_flags_held_out_values(table
     ring = a[["pc1", "pc2"]].to_numpy()
     radii = np.linalg.norm(ring, axis=1)  # the planted values sit on a circle of radius 3
     assert radii == pytest.approx(np.full(C, 3.0), rel=0.05)
+
+
+@pytest.mark.parametrize("name", ["oaf", "laf", "random"])
+def test_subspace_from_a_saved_alignment_interchanges_exactly_as_das_does(tmp_path, name):
+    from analyses.das.alignment import make_alignment, tensors_of
+    inst = make_alignment(name, D, 3, seed=4)
+    inst.fit_standardisation(torch.randn(64, D) * 3 + 1)
+    if name == "laf":
+        with torch.no_grad():
+            inst.bias.copy_(torch.randn(D))
+    key = f"{name}/v/state@pair/k=3"
+    save_file({key + s: t for s, t in tensors_of(name, inst).items()}, str(tmp_path / "a.st"))
+    space = Subspace.from_file(tmp_path / "a.st", key)
+    base, src = torch.randn(8, D), torch.randn(8, D)
+    with torch.no_grad():
+        expected = inst(base, src)
+    assert torch.allclose(space.write(base, space.read(src)), expected, atol=1e-4)
