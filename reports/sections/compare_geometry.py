@@ -33,9 +33,9 @@ def build(runs) -> list:
         order = run_order(runs, v["run"])
         color = alt.Color("value:Q", scale=alt.Scale(scheme="viridis"), title="value")
         base = alt.Chart().encode(x=alt.X("pc1:Q", title="PC1"), y=alt.Y("pc2:Q", title="PC2"))
-        bars_x = alt.Chart().mark_rule(opacity=0.35).encode(
+        bars_x = alt.Chart().mark_rule(opacity=0.25).encode(
             x="lo1:Q", x2="hi1:Q", y="pc2:Q", color=color)
-        bars_y = alt.Chart().mark_rule(opacity=0.35).encode(
+        bars_y = alt.Chart().mark_rule(opacity=0.25).encode(
             y="lo2:Q", y2="hi2:Q", x="pc1:Q", color=color)
         path = base.mark_line(color="#999", strokeWidth=0.8).encode(order="value:Q")
         dots = base.mark_point(filled=True, size=70).encode(
