@@ -195,3 +195,10 @@ def test_subspace_from_a_saved_alignment_interchanges_exactly_as_das_does(tmp_pa
     with torch.no_grad():
         expected = inst(base, src)
     assert torch.allclose(space.write(base, space.read(src)), expected, atol=1e-4)
+
+
+def test_site_labels_parse_as_das_writes_them():
+    from analyses.compare.paired import SiteRef
+    assert SiteRef.parse("state@pair") == SiteRef("state", 0, -1)
+    assert SiteRef.parse("resid[1]@pair") == SiteRef("resid", 1, -1)
+    assert SiteRef.parse("resid[3]@17") == SiteRef("resid", 3, 17)
