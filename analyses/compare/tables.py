@@ -13,7 +13,7 @@ from analyses.compare.measures import MEASURES, shuffled_baseline
 from analyses.compare.paired import PairedVectors, SiteRef, paired_vectors
 from analyses.compare.projection import Subspace
 from analyses.compare.stitch import fit_map, interchange_right, shuffled, stitched_iia
-from analyses.compare.values import layout, points
+from analyses.compare.values import layout, points, site_activations
 
 _KEY = re.compile(r"^(?P<alignment>[^/]+)/(?P<variable>.+)/(?P<site>[^/]+)/k=(?P<k>\d+)$")
 
@@ -54,11 +54,17 @@ class _Spaces:
         self.s, self.keys, self.cfg, self.device = subject, keys, cfg, device
         self.fit_pairs, self.test_pairs = fit_pairs, test_pairs
         self._vec: dict = {}
+        self._space: dict = {}
 
     def site(self, variable, k) -> str:
         return self.keys[(self.cfg.alignment, variable, k)]
 
     def space(self, alignment, variable, k) -> Subspace:
+        if (alignment, variable, k) not in self._space:
+            self._space[(alignment, variable, k)] = self._load(alignment, variable, k)
+        return self._space[(alignment, variable, k)]
+
+    def _load(self, alignment, variable, k) -> Subspace:
         label = self.keys.get((alignment, variable, k))
         if alignment == "random" and label is None:
             learned = self.space(self.cfg.alignment, variable, k)
@@ -93,6 +99,8 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
             raise ValueError(f"compare.variables: {', '.join(missing)} not saved by every run")
         variables = list(cfg.variables)
     sim, stitch, geo = [], [], []
+    acts: dict = {}  # (subject, site label) -> activations of the geometry's sequences
+    ids, known = _geometry_inputs(task, cfg) if variables else (None, {})
     for variable in variables:
         ks = sorted(k for v, k in shared if v == variable and (not cfg.k or k in cfg.k))
         if not ks:
@@ -109,7 +117,8 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                 la = A.site(variable, k)
                 sa, ra = A.space(cfg.alignment, variable, k), A.space("random", variable, k)
                 ta, fa = A.vectors(la, "test"), A.vectors(la, "fit")
-                geo += _geometry(a, task, variable, la, sa, cfg, device, k)
+                geo += _geometry(a, task, variable, la, sa, cfg, device, k,
+                                 (ids, known.get(variable)), acts)
                 for b in subjects:
                     B = spaces[id(b)]
                     lb = B.site(variable, k)
@@ -150,16 +159,25 @@ def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb, changed, cfg) -> di
         fit_r2=_r2(za_fit.cpu(), zb_fit.cpu(), M), n_changed=int(changed.sum()))
 
 
-def _geometry(subject, task, variable, label, space, cfg, device, k) -> list[dict]:
+def _geometry_inputs(task, cfg):
+    """(ids (n, pos), {variable: values (n, pos)}) of the geometry: test and held-out
+    sequences [ours], the task's probe variables on them."""
     splits = [s for s in ("test", "heldout") if s in task.splits]
     parts = [sample(task, s, cfg.n_geometry, cfg.seed)[0] for s in splits]
     width = max(p.shape[1] for p in parts)  # splits may be narrower than one another
     ids = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])),
                                  constant_values=task.pad_id) for p in parts])
-    values = task.probe_variables(ids).get(variable)
+    return ids, {v: np.asarray(x) for v, x in task.probe_variables(ids).items()}
+
+
+def _geometry(subject, task, variable, label, space, cfg, device, k, inputs, acts) -> list[dict]:
+    ids, values = inputs
     if values is None:
         return []
-    z, v = points(subject.model, SiteRef.parse(label), space, ids, np.asarray(values), device)
+    if (id(subject), label) not in acts:
+        acts[(id(subject), label)] = site_activations(subject.model, SiteRef.parse(label), ids,
+                                                      device)
+    z, v = points(acts[(id(subject), label)], space, values)
     held = set(int(c) for c in getattr(task.config, "held_out", ()))  # counting's held-out counts
     df = layout(z, v)
     return [dict(variable=variable, run=subject.run, checkpoint=subject.checkpoint,

@@ -19,12 +19,16 @@ from analyses.compare.projection import Subspace
 from models.sites.capture import collect
 
 
-def points(model, site: SiteRef, space: Subspace, ids: np.ndarray, values: np.ndarray,
-           device, batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """(projections (m, k), values (m,)) at every position of `ids` (n, pos) where
+def site_activations(model, site: SiteRef, ids: np.ndarray, device,
+                     batch_size: int = 256) -> np.ndarray:
+    """The site's vectors at every position of `ids` (n, pos): (n, T, width)."""
+    return collect(model, ids, [(site.kind, site.layer)], device, batch_size)[(site.kind, site.layer)]
+
+
+def points(acts: np.ndarray, space: Subspace, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(projections (m, k), values (m,)) at every position of `acts` (n, T, width) where
     `values` (n, pos) >= 0."""
-    acts = collect(model, ids, [(site.kind, site.layer)], device, batch_size)[(site.kind, site.layer)]
-    T = min(acts.shape[1], values.shape[1])  # (n, T, width)
+    T = min(acts.shape[1], values.shape[1])
     mask = values[:, :T] >= 0
     x = torch.as_tensor(acts[:, :T][mask])  # (m, width)
     z = space.read(x).numpy() if len(x) else np.zeros((0, space.k))
