@@ -202,3 +202,67 @@ def test_site_labels_parse_as_das_writes_them():
     assert SiteRef.parse("state@pair") == SiteRef("state", 0, -1)
     assert SiteRef.parse("resid[1]@pair") == SiteRef("resid", 1, -1)
     assert SiteRef.parse("resid[3]@17") == SiteRef("resid", 3, 17)
+
+
+# ----------------------------------------------------------------------------- a real GRU
+
+class RotatedState(nn.Module):
+    """A copy of a recurrent network whose state is seen, and replaced, in coordinates
+    rotated by an orthogonal Q: its `sites.state[t]` carries h Q, the cell goes on with
+    (what leaves the site) Qᵀ. Same function, unrelated basis."""
+
+    def __init__(self, inner, Q):
+        super().__init__()
+        self.inner, self.capabilities = inner, inner.capabilities
+        self.n_layers, self.n_heads = inner.n_layers, inner.n_heads
+        self.register_buffer("Q", Q)
+        self.sites = Sites(state=len(inner.sites.state))
+        for t, site in enumerate(inner.sites.state):
+            site.register_forward_hook(
+                lambda _m, _a, h, t=t: self.sites.state[t](h @ self.Q) @ self.Q.T)
+
+    def site_kinds(self):
+        return self.inner.site_kinds()
+
+    def forward(self, ids, readout=None):
+        return self.inner(ids, readout=readout)
+
+
+def test_a_gru_and_its_rotated_state_copy_agree_and_stitching_reproduces_its_interchange():
+    import copy
+
+    from analyses.compare.paired import SiteRef, paired_vectors
+    from analyses.compare.stitch import apply_map, fit_map, interchange_right
+    from models.sites.intervene import intervene
+    from tests.conftest import frozen_smoke_model
+
+    task, gru, _ = frozen_smoke_model("counting", "gru")
+    d = gru.site_kinds()[0].width
+    Q = _orthogonal(d, 11)
+    twin = RotatedState(copy.deepcopy(gru), Q).eval()
+    site = SiteRef("state", 0)
+    pairs = task.counterfactuals("up_down:count", 64, split="test", seed=0)
+    va, vb = paired_vectors(gru, pairs, site, "cpu"), paired_vectors(twin, pairs, site, "cpu")
+    assert torch.allclose(vb.both, va.both @ Q, atol=1e-5)  # the twin's state is rotated
+    R = _orthogonal(d, 12)
+    Rb = Q.T @ R
+    Rb[:, :2] = Rb[:, :2] @ _orthogonal(2, 13)  # another basis of the same plane
+    # standardisation: the mean rotates with the state; a per-dimension scale would not, so
+    # both use one isotropic scale
+    mu, scale = va.both.mean(0), va.both.std(0).mean().expand(d)
+    sa = Subspace.from_matrix(R, 2, mu, scale)
+    sb = Subspace.from_matrix(Rb, 2, mu @ Q, scale)
+    za, zb = sa.read(va.both), sb.read(vb.both)
+    assert linear_cka(za.numpy(), zb.numpy()) == pytest.approx(1.0, abs=1e-5)
+    M = fit_map(za, zb)
+    written = apply_map(M, sa.read(va.source))
+    pt = va.pairs
+    own = lambda rows, vecs: sa.write(vecs, sa.read(va.source)[rows])  # noqa: E731
+    stitched = lambda rows, vecs: sb.write(vecs, written[rows])  # noqa: E731
+    with torch.no_grad(), intervene(gru, "state", 0, pt.base_pos, own):
+        logits_a = gru(pt.base_ids)
+    with torch.no_grad(), intervene(twin, "state", 0, pt.base_pos, stitched):
+        logits_b = twin(pt.base_ids)
+    assert torch.allclose(logits_a, logits_b, atol=1e-3)
+    assert (interchange_right(twin, site, sb, pt, written)
+            == interchange_right(gru, site, sa, pt, sa.read(va.source))).all()
