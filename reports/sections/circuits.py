@@ -1,5 +1,6 @@
 """Section: attention circuits — per-head attention scores, weight-based views, and what the
-task loses when each head is ablated."""
+task loses when each head is ablated; and every head's scores of every attention run side
+by side (heads as rows, runs as columns, anchor `<task>-circuit-roles`)."""
 from __future__ import annotations
 
 import altair as alt
@@ -51,16 +52,25 @@ def roles(runs) -> pd.DataFrame | None:
         parts.append(z.assign(score="ablation drop: " + z["stratum"].astype(str), value=z["drop"])
                      [["run", "head_label", "score", "value"]])
     parts = [p for p in parts if not p.empty]
-    return pd.concat(parts, ignore_index=True) if parts else None
+    if not parts:
+        return None
+    out = pd.concat(parts, ignore_index=True)
+    return out.assign(column=out["run"].map({x.label: _with_accuracy(x) for x in runs}))
+
+
+def _with_accuracy(run) -> str:
+    """`rope2 s0 (acc 0.97)`: whether the run learned the task, beside its name."""
+    acc = run.summary.get("test_accuracy")
+    return run.label if not isinstance(acc, (int, float)) else f"{run.label} (acc {acc:.2f})"
 
 
 def roles_chart(runs, r: pd.DataFrame):
     """Heads as rows, runs (architectures) as columns, one panel per score."""
-    order = [x.label for x in runs if x.label in set(r["run"])]
+    order = [_with_accuracy(x) for x in runs if x.label in set(r["run"])]
     heads = sorted(r["head_label"].unique(), key=lambda h: [int(p[1:]) for p in h.split(".")])
     names = list(dict.fromkeys(r["score"]))
     base = alt.Chart().encode(
-        x=alt.X("run:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40)),
+        x=alt.X("column:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40)),
         y=alt.Y("head_label:N", sort=heads, title="head"))
     rect = base.mark_rect().encode(
         color=alt.Color("value:Q", scale=alt.Scale(domain=[0, 1], scheme="oranges", clamp=True),

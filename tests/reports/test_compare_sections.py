@@ -101,4 +101,5 @@ def test_circuit_roles_put_heads_in_rows_and_runs_in_columns(two_transformers):
     assert any(s.startswith("ablation drop: ") for s in scores)
     assert all(r["head_label"].count(".H") == 1 for r in rows)  # heads, not layers
     layer = spec["spec"]["layer"][0]["encoding"]
-    assert layer["x"]["field"] == "run" and layer["y"]["field"] == "head_label"
+    assert layer["x"]["field"] == "column" and layer["y"]["field"] == "head_label"
+    assert all(r["column"].startswith(r["run"] + " (acc ") for r in rows)
