@@ -27,6 +27,9 @@ commands:
   report RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]
                                          one self-contained index.html (+ report.md with PNGs);
                                          several runs are compared side by side per task
+  compare RUN_DIR RUN_DIR ... [out=DIR] [compare.FIELD=V ...]
+                                         one variable across runs: subspace similarity,
+                                         value geometry, stitching (needs das alignments)
   bench train|das [key=value ...]        speed of the hot loops against a naive baseline
 
 scales: paper (the published setup, GPU), small (minutes on a laptop CPU), smoke (seconds)
@@ -71,6 +74,7 @@ COMMANDS = {
     "sweep": _lazy("study.sweep", "cmd_sweep"),
     "analyze": _lazy("study.commands", "cmd_analyze"),
     "report": _lazy("reports.write", "cmd_report"),
+    "compare": _lazy("study.compare", "cmd_compare"),
     "bench": _lazy("study.commands", "cmd_bench"),
 }
 

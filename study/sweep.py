@@ -2,7 +2,9 @@
 launcher); finished runs are skipped, interrupted ones resume. `study=NAME` names a
 predefined comparative study. The sweep ends with the comparative report of its runs
 (`runs/study-NAME/index.html` for a named study) and prints the run directories and the
-report's path."""
+report's path. Before the report, the runs' DAS subspaces are compared across architectures
+(`study/compare.py`: tables under `<report dir>/comparisons/` and each run's
+`analyses/compare/`), so the report draws them."""
 from __future__ import annotations
 
 import itertools
@@ -89,11 +91,30 @@ def cmd_sweep(args):
             log(f"[{i}/{len(configs)}] {cfg.task} × {cfg.model} seed {cfg.seed} → {cfg.path}")
             paths.append(run(cfg).path)
     from reports.write import default_out, write_report
-    report = write_report(paths, report_dir or default_out(paths))
+    out = report_dir or default_out(paths)
+    compare_end(paths, out)
+    report = write_report(paths, out)
     for path in paths:
         print(path)
     print(f"report: {report}")
     sys.stdout.flush()
+
+
+def compare_end(paths, out) -> None:
+    """The sweep's comparisons across its runs (`study compare`), when at least two runs of
+    a task saved das alignments; a failure is reported and the report written without them."""
+    from pathlib import Path
+
+    from study.runner import log
+    with_das = [p for p in paths if any((Path(p) / "analyses" / "das").glob("alignments*.safetensors"))]
+    if len(with_das) < 2:
+        return
+    from study.compare import compare_runs
+    log(f"comparing {len(with_das)} runs across architectures → {Path(out) / 'comparisons'}")
+    try:
+        compare_runs(with_das, out)
+    except (UsageError, ValueError, RuntimeError) as e:
+        print(f"warning: comparisons across runs skipped: {e}", file=sys.stderr)
 
 
 def parse_jobs(text: str, n_runs: int) -> int:

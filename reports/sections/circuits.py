@@ -1,5 +1,6 @@
 """Section: attention circuits — per-head attention scores, weight-based views, and what the
-task loses when each head is ablated."""
+task loses when each head is ablated; and every head's scores of every attention run side
+by side (heads as rows, runs as columns, anchor `<task>-circuit-roles`)."""
 from __future__ import annotations
 
 import altair as alt
@@ -35,9 +36,66 @@ def ablation(runs) -> pd.DataFrame | None:
                     drop=a["accuracy_unablated"] - a["accuracy"])
 
 
+def roles(runs) -> pd.DataFrame | None:
+    """run, head_label, score, value: every per-head score and, as `ablation drop: <stratum>`,
+    the accuracy each zero-ablated head costs per stratum — one long table over the runs
+    (architectures) for the side-by-side chart. Layer-level rows (head -1) are left out."""
+    parts = []
+    s = scores(runs)
+    if s is not None:
+        parts.append(s[s["head"] >= 0][["run", "head_label", "score", "value"]])
+    a = ablation(runs)
+    if a is not None:
+        z = a[(a["method"] == "zero") & (a["head"] >= 0)]
+        if "split" in z.columns and z["split"].nunique() > 1:
+            z = z[z["split"] == ("test" if "test" in set(z["split"]) else z["split"].iloc[0])]
+        parts.append(z.assign(score="ablation drop: " + z["stratum"].astype(str), value=z["drop"])
+                     [["run", "head_label", "score", "value"]])
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return None
+    out = pd.concat(parts, ignore_index=True)
+    return out.assign(column=out["run"].map({x.label: _with_accuracy(x) for x in runs}))
+
+
+def _with_accuracy(run) -> str:
+    """`rope2 s0 (acc 0.97)`: whether the run learned the task, beside its name."""
+    acc = run.summary.get("test_accuracy")
+    return run.label if not isinstance(acc, (int, float)) else f"{run.label} (acc {acc:.2f})"
+
+
+def roles_chart(runs, r: pd.DataFrame):
+    """Heads as rows, runs (architectures) as columns, one panel per score."""
+    order = [_with_accuracy(x) for x in runs if x.label in set(r["run"])]
+    heads = sorted(r["head_label"].unique(), key=lambda h: [int(p[1:]) for p in h.split(".")])
+    names = list(dict.fromkeys(r["score"]))
+    base = alt.Chart().encode(
+        x=alt.X("column:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40)),
+        y=alt.Y("head_label:N", sort=heads, title="head"))
+    rect = base.mark_rect().encode(
+        color=alt.Color("value:Q", scale=alt.Scale(domain=[0, 1], scheme="oranges", clamp=True),
+                        title="score"),
+        tooltip=["run:N", "head_label:N", "score:N", alt.Tooltip("value:Q", format=".3f")])
+    text = base.mark_text(fontSize=8).encode(text=alt.Text("value:Q", format=".2f"))
+    return alt.layer(rect, text, data=r).properties(
+        width=max(60, 42 * len(order)), height=max(60, 16 * len(heads))).facet(
+        facet=alt.Facet("score:N", sort=names, title=None), columns=4).resolve_scale(
+        y="independent")
+
+
 @section("circuits", "Attention circuits", order=60)
 def build(runs) -> list[Figure]:
     figs = []
+    r = roles(runs)
+    if r is not None and not r.empty:
+        figs.append(Figure(
+            key="circuit-roles", title="Circuit roles side by side",
+            caption=("Every head's scores (previous-token, induction, attention to the task's "
+                     "targets, weight-based views) and the accuracy its zero-ablation costs per "
+                     "stratum, with heads as rows and runs (architectures) as columns: the "
+                     "same role found in different transformers shows as the same bright cell "
+                     "in each column."),
+            chart=roles_chart(runs, r)))
     s = scores(runs)
     if s is not None and not s.empty:
         names = list(dict.fromkeys(s["score"]))

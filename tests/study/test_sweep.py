@@ -77,3 +77,27 @@ def test_parallel_sweep_equals_sequential_runs(tmp_path):
     again = run_cli(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert [(rd / "metrics.parquet").stat().st_mtime_ns for rd in runs] == mtimes
+
+
+@pytest.mark.slow  # two subprocess runs and the comparisons: about a minute on two cores
+def test_sweep_ends_with_comparisons_across_its_runs_and_draws_them(tmp_path):
+    """A sweep whose runs saved das alignments compares them before the report: tables under
+    the report's comparisons/ and each run's analyses/compare/, sections in the page."""
+    import pandas as pd
+
+    from tests.conftest import run_cli
+
+    done = run_cli("sweep", "task=counting", "model=gru,lstm", "scale=smoke", "analyses=das",
+                   "das.variables=up_down:count", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.strip().splitlines()
+    report = tmp_path / lines[-1].removeprefix("report: ")
+    stitching = pd.read_parquet(report.parent / "comparisons" / "compare_stitching.parquet")
+    assert len(stitching) == 4 and set(stitching["variable"]) == {"up_down:count"}
+    for line in lines[:-1]:
+        assert (tmp_path / line / "analyses" / "compare" / "compare_similarity.parquet").is_file()
+    page = report.read_text()
+    for anchor in ("counting-compare-similarity-up_down-count",
+                   "counting-compare-geometry-up_down-count",
+                   "counting-compare-stitching-up_down-count"):
+        assert f'id="{anchor}"' in page

@@ -1,0 +1,56 @@
+"""Reading the cross-run comparison tables (`compare_similarity`, `compare_geometry`,
+`compare_stitching`, written into each run's `analyses/compare/` by `study compare` and the
+sweep) for the sections that draw them: rows of every run in the report, duplicates dropped,
+rows naming a run outside the report dropped, run paths replaced by the report's run labels
+(with `@step` when a run was compared at several checkpoints)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def _key(path) -> str:
+    return str(Path(str(path)).resolve())
+
+
+def cross_table(runs, name: str) -> pd.DataFrame | None:
+    """The table `name` over the report's runs, with `run` / `other_run` as run labels."""
+    parts = [r.tables[name] for r in runs if name in r.tables and not r.tables[name].empty]
+    if not parts:
+        return None
+    df = pd.concat(parts, ignore_index=True)
+    labels = {_key(r.path): r.label for r in runs}
+    cols = [c for c in ("run", "other_run") if c in df.columns]
+    keys = {c: df[c].map(_key) for c in cols}
+    keep = pd.Series(True, index=df.index)
+    for c in cols:
+        keep &= keys[c].isin(labels)
+    df = df[keep].copy()
+    if df.empty:
+        return None
+    for c in cols:
+        df[c] = keys[c][keep].map(labels)
+    step_col = {"run": "checkpoint", "other_run": "other_checkpoint"}
+    for c in cols:
+        steps = df.groupby(c)[step_col[c]].nunique()
+        many = set(steps[steps > 1].index)
+        if many:
+            df[c] = [f"{lab} @{int(s)}" if lab in many else lab
+                     for lab, s in zip(df[c], df[step_col[c]])]
+    return df.drop_duplicates().reset_index(drop=True)
+
+
+def pick_k(ks) -> int:
+    """The subspace size a chart shows [ours]: the largest k <= 4 (the small subspaces DAS
+    results are quoted at), else the smallest saved."""
+    ks = sorted(int(k) for k in set(ks))
+    small = [k for k in ks if k <= 4]
+    return small[-1] if small else ks[0]
+
+
+def run_order(runs, present) -> list[str]:
+    """Run labels in the report's order, then any others (checkpoint-suffixed) sorted."""
+    present = list(dict.fromkeys(present))
+    order = [r.label for r in runs if r.label in present]
+    return order + sorted(p for p in present if p not in order)

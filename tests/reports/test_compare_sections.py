@@ -1,0 +1,105 @@
+"""The comparison sections (subspace similarity, value geometry, stitching) and the circuit
+roles chart: computed by `study compare` on copies of the smoke runs, every chart has rows
+for every run and every encoded field."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from reports.build import build_report
+from reports.load import load_runs
+from tests.reports.test_sections import chart_rows, problems
+
+COUNTING_LABELS = {"gru s0", "gru s1", "lstm s0", "rope2 s0"}
+
+
+@pytest.fixture(scope="module")
+def compared(counting_runs, tmp_path_factory):
+    """Copies of the counting smoke runs (checkpoints kept) after `compare_runs`."""
+    from analyses.compare import CompareConfig
+    from study.compare import compare_runs
+
+    root = tmp_path_factory.mktemp("compared")
+    dirs = [shutil.copytree(src, root / src.name, ignore=shutil.ignore_patterns("report*"))
+            for src in counting_runs]
+    cfg = CompareConfig(n_fit=128, n_test=96, n_geometry=24, n_perm=2)
+    tables = compare_runs(dirs, root / "report", cfg, device="cpu")
+    return dirs, root / "report", tables
+
+
+def test_compare_writes_whole_tables_and_each_runs_own_rows(compared):
+    dirs, out, tables = compared
+    n = len(dirs)
+    sim = pd.read_parquet(out / "comparisons" / "compare_similarity.parquet")
+    n_var = sim["variable"].nunique()
+    assert n_var == 6  # counting's causal variables, every one das aligned at smoke scale
+    assert len(sim) == len(tables["compare_similarity"]) == n_var * n * n * 2  # 2 measures, k=2
+    assert {"variable", "run", "other_run", "checkpoint", "other_checkpoint", "measure", "value",
+            "baseline"} <= set(sim.columns)
+    diag = sim[(sim["run"] == sim["other_run"]) & (sim["measure"] == "cka")]
+    assert diag["value"].to_numpy() == pytest.approx(1.0, abs=1e-6)  # a run with itself
+    stitch = tables["compare_stitching"]
+    assert len(stitch) == n_var * n * n and stitch["n_changed"].gt(0).all()
+    for d in dirs:
+        own = pd.read_parquet(d / "analyses" / "compare" / "compare_stitching.parquet")
+        assert set(own["run"]) == {str(d)} and len(own) == n_var * n
+    geo = tables["compare_geometry"]
+    assert set(geo["run"]) == {str(d) for d in dirs} and geo["held_out"].any()
+
+
+@pytest.fixture(scope="module")
+def report(compared):
+    return build_report(load_runs(compared[0]))
+
+
+@pytest.mark.parametrize("prefix,columns", [
+    ("counting-compare-similarity-", ("run", "other_run")),
+    ("counting-compare-geometry-", ("run",)),
+    ("counting-compare-stitching-", ("run", "other_run")),
+])
+def test_comparison_charts_have_every_run_and_every_field(report, prefix, columns):
+    figs = [f for f in report.figures if f.key.startswith(prefix)]
+    assert figs, sorted(f.key for f in report.figures)
+    for fig in figs:
+        assert problems(fig.spec()) == [], fig.key
+        rows = chart_rows(fig)
+        for c in columns:
+            assert {r[c] for r in rows} == COUNTING_LABELS, (fig.key, c)
+
+
+def test_a_report_of_some_runs_drops_comparisons_with_the_others(compared):
+    dirs = compared[0]
+    report = build_report(load_runs(dirs[:2]))
+    fig = next(f for f in report.figures if f.key.startswith("counting-compare-stitching-"))
+    assert {r["other_run"] for r in chart_rows(fig)} == {"gru s0", "gru s1"}
+
+
+@pytest.fixture(scope="module")
+def two_transformers(smoke_runs, tmp_path_factory):
+    """The binding rope2 run and a copy posing as another seed: circuits in both."""
+    src = next(p for p in smoke_runs if p.name.startswith("binding"))
+    root = tmp_path_factory.mktemp("roles")
+    a = shutil.copytree(src, root / "a", ignore=shutil.ignore_patterns("checkpoints", "report*"))
+    b = shutil.copytree(src, root / "b", ignore=shutil.ignore_patterns("checkpoints", "report*"))
+    cfg = json.loads((b / "config.json").read_text())
+    (b / "config.json").write_text(json.dumps({**cfg, "seed": 7}))
+    return load_runs([a, b])
+
+
+def test_circuit_roles_put_heads_in_rows_and_runs_in_columns(two_transformers):
+    report = build_report(two_transformers)
+    fig = next(f for f in report.figures if f.key == "binding-circuit-roles")
+    spec = fig.spec()
+    assert problems(spec) == []
+    rows = chart_rows(fig)
+    assert {r["run"] for r in rows} == {"rope2 s0", "rope2 s7"}
+    scores = {r["score"] for r in rows}
+    assert {"prev_token", "induction"} <= scores
+    assert any(s.startswith("ablation drop: ") for s in scores)
+    assert all(r["head_label"].count(".H") == 1 for r in rows)  # heads, not layers
+    layer = spec["spec"]["layer"][0]["encoding"]
+    assert layer["x"]["field"] == "column" and layer["y"]["field"] == "head_label"
+    assert all(r["column"].startswith(r["run"] + " (acc ") for r in rows)
