@@ -78,7 +78,7 @@ def _analysed_run(task: str, model: str, tmp_path_factory):
     checkpoint=STEP` builds trajectories); per analysis the exception it raised, if any."""
     key = (task, model)
     if key not in _ANALYSED:
-        from study.analyze import analyze
+        from study.analyze import analyze, resolve_analyses
         from study.core.rundir import RunDir
 
         run_dir = tmp_path_factory.mktemp(f"{task}-{model}") / "run"
@@ -89,8 +89,9 @@ def _analysed_run(task: str, model: str, tmp_path_factory):
             if not _supports(model, name):
                 continue
             try:
+                configs = resolve_analyses(rd, (name,), {})
                 for step in (first, final):
-                    analyze(rd, (name,), {}, checkpoint=step)
+                    analyze(rd, configs, checkpoint=step)
             except Exception as e:  # reported by that analysis's own test
                 errors[name] = e
         _ANALYSED[key] = (run_dir, errors, first, final)
