@@ -110,10 +110,10 @@ def step(model, data: SiteData, inst, opt, idx: torch.Tensor) -> torch.Tensor:
     pt = data.train.take(idx)
     logits, labels, rows = scored(model, data, inst, pt, data.src_train[idx])
     loss = F.cross_entropy(logits.float(), labels)
-    if loss.requires_grad:  # else the outputs do not read the site: nothing to learn
-        opt.zero_grad(set_to_none=True)
+    opt.zero_grad(set_to_none=True)
+    if loss.requires_grad:  # else the outputs do not read the site: no gradient, no update
         loss.backward()
-        opt.step()
+    opt.step()
     return rows_right(logits.detach(), labels, rows, len(idx))
 
 
