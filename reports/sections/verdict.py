@@ -90,19 +90,21 @@ def verdict_numbers(runs) -> pd.DataFrame:
             random = _best(test.loc[test["alignment"] == "random", "iia"])
             step0 = (_best(control.loc[control["variable"] == variable, "iia"])
                      if len(control) else float("nan"))
-            iia = lo = hi = float("nan")
+            iia = lo = hi = sd = float("nan")
             where, too_few = "", bool(test["too_few"].any()) if "too_few" in test else False
             if cand is not None:
-                iia, lo, hi = (float(cand.get(c, np.nan)) for c in ("iia", "iia_lo", "iia_hi"))
+                iia, lo, hi, sd = (float(cand.get(c, np.nan))
+                                   for c in ("iia", "iia_lo", "iia_hi", "iia_restart_sd"))
                 where = (f"{cand['alignment']} k={int(cand['k'])} "
                          f"{site_label(cand['site'], cand['layer'])}")
             rows.append(dict(run=r.label, model=r.model, seed=r.seed, variable=variable,
-                             where=where, iia=iia, iia_lo=lo, iia_hi=hi, random=random,
+                             where=where, iia=iia, iia_lo=lo, iia_hi=hi, restart_sd=sd,
+                             random=random,
                              step0=step0, too_few=too_few,
                              verdict=verdict(iia, lo, random, step0)))
     return pd.DataFrame(rows, columns=["run", "model", "seed", "variable", "where", "iia",
-                                       "iia_lo", "iia_hi", "random", "step0", "too_few",
-                                       "verdict"])
+                                       "iia_lo", "iia_hi", "restart_sd", "random", "step0",
+                                       "too_few", "verdict"])
 
 
 def _num(v: float) -> str:
@@ -139,6 +141,7 @@ def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
     y = dict(scale=alt.Scale(domain=[0, 1]))
     tip = ["run:N", "variable:N", "where:N", alt.Tooltip("iia:Q", format=".3f"),
            alt.Tooltip("iia_lo:Q", format=".3f"), alt.Tooltip("iia_hi:Q", format=".3f"),
+           alt.Tooltip("restart_sd:Q", format=".3f", title="sd over restarts"),
            alt.Tooltip("random:Q", format=".3f"), alt.Tooltip("step0:Q", format=".3f"),
            "verdict:N"]
     bars = alt.Chart().mark_rule(strokeWidth=2).encode(
