@@ -65,11 +65,23 @@ def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None
     cfg = _run_config(rd)
     task = registry.get("task", cfg.task).obj(cfg.task_config)
     _check_meta(rd, checkpoint)
-    model, meta = load_model(rd.path, checkpoint)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = model.to(device).eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
+
+    def load(step):  # the network at a logged step, frozen on `device`
+        net, info = load_model(rd.path, step)
+        net = net.to(device).eval()
+        for p in net.parameters():
+            p.requires_grad_(False)
+        return net, info
+
+    def model_at(step):  # AnalysisContext.model_at: LookupError for a missing checkpoint
+        from study.core.errors import UsageError
+        try:
+            return load(step)[0]
+        except UsageError as e:
+            raise LookupError(str(e)) from None
+
+    model, meta = load(checkpoint)
     model_entry = registry.get("model", cfg.model)
     for name, acfg in configs.items():
         entry = registry.get("analysis", name)
@@ -77,7 +89,7 @@ def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None
         out.mkdir(parents=True, exist_ok=True)
         print(f"analysis {name} on {rd.path} (step {meta['step']})", file=sys.stderr, flush=True)
         ctx = AnalysisContext(model, task, acfg, cfg.model, model_entry.capabilities, int(meta["step"]),
-                              device, out, cfg.seed)
+                              device, out, cfg.seed, model_at=model_at)
         tables = entry.obj(ctx)
         for table, df in tables.items():
             assert isinstance(df, pd.DataFrame), f"{name}.{table} is not a DataFrame"

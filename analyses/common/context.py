@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass
 class AnalysisContext:
+    """Everything an analysis reads: the network at the analysed checkpoint and, through
+    `model_at`, at any other logged step."""
+
     model: Any  # torch nn.Module in eval mode, on `device`, parameters frozen
     task: Any  # tasks.base.Task
     config: Any  # the analysis's frozen config
@@ -28,6 +31,12 @@ class AnalysisContext:
     device: Any  # torch.device
     out_dir: Path  # RUN_DIR/analyses/<name>/ (exists)
     seed: int = 0
+    # model_at(step) -> the same network at another logged training step, prepared like
+    # `model` (eval mode, on `device`, frozen); raises LookupError when the run has no such
+    # checkpoint. Analyses may not import study.train, so the application (study/analyze.py)
+    # supplies the loader; None where there are no checkpoints (tests, a bare model). `das`
+    # uses model_at(0), the untrained network, for its trained control.
+    model_at: Callable[[int], Any] | None = None
 
 
 def chosen(key: str, asked, allowed, what: str) -> tuple:

@@ -8,6 +8,8 @@
   reads tokens <= p; an RNN's state at t reads tokens <= t), so a batch whose scored outputs
   all lie before T can be cut to its first T tokens without changing them.
 - `all_right`, `logit_diff`: per-row scores of intervened logits.
+- `PairTensors.changed`: the pairs whose counterfactual output differs from the base's; IIA
+  and flip rates are scored on them (`analyses/common/stats.py`).
 """
 from __future__ import annotations
 
@@ -33,6 +35,12 @@ class PairTensors:
 
     def __len__(self) -> int:
         return int(self.base_ids.shape[0])
+
+    @property
+    def changed(self) -> torch.Tensor:
+        """(n,) bool: the counterfactual output differs from the base's at some scored
+        position (`tasks.base.Pairs.changed`): only these pairs can show an intervention."""
+        return (self.cf_labels != self.base_labels).any(1)
 
     def take(self, idx) -> "PairTensors":
         return PairTensors(self.base_ids[idx], self.source_ids[idx], self.base_labels[idx],

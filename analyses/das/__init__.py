@@ -1,5 +1,6 @@
 """Analysis `das`: Distributed Alignment Search for the task's causal variables, with an
-orthogonal (OAF), a linear (LAF) and a random-subspace control alignment, k swept.
+orthogonal (OAF), a linear (LAF) and a random-subspace control alignment, k swept, and the
+same OAF/LAF search on the untrained network (step 0) as a second control.
 
 For each causal variable of the task (`task.causal_variables`), train pairs come from the
 `train` split and test pairs from `test` (`task.counterfactuals(variable, n, split, seed)`).
@@ -16,9 +17,25 @@ Sites (defaults [paper, Grant et al. 2025], override with das.sites / das.layers
   answer position (the last scored position) in both. An explicit position p >= 0 means
   position p in base and source and applies to aligned pairs only.
 
-Table `das`: checkpoint, variable, site, layer, position, alignment, k, split, iia
-(alignment oaf | laf | random; split train | test; position -1 = the pair's positions;
-iia NaN where a LAF's cond(A) exceeds `max_cond` and its inverse is not trusted).
+Table `das`: checkpoint, variable, site, layer, position, alignment, k, split, then
+- iia: share of the split's *changed* pairs (`Pairs.changed`: the counterfactual output
+  differs from the base's) whose every scored output is the counterfactual one [ours: pairs
+  the base already gets right reward an intervention that does nothing];
+- iia_lo, iia_hi: 95 % percentile-bootstrap interval of iia over the changed pairs;
+- iia_all: the share over all pairs (Grant et al. 2025's IIA);
+- n_pairs, n_changed: pairs of the split, changed ones among them;
+- too_few: fewer than `min_changed` changed *test* pairs; iia, iia_lo, iia_hi are NaN then
+  (both splits' rows), the variable is not scored;
+- iia_restart_sd: standard deviation over restarts of the split's iia (NaN: one restart).
+alignment oaf | laf | random; split train | test; position -1 = the pair's positions; iia
+NaN also where every restart of a LAF had cond(A) above `max_cond` (inverse not trusted).
+
+Table `das_control` [ours]: the same columns for OAF and LAF searched, with the same sites, k,
+pairs and budget, on the run's step-0 (untrained) checkpoint; its rows carry checkpoint 0.
+The network comes from `ctx.model_at(0)` (the application loads checkpoints; analyses may
+not); without it (`model_at` None, or no step-0 checkpoint) the table is empty and a warning
+says why. It is a separate table so that the `das` table of every analysed checkpoint stays
+one checkpoint's. With `controls=false` it is skipped.
 Learned alignments go to `alignments.safetensors` under `<alignment>/<variable>/<site>/k=<k>`
 (the matrix: R for OAF/random, W for LAF; suffix keys /mu /sigma /k and, for LAF, /core
 /signs /bias); `analyses.das.alignment.load_alignment(path, key)` rebuilds one. The file holds
@@ -59,6 +76,17 @@ class DasConfig:
     patience: int = setting(
         0,
         "[ours] stop after this many updates without a training-IIA gain; 0 = off")
+    lr_floor: float = setting(
+        0.05, "[ours] the lr decays on a cosine to lr * lr_floor over `steps`; 1 = constant")
+    restarts: int = setting(
+        3, "[ours] trainings per (alignment, k); the best by training-split IIA is kept")
+    warm_start: bool = setting(
+        True, "[ours] the first restart at k starts from the kept alignment of the previous k")
+    min_changed: int = setting(
+        100, "[ours] fewer changed test pairs than this: the variable is reported too_few")
+    n_boot: int = setting(1000, "[ours] bootstrap resamples of the IIA interval")
+    controls: bool = setting(
+        True, "[ours] also search OAF and LAF on the step-0 (untrained) network: das_control")
     standardize: bool = setting(True, "[paper, Grant et al.] standardise the site before the alignment")
     max_cond: float = setting(1e5, "[ours] LAF with cond(A) above this is refused (IIA NaN)")
     eval_batch_size: int = setting(1000, "pairs per forward pass when scoring IIA")
@@ -89,6 +117,13 @@ class DasConfig:
             bad("steps", self.steps, "must be >= 0")
         if not self.lr > 0:
             bad("lr", self.lr, "must be positive")
+        for key in ("restarts", "n_boot"):
+            if getattr(self, key) < 1:
+                bad(key, getattr(self, key), "must be at least 1")
+        if self.min_changed < 1:
+            bad("min_changed", self.min_changed, "must be at least 1")
+        if not 0 < self.lr_floor <= 1:
+            bad("lr_floor", self.lr_floor, "must be in (0, 1]")
         if self.patience < 0:
             bad("patience", self.patience, "must be 0 (off) or positive")
         if not 0 < self.stop_iia <= 1:
@@ -120,18 +155,24 @@ def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
 @register("analysis", "das", config=DasConfig, check=check, presets={
     "paper": {},
     # [ours] minutes per variable on a CPU: fewer, larger Adam steps than the paper's
-    "small": {"n_train": 2000, "n_test": 500, "steps": 300, "lr": 5e-3, "batch_size": 64,
-              "patience": 60, "k": (1, 2, 4, 16)},
+    # (restarts x (OAF, LAF) on the trained and the step-0 network: about 6x the search of
+    # one plain OAF/LAF pair); 1000 test pairs, so that ctx_distr:count (~12 % of its pairs
+    # change the output) keeps ~120 changed ones, above min_changed
+    "small": {"n_train": 2000, "n_test": 1000, "steps": 500, "lr": 5e-3, "batch_size": 64,
+              "patience": 100, "k": (1, 2, 4, 16), "restarts": 2},
     "smoke": {"n_train": 64, "n_test": 32, "steps": 5, "batch_size": 32, "k": (2,),
-              "eval_batch_size": 64},
+              "eval_batch_size": 64, "restarts": 2, "min_changed": 2, "n_boot": 200},
 })
 def run(ctx):
-    """Distributed Alignment Search (OAF, LAF, random control) for the task's variables."""
+    """Distributed Alignment Search (OAF, LAF, random control) for the task's variables, and
+    OAF/LAF on the step-0 network (`das_control`)."""
+    import warnings
+
     import pandas as pd
 
     from analyses.common.context import chosen
     from analyses.das.alignment import save_alignments
-    from analyses.das.search import search, site_data
+    from analyses.das.search import COLUMNS, search, site_data
     from models.sites import default_sites
 
     cfg, model, task = ctx.config, ctx.model, ctx.task
@@ -139,10 +180,13 @@ def run(ctx):
                        f"a causal variable of {task.name}")
     sites = default_sites(model, cfg.sites, cfg.layers, every_layer=False, setting="das")
     seed = ctx.seed + cfg.seed
-    rows, saved = [], {}
+    untrained = _step0(ctx) if cfg.controls else None
+    trained_kinds = tuple(a for a in cfg.alignments if a != "random")
+    per_site = len(cfg.alignments) + (len(trained_kinds) if untrained is not None else 0)
+    rows, control, saved = [], [], {}
     from tqdm.auto import tqdm
-    bar = tqdm(total=len(variables) * len(sites) * len(cfg.positions) * len(cfg.k)
-               * len(cfg.alignments), desc="das", unit="alignment", disable=None)
+    bar = tqdm(total=len(variables) * len(sites) * len(cfg.positions) * len(cfg.k) * per_site,
+               desc="das", unit="alignment", disable=None)
     for v_i, variable in enumerate(variables):
         train_pairs = task.counterfactuals(variable, cfg.n_train, split="train", seed=seed)
         test_pairs = task.counterfactuals(variable, cfg.n_test, split="test", seed=seed)
@@ -160,9 +204,31 @@ def run(ctx):
                               ctx.checkpoint, progress=bar)
                 rows += r
                 saved.update(s)
+                if untrained is not None and trained_kinds:
+                    # the control: the same search, pairs and budget on the step-0 network;
+                    # its alignments are not saved (nothing reads them)
+                    data0 = site_data(untrained, train_pairs, test_pairs, kind, layer, position,
+                                      ctx.device, cfg.eval_batch_size)
+                    r, _ = search(untrained, data0, variable, position, cfg,
+                                  (seed * 1_000_003) * 1009 + v_i, 0, progress=bar,
+                                  alignments=trained_kinds)
+                    control += r
     bar.close()
     save_alignments(saved, ctx.out_dir, ctx.checkpoint)
-    cols = ["checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split", "iia"]
-    return {"das": pd.DataFrame(rows, columns=cols)}
+    if cfg.controls and untrained is None:
+        warnings.warn("das: no step-0 network (ctx.model_at unset or no step-0 checkpoint); "
+                      "das_control is empty and the report's verdict has no trained control")
+    return {"das": pd.DataFrame(rows, columns=COLUMNS),
+            "das_control": pd.DataFrame(control, columns=COLUMNS)}
 
 
+def _step0(ctx):
+    """The run's untrained network (step 0) from `ctx.model_at`, or None where unavailable."""
+    if ctx.model_at is None:
+        return None
+    try:
+        return ctx.model_at(0)
+    except (FileNotFoundError, LookupError, ValueError) as e:
+        import warnings
+        warnings.warn(f"das: no step-0 checkpoint ({e}); no trained control")
+        return None

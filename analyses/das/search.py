@@ -13,18 +13,29 @@ Training [paper]: Adam lr 1e-3, batch 128, model frozen, loss = cross-entropy of
 intervened outputs against `cf_labels` at the scored positions. [ours] Batches are drawn
 epoch by epoch from a seeded permutation; training stops after `steps` updates or once the
 mean IIA of the last 20 training batches reaches `stop_iia` [authors' code stops at an
-accuracy threshold too]. IIA = fraction of pairs whose every scored position is right.
+accuracy threshold too]. A pair is right when every scored position is right.
+
+Search [ours, so that a larger k does not lose what a smaller k found]: the lr decays on a
+cosine to `lr_floor * lr`; each (alignment, k) is trained `restarts` times and the restart
+with the best training-split IIA on changed pairs is kept (the test split never chooses);
+k runs in increasing order and the first restart of each k starts from the kept alignment of
+the previous k (`warm_start`). The spread of test IIA over restarts is reported
+(`iia_restart_sd`). Scores: `analyses/common/stats.py` (IIA on changed pairs, all-pairs IIA,
+bootstrap interval).
 """
 from __future__ import annotations
 
+import math
 import sys
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-from analyses.das.alignment import cached_maps, make_alignment, tensors_of
+from analyses.common.stats import changed_iia, iia_scores
+from analyses.das.alignment import ALIGNMENTS, cached_maps, make_alignment, tensors_of
 from analyses.common.interchange import PairTensors, pair_tensors, scored_end
 from models.sites import check_site
 from models.sites.capture import gather_site
@@ -33,6 +44,7 @@ from study.core.network import takes_readout
 from tasks.base import IGNORE
 
 _WINDOW = 20  # training batches averaged for early stopping [ours]
+ALIGNMENT_INDEX = {name: i for i, name in enumerate(ALIGNMENTS)}  # seeds per alignment kind
 _MIN_GAIN = 0.005  # windowed-IIA gain that resets the plateau count (`das.patience`) [ours]
 
 
@@ -99,20 +111,29 @@ def step(model, data: SiteData, inst, opt, idx: torch.Tensor) -> torch.Tensor:
     logits, labels, rows = scored(model, data, inst, pt, data.src_train[idx])
     loss = F.cross_entropy(logits.float(), labels)
     opt.zero_grad(set_to_none=True)
-    loss.backward()
+    if loss.requires_grad:  # else the outputs do not read the site: no gradient, no update
+        loss.backward()
     opt.step()
     return rows_right(logits.detach(), labels, rows, len(idx))
 
 
+def _lr_factor(i: int, steps: int, floor: float) -> float:
+    """Cosine decay from 1 to `floor` over `steps` updates [ours: the authors keep Adam's lr
+    constant; the decay lets a long search settle instead of hopping between solutions]."""
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(i, steps) / max(steps, 1)))
+
+
 def train(model, data: SiteData, inst, *, steps: int, batch_size: int, lr: float,
-          stop_iia: float, seed: int, patience: int = 0) -> int:
-    """Fit a trainable alignment; returns the number of updates made. With `patience` > 0
-    training also stops once the windowed training IIA has not gained `_MIN_GAIN` over its
-    best for that many updates (a plateau)."""
+          stop_iia: float, seed: int, patience: int = 0, lr_floor: float = 1.0) -> int:
+    """Fit a trainable alignment; returns the number of updates made. The lr follows a cosine
+    from `lr` to `lr * lr_floor` (1.0 = constant). With `patience` > 0 training also stops once
+    the windowed training IIA has not gained `_MIN_GAIN` over its best for that many updates
+    (a plateau)."""
     params = [p for p in inst.parameters() if p.requires_grad]
     if not params or steps == 0:
         return 0
     opt = torch.optim.Adam(params, lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: _lr_factor(i, steps, lr_floor))
     g = torch.Generator().manual_seed(seed)
     n = len(data.train)
     order, at, recent = torch.randperm(n, generator=g), 0, []
@@ -124,6 +145,7 @@ def train(model, data: SiteData, inst, *, steps: int, batch_size: int, lr: float
         idx = order[at:at + batch_size].to(data.src_train.device)
         at += batch_size
         recent = (recent + [float(step(model, data, inst, opt, idx).float().mean())])[-_WINDOW:]
+        sched.step()
         if len(recent) == _WINDOW:
             mean = sum(recent) / _WINDOW
             if mean >= stop_iia:
@@ -136,16 +158,22 @@ def train(model, data: SiteData, inst, *, steps: int, batch_size: int, lr: float
 
 
 @torch.no_grad()
-def iia(model, data: SiteData, inst, split: str, batch_size: int = 1000) -> float:
-    """Fraction of the split's pairs whose every scored output equals cf_labels."""
+def pair_right(model, data: SiteData, inst, split: str, batch_size: int = 1000) -> torch.Tensor:
+    """(n,) bool on the split's pairs: every scored output equals cf_labels."""
     pt, src = (data.train, data.src_train) if split == "train" else (data.test, data.src_test)
     inst.eval()
-    right = 0
+    out = []
     for lo in range(0, len(pt), batch_size):
         sub = pt.take(slice(lo, lo + batch_size))
         logits, labels, rows = scored(model, data, inst, sub, src[lo:lo + batch_size])
-        right += int(rows_right(logits, labels, rows, len(sub)).sum())
-    return right / len(pt)
+        out.append(rows_right(logits, labels, rows, len(sub)))
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
+
+
+def iia(model, data: SiteData, inst, split: str, batch_size: int = 1000) -> float:
+    """Fraction of ALL the split's pairs whose every scored output equals cf_labels (Grant et
+    al. 2025's IIA; the table's `iia` is over changed pairs, `analyses/common/stats.py`)."""
+    return float(pair_right(model, data, inst, split, batch_size).float().mean())
 
 
 def site_label(kind: str, layer: int, position: int) -> str:
@@ -154,41 +182,100 @@ def site_label(kind: str, layer: int, position: int) -> str:
     return (kind if kind == "state" else f"{kind}[{layer}]") + "@" + where
 
 
+@dataclass
+class Fit:
+    """The restart chosen for one (alignment, k), its per-pair results and the spread."""
+
+    inst: object  # the alignment (best restart), or None when every restart was refused
+    right: dict  # split -> (n,) bool numpy
+    restart_sd: dict  # split -> standard deviation over restarts of IIA on changed pairs
+
+
+def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
+        label: str = "", variable: str = "") -> Fit:
+    """Best of `cfg.restarts` trainings of one alignment at one k, chosen by training-split IIA
+    on changed pairs (never the test split) [ours]. With `warm` (the chosen alignment of the
+    next smaller k, same kind) the first restart starts from it: its first k dims contain the
+    smaller subspace, so a solution found at k stays reachable at larger k [ours]. The random
+    control is one untrained draw."""
+    width = data.src_train.shape[1]
+    changed = {s: getattr(data, s).changed.cpu().numpy() for s in ("train", "test")}
+    n_restarts = 1 if name == "random" else max(1, cfg.restarts)
+    cands = []
+    for r in range(n_restarts):
+        inst = make_alignment(name, width, k, seed + 104_729 * r).to(data.src_train.device)
+        if cfg.standardize:
+            inst.fit_standardisation(data.fit_acts)
+        if r == 0 and warm is not None:
+            inst.load_state_dict(warm.state_dict())
+            inst.set_interchange_dim(k)
+        if name != "random":
+            train(model, data, inst, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
+                  stop_iia=cfg.stop_iia, seed=seed + r, patience=cfg.patience,
+                  lr_floor=cfg.lr_floor)
+        if name == "laf":
+            cond = inst.condition_number()
+            if not cond <= cfg.max_cond:
+                warnings.warn(f"das: LAF for {variable} at {label}, k={k}, restart {r}: cond(A) "
+                              f"= {cond:.3g} > das.max_cond={cfg.max_cond:g}; its inverse is "
+                              f"unreliable, the restart is refused")
+                continue
+        right = {s: pair_right(model, data, inst, s, cfg.eval_batch_size).cpu().numpy()
+                 for s in ("train", "test")}
+        cands.append((changed_iia(right["train"], changed["train"]), r, inst, right))
+    if not cands:
+        return Fit(None, {}, {})
+    best = max(cands, key=lambda c: (c[0], -c[1]))  # ties: the earlier restart
+    sd = {s: (float(np.std([changed_iia(c[3][s], changed[s]) for c in cands], ddof=1))
+              if len(cands) > 1 else float("nan")) for s in ("train", "test")}
+    return Fit(best[2], best[3], sd)
+
+
+COLUMNS = ["checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split",
+           "iia", "iia_lo", "iia_hi", "iia_all", "n_pairs", "n_changed", "too_few",
+           "iia_restart_sd"]
+
+
 def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
-           checkpoint: int, progress=None) -> tuple[list[dict], dict]:
-    """Every (alignment, k) of the config at one site: table rows and saved tensors."""
+           checkpoint: int, progress=None, alignments=None) -> tuple[list[dict], dict]:
+    """Every (alignment, k) of the config at one site: table rows (`COLUMNS`) and saved
+    tensors. k runs in increasing order so each k can start from the previous one's fit."""
     width = data.src_train.shape[1]
     rows, saved = [], {}
     label = site_label(data.kind, data.layer, position)
-    for k in cfg.k:
+    changed = {s: getattr(data, s).changed.cpu().numpy() for s in ("train", "test")}
+    names = tuple(alignments or cfg.alignments)
+    warm = {}
+    for k in sorted(cfg.k):
         if k > width:
             print(f"das: k={k} skipped at {label}: the site has {width} dims", file=sys.stderr)
             if progress is not None:
-                progress.update(len(cfg.alignments))
+                progress.update(len(names))
             continue
-        for a_i, name in enumerate(cfg.alignments):
-            inst = make_alignment(name, width, k, seed + 7919 * a_i + k).to(data.src_train.device)
-            if cfg.standardize:
-                inst.fit_standardisation(data.fit_acts)
-            if name != "random":
-                train(model, data, inst, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
-                      stop_iia=cfg.stop_iia, seed=seed + k, patience=cfg.patience)
-            refuse = False
-            if name == "laf":
-                cond = inst.condition_number()
-                if not cond <= cfg.max_cond:
-                    warnings.warn(f"das: LAF for {variable} at {label}, k={k}: cond(A) = "
-                                  f"{cond:.3g} > das.max_cond={cfg.max_cond:g}; its inverse is "
-                                  f"unreliable, IIA reported as NaN")
-                    refuse = True
-            for split in ("train", "test"):
-                value = float("nan") if refuse else iia(model, data, inst, split,
-                                                        cfg.eval_batch_size)
+        for a_i, name in enumerate(names):
+            a_seed = seed + 7919 * ALIGNMENT_INDEX.get(name, a_i) + k
+            got = fit(model, data, name, k, cfg, a_seed, warm.get(name) if cfg.warm_start
+                      else None, label, variable)
+            for s_i, split in enumerate(("train", "test")):
+                if got.inst is None:
+                    scores = iia_scores(np.zeros(0, bool), np.zeros(0, bool), cfg.min_changed)
+                    scores.update(n_pairs=len(changed[split]),
+                                  n_changed=int(changed[split].sum()))
+                else:
+                    scores = iia_scores(got.right[split], changed[split], cfg.min_changed,
+                                        cfg.n_boot, seed + s_i)
                 rows.append(dict(checkpoint=checkpoint, variable=variable, site=data.kind,
                                  layer=data.layer, position=position, alignment=name, k=k,
-                                 split=split, iia=value))
-            key = f"{name}/{variable}/{label}/k={k}"
-            saved.update({key + suffix: t for suffix, t in tensors_of(name, inst).items()})
+                                 split=split, **scores,
+                                 iia_restart_sd=got.restart_sd.get(split, float("nan"))))
+            # a variable is scored only with enough changed test pairs (both splits' rows)
+            if rows[-1]["too_few"]:
+                rows[-2].update(iia=float("nan"), iia_lo=float("nan"), iia_hi=float("nan"),
+                                too_few=True)
+            if got.inst is not None:
+                warm[name] = got.inst
+                key = f"{name}/{variable}/{label}/k={k}"
+                saved.update({key + suffix: t for suffix, t in tensors_of(name, got.inst).items()})
             if progress is not None:
                 progress.update(1)
     return rows, saved

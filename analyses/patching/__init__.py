@@ -12,8 +12,10 @@ Aligned pairs (base_pos = -1) are patched position by position; pairs with expli
 positions (counting) are patched once per site, source_pos into base_pos (position -1).
 
 Tables (long format):
-- `patching`: checkpoint, site, layer, position, head, counterfactual, metric, value;
-  metric in flip_rate | logit_diff | norm_logit_diff (see `analyses/patching/sweep.py`),
+- `patching`: checkpoint, site, layer, position, head, counterfactual, metric, value,
+  value_all, n_pairs, n_changed; metric in flip_rate | logit_diff | norm_logit_diff (see
+  `analyses/patching/sweep.py`; flip_rate's value is over the pairs whose answer must
+  change, value_all over all pairs),
   head = -1 for non-head sites, layer = 0 for `state`; site "none" rows hold the unpatched
   base's flip rate.
 - `head_ranking`: checkpoint, counterfactual, metric, layer, head, value, rank: each head's
@@ -85,7 +87,8 @@ def run(ctx):
         pt = pair_tensors(pairs, ctx.device)
         acc, ref = sweep(model, pt, sites, model.n_heads, cfg.batch_size)
         rows += tables(acc, ref, kind, pt.aligned, ctx.checkpoint)
-    cols = ["checkpoint", "site", "layer", "position", "head", "counterfactual", "metric", "value"]
+    cols = ["checkpoint", "site", "layer", "position", "head", "counterfactual", "metric", "value",
+            "value_all", "n_pairs", "n_changed"]
     patching = pd.DataFrame(rows, columns=cols)
     return {"patching": patching, "head_ranking": head_ranking(patching, ctx.checkpoint),
             "positions": pd.DataFrame(positions, columns=["checkpoint", "counterfactual",

@@ -17,14 +17,18 @@ positions, are run together in batches of `batch_size` rows (each row carries it
 position), cut to the last scored position. Unchanged rows keep the base's outputs exactly.
 
 Metrics per (site, position) over the pairs [ours where the papers are silent]:
-- `flip_rate`: fraction of pairs whose every scored output equals `cf_labels`;
+- `flip_rate`: fraction of the *changed* pairs (`PairTensors.changed`: the counterfactual
+  output differs from the base's) whose every scored output equals `cf_labels`, in `value`
+  (NaN for a kind with no changed pair, e.g. binding's `distractor`); the fraction over all
+  pairs is `value_all` [ours: an unchanged pair "flips" when the patch does nothing];
 - `logit_diff`: mean LD_patched - mean LD_base, LD = logit(cf answer) - logit(base answer)
   averaged over the positions where the two answers differ (pairs with none are left out);
 - `norm_logit_diff` (aligned pairs): (mean LD_patched - mean LD_base) /
   (mean LD_source - mean LD_base), LD_source read from the source run at the same
   positions: 0 = no effect, 1 = the whole effect of switching inputs. A ratio of means,
   not a mean of per-pair ratios, which explode where a pair's denominator is near 0.
-Rows with site "none" give the unpatched base's flip rate (the floor of `flip_rate`).
+Rows with site "none" give the unpatched base's flip rate (the floor of `flip_rate`). Every
+row carries n_pairs and n_changed; for the logit differences `value_all` equals `value`.
 """
 from __future__ import annotations
 
@@ -46,14 +50,17 @@ def _units(kind: str, width: int, n_heads: int) -> list[tuple[int, slice | None]
 
 
 class _Acc:
-    """Sums per (kind, layer, head, position): flips, rows, LD sums over LD-eligible rows."""
+    """Sums per (kind, layer, head, position): flips, rows, LD sums over LD-eligible rows,
+    flips among changed rows, changed rows."""
 
     def __init__(self):
         self.sums: dict = {}
 
-    def add(self, key, flip: np.ndarray, ld: np.ndarray, ok: np.ndarray) -> None:
-        s = self.sums.setdefault(key, np.zeros(4))
-        s += (flip.sum(), len(flip), (ld * ok).sum(), ok.sum())
+    def add(self, key, flip: np.ndarray, ld: np.ndarray, ok: np.ndarray,
+            changed: np.ndarray) -> None:
+        s = self.sums.setdefault(key, np.zeros(6))
+        s += (flip.sum(), len(flip), (ld * ok).sum(), ok.sum(), (flip & changed).sum(),
+              changed.sum())
 
 
 def _metrics(logits, pt: PairTensors):
@@ -83,7 +90,7 @@ def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
     """Patch every site of `sites` (at every position for aligned pairs). Returns the
     accumulator and the base/source reference sums {"base": [...], "source": [...]}."""
     acc = _Acc()
-    ref = {"base": np.zeros(4), "source": np.zeros(4)}
+    ref = {"base": np.zeros(6), "source": np.zeros(6)}
     for lo in range(0, len(pt), batch_size):
         chunk = pt.take(slice(lo, lo + batch_size))
         n = len(chunk)
@@ -92,13 +99,14 @@ def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
         with torch.no_grad(), capture(model, sites if chunk.aligned else []) as base_acts:
             base_logits = model(base_ids)
         fb, ldb, okb = (x.cpu().numpy() for x in _metrics(base_logits, chunk))
-        ref["base"] += (fb.sum(), n, (ldb * okb).sum(), okb.sum())
+        ch = chunk.changed.cpu().numpy()  # (n,) the pairs whose answer must change
+        ref["base"] += (fb.sum(), n, (ldb * okb).sum(), okb.sum(), (fb & ch).sum(), ch.sum())
         T_src = T if chunk.aligned else int(chunk.source_pos.max()) + 1
         with torch.no_grad(), capture(model, sites) as src_acts:
             src_logits = model(chunk.source_ids[:, :T_src])
         if chunk.aligned:  # the source run's LD at the same (aligned) positions
             lds, oks = logit_diff(src_logits, chunk.cf_labels, chunk.base_labels)
-            ref["source"] += (0, 0, (lds * oks).sum().item(), oks.sum().item())
+            ref["source"] += (0, 0, (lds * oks).sum().item(), oks.sum().item(), 0, 0)
         rows_all = torch.arange(n, device=base_ids.device)
         for kind, layer in sites:
             if (kind, layer) not in src_acts:  # a site the network never runs (attn2's
@@ -110,7 +118,7 @@ def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
                     values = a_src[rows_all, chunk.source_pos][:, fs]
                     f, ld, ok = _run_jobs(model, chunk, kind, layer, rows_all, chunk.base_pos,
                                           values, feats, batch_size)
-                    acc.add((kind, layer, head, -1), f, ld, ok)
+                    acc.add((kind, layer, head, -1), f, ld, ok, ch)
                     continue
                 # aligned: only (row, position) where source and base differ need a forward
                 differs = (a_src[..., fs] != a_base[..., fs]).any(-1)  # (n, T)
@@ -124,37 +132,43 @@ def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
                     r, p = rows.cpu().numpy(), pos.cpu().numpy()
                     f_all[r, p], ld_all[r, p] = f, ld
                 for p in range(T):
-                    acc.add((kind, layer, head, p), f_all[:, p], ld_all[:, p], okb)
+                    acc.add((kind, layer, head, p), f_all[:, p], ld_all[:, p], okb, ch)
     return acc, ref
 
 
 def tables(acc: _Acc, ref: dict, kind: str, aligned: bool, checkpoint: int):
-    """Long rows of the `patching` table for one counterfactual kind."""
+    """Long rows of the `patching` table for one counterfactual kind: `value` (flip rate over
+    changed pairs; NaN for a kind with none), `value_all` (over all pairs), n_pairs,
+    n_changed."""
     rows = []
-    fb, nb, ldb_sum, nld = ref["base"]
+    fb, nb, ldb_sum, nld, fbc, nbc = ref["base"]
     ld_base = ldb_sum / nld if nld else np.nan
     ld_src = ref["source"][2] / nld if nld and aligned else np.nan
 
-    def row(site, layer, position, head, metric, value):
+    def row(site, layer, position, head, metric, value, value_all, n, n_changed):
         rows.append(dict(checkpoint=checkpoint, site=site, layer=layer, position=position,
-                         head=head, counterfactual=kind, metric=metric, value=float(value)))
+                         head=head, counterfactual=kind, metric=metric, value=float(value),
+                         value_all=float(value_all), n_pairs=int(n), n_changed=int(n_changed)))
 
-    row("none", -1, -1, -1, "flip_rate", fb / nb)
-    for (site, layer, head, pos), (f, n, ld_sum, n_ld) in sorted(acc.sums.items()):
+    rate = lambda f, n: f / n if n else np.nan  # noqa: E731
+    row("none", -1, -1, -1, "flip_rate", rate(fbc, nbc), fb / nb, nb, nbc)
+    for (site, layer, head, pos), (f, n, ld_sum, n_ld, fc, nc) in sorted(acc.sums.items()):
         layer_ = 0 if site in STEP_KINDS else layer
-        row(site, layer_, pos, head, "flip_rate", f / n)
-        if n_ld:
+        row(site, layer_, pos, head, "flip_rate", rate(fc, nc), f / n, n, nc)
+        if n_ld:  # LD is over positions where the answers differ: changed pairs already
             effect = ld_sum / n_ld - ld_base
-            row(site, layer_, pos, head, "logit_diff", effect)
+            row(site, layer_, pos, head, "logit_diff", effect, effect, n, nc)
             if aligned and abs(ld_src - ld_base) > 1e-12:
-                row(site, layer_, pos, head, "norm_logit_diff", effect / (ld_src - ld_base))
+                norm = effect / (ld_src - ld_base)
+                row(site, layer_, pos, head, "norm_logit_diff", norm, norm, n, nc)
     return rows
 
 
 def head_ranking(patching, checkpoint: int):
     """Per (counterfactual, layer, head): the head's effect summed over positions, ranked
     (1 = largest) within each counterfactual and metric. Metrics: `logit_diff` (already an
-    effect over the unpatched base) and `flip_gain` (flip_rate minus the unpatched base's)."""
+    effect over the unpatched base) and `flip_gain` (flip_rate on changed pairs minus the
+    unpatched base's)."""
     import pandas as pd
 
     cols = ["checkpoint", "counterfactual", "metric", "layer", "head", "value", "rank"]
@@ -166,7 +180,10 @@ def head_ranking(patching, checkpoint: int):
     flips = heads["metric"] == "flip_rate"
     heads.loc[flips, "value"] -= heads.loc[flips, "counterfactual"].map(floor).to_numpy()
     heads.loc[flips, "metric"] = "flip_gain"
-    heads = heads[heads["metric"].isin(["logit_diff", "flip_gain"])]
+    # a kind with no changed pair has no flip rate (NaN) and so no flip_gain ranking
+    heads = heads[heads["metric"].isin(["logit_diff", "flip_gain"]) & heads["value"].notna()]
+    if heads.empty:
+        return pd.DataFrame(columns=cols)
     out = (heads.groupby(["counterfactual", "metric", "layer", "head"], as_index=False)["value"]
            .sum())
     out["rank"] = (out.groupby(["counterfactual", "metric"])["value"]

@@ -1,6 +1,7 @@
-"""Section: Distributed Alignment Search — interchange-intervention accuracy (IIA) against the
-subspace size k, for the orthogonal (OAF) and linear (LAF) alignments and the random-subspace
-control, one line per architecture."""
+"""Section: Distributed Alignment Search — interchange-intervention accuracy (IIA, on the pairs
+whose answer must change) against the subspace size k, for the orthogonal (OAF) and linear
+(LAF) alignments and both controls: the untrained random rotation (table `das`) and OAF/LAF
+trained on the untrained step-0 network (table `das_control`), one colour per architecture."""
 from __future__ import annotations
 
 import altair as alt
@@ -10,14 +11,22 @@ from reports.figure import Figure
 from reports.sections import section
 from reports.sections._common import HEIGHT, WIDTH, model_color, several_seeds, spread, stacked
 
-DASH = {"oaf": [1, 0], "laf": [6, 3], "random": [2, 2]}
+DASH = {"oaf": [1, 0], "laf": [6, 3], "random": [2, 2],
+        "oaf step 0": [1, 3], "laf step 0": [8, 2, 1, 2]}
+CONTROL = " step 0"  # suffix of the alignments trained on the step-0 network
 
 
-def iia_curves(runs) -> pd.DataFrame | None:
-    """Test IIA per (model, variable, site, alignment, k): mean/min/max over seeds."""
+def iia_curves(runs, controls: bool = False) -> pd.DataFrame | None:
+    """Test IIA per (model, variable, site, alignment, k): mean/min/max over seeds. With
+    `controls`, the step-0 control's rows too, as alignments "oaf step 0", "laf step 0"."""
     das = stacked(runs, "das")
     if das is None:
         return None
+    if controls:
+        ctl = stacked(runs, "das_control")
+        if ctl is not None and len(ctl):
+            das = pd.concat([das, ctl.assign(alignment=ctl["alignment"] + CONTROL)],
+                            ignore_index=True)
     d = das[das["split"] == "test"].copy()
     d["site"] = [("state" if s == "state" else f"{s}[{int(l)}]") + ("" if p < 0 else f"@{int(p)}")
                  for s, l, p in zip(d["site"], d["layer"], d["position"])]
@@ -26,7 +35,9 @@ def iia_curves(runs) -> pd.DataFrame | None:
 
 @section("das", "Distributed Alignment Search", order=40)
 def build(runs) -> list[Figure]:
-    curves = iia_curves(runs)
+    curves = iia_curves(runs, controls=True)
+    if curves is not None:
+        curves = curves.dropna(subset=["mean"])  # variables with too few changed pairs
     if curves is None or curves.empty:
         return []
     seeds = several_seeds(runs)
@@ -59,10 +70,12 @@ def build(runs) -> list[Figure]:
         facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
     figs.append(Figure(
         key="das-iia", title="DAS: IIA against subspace size k",
-        caption=("Solid OAF, dashed LAF, dotted the random-subspace control, one colour per "
-                 "architecture (sites: the recurrent state, the middle of the residual "
-                 "stream): a variable is aligned where IIA rises well above the control, and "
-                 "the smallest k that reaches the top is the size of its subspace"
+        caption=("Test IIA on the pairs whose answer must change. Solid OAF, dashed LAF, "
+                 "dotted the random-rotation control, sparse dots and dash-dots OAF and LAF "
+                 "trained on the untrained (step-0) network, one colour per architecture "
+                 "(sites: the recurrent state, the middle of the residual stream): a variable "
+                 "is aligned where IIA rises well above both controls, and the smallest k "
+                 "that reaches the top is the size of its subspace"
                  + (" (bands: range over seeds)." if seeds else ".")),
         chart=chart))
     return figs

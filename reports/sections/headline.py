@@ -65,8 +65,9 @@ def build(runs) -> list[Figure]:
     figs = [Figure(
         key="headline", title="Headline numbers per model and seed",
         caption=(f"Accuracy on each split, then for each causal variable and alignment the best "
-                 f"test IIA and the smallest k whose IIA passes {THRESHOLD} — compare "
-                 f"architectures along a column."),
+                 f"test IIA (on the pairs whose answer must change; — where too few do) and "
+                 f"the smallest k whose IIA passes {THRESHOLD} — compare architectures along "
+                 f"a column."),
         table=_display(numbers))]
     if several_seeds(runs):
         figs.append(Figure(

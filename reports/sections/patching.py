@@ -1,5 +1,9 @@
 """Section: activation patching — where along (layer × position) or (time step) copying the
-counterfactual source's activation flips the answer, and which heads matter most."""
+counterfactual source's activation flips the answer, and which heads matter most.
+
+Flip rates are over the pairs whose answer must change (`value`); a counterfactual kind with
+no such pair (one whose answer must stay, e.g. binding's `distractor`) shows the rate over
+all pairs (`value_all`: the answer kept), and its facet label says so."""
 from __future__ import annotations
 
 import altair as alt
@@ -11,6 +15,19 @@ from reports.sections._common import WIDTH, model_color, site_label
 
 METRIC = "flip_rate"
 TOP_HEADS = 8
+KEPT = " (answer kept, all pairs)"  # label suffix of kinds with no changed pair
+
+
+def flip_values(df: pd.DataFrame) -> pd.DataFrame:
+    """Flip-rate rows with `value` on changed pairs; kinds with none take `value_all` and a
+    relabelled counterfactual (tables written before `value_all` existed pass unchanged)."""
+    if "value_all" not in df.columns:
+        return df
+    none = df.groupby("counterfactual")["value"].transform(lambda v: v.isna().all())
+    df = df.copy()
+    df.loc[none, "value"] = df.loc[none, "value_all"]
+    df.loc[none, "counterfactual"] = df.loc[none, "counterfactual"] + KEPT
+    return df
 
 
 def position_labels(run) -> pd.DataFrame | None:
@@ -31,6 +48,7 @@ def heatmap_data(run) -> pd.DataFrame | None:
         return None
     df = df[(df["metric"] == METRIC) & (df["site"] != "none") & (df["head"] == -1)
             & (df["position"] >= 0)]
+    df = flip_values(df)
     if df.empty:
         return None
     df = df.assign(site_layer=[site_label(s, l) for s, l in zip(df["site"], df["layer"])])
@@ -50,7 +68,8 @@ def pair_site_data(runs) -> pd.DataFrame | None:
         df = r.final("patching")
         if df is None:
             continue
-        df = df[(df["metric"] == METRIC) & (df["position"] == -1) & (df["head"] == -1)]
+        df = flip_values(df[(df["metric"] == METRIC) & (df["position"] == -1)
+                               & (df["head"] == -1)])
         if (df["site"] != "none").sum() == 0:  # aligned pairs only: the heatmap shows them
             continue
         parts.append(df.assign(run=r.label, model=r.model, site_layer=[
@@ -82,8 +101,8 @@ def build(runs) -> list[Figure]:
             row=alt.Row("counterfactual:N", title=None))
         figs.append(Figure(
             key=slug("patching", r.label), title=f"Patching heatmap: {r.label}",
-            caption=("Share of pairs whose answer flips to the counterfactual one when this "
-                     "site takes the source's activation: dark cells are where the variable "
+            caption=("Share of the pairs whose answer must change that flip to the "
+                     "counterfactual answer when this site takes the source's activation: dark cells are where the variable "
                      "is carried, and how they move across layers traces its route."),
             chart=chart))
     pairs = pair_site_data(runs)
@@ -98,8 +117,9 @@ def build(runs) -> list[Figure]:
         ).properties(width=max(90, 28 * len(runs)), height=90)
         figs.append(Figure(
             key="patching-pair-sites", title="Patching at each pair's own positions",
-            caption=("Flip rate when the source's activation at the variable's position is "
-                     "copied into the base at its position ('unpatched': the base alone): "
+            caption=("Flip rate, over the pairs whose answer must change, when the source's "
+                     "activation at the variable's position is copied into the base at its "
+                     "position ('unpatched': the base alone): "
                      "near 1 means the site carries the whole variable."),
             chart=chart))
     figs += _head_rankings(runs)

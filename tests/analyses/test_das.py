@@ -227,15 +227,18 @@ def test_a_state_intervention_at_step_t_leaves_every_earlier_output_unchanged(ba
 def test_das_analysis_writes_its_table_and_alignments(tmp_path):
     task, model, entry = _smoke("counting", "gru")
     cfg = replace(get("analysis", "das").make_config("smoke"),
-                  variables=("up_down:count", "up_down:phase"))
+                  variables=("up_down:count", "up_down:phase"), controls=False)
     ctx = AnalysisContext(model, task, cfg, "gru", entry.capabilities, 7, torch.device("cpu"),
                           tmp_path)
     df = get("analysis", "das").obj(ctx)["das"]
     assert list(df.columns) == ["checkpoint", "variable", "site", "layer", "position",
-                                "alignment", "k", "split", "iia"]
+                                "alignment", "k", "split", "iia", "iia_lo", "iia_hi", "iia_all",
+                                "n_pairs", "n_changed", "too_few", "iia_restart_sd"]
     assert len(df) == 2 * 3 * 2  # variables x alignments x splits (k=2 only)
     assert set(df["site"]) == {"state"} and set(df["position"]) == {-1}
-    assert df["iia"].between(0, 1).all() and (df["checkpoint"] == 7).all()
+    scored = df[~df["too_few"]]
+    assert scored["iia"].between(0, 1).all() and (df["checkpoint"] == 7).all()
+    assert df["iia_all"].between(0, 1).all() and (df["n_changed"] <= df["n_pairs"]).all()
     inst = load_alignment(tmp_path / "alignments.safetensors", "laf/up_down:phase/state@pair/k=2")
     assert isinstance(inst, LinearAlignment) and inst.k == 2
     # analysing another checkpoint keeps this one's alignments beside the new ones

@@ -117,7 +117,7 @@ def test_batched_sweep_equals_brute_force_on_aligned_pairs():
     _, base_logits = _acts(model, pt.base_ids, [])
     ld_base, ok = logit_diff(base_logits, pt.cf_labels, pt.base_labels)
     checked = 0
-    for (kind, layer, head, pos), (f, n, ld_sum, n_ld) in acc.sums.items():
+    for (kind, layer, head, pos), (f, n, ld_sum, n_ld, _, _) in acc.sums.items():
         if pos % 9 and pos != 66:  # a spread of positions, incl. the answer's
             continue
         feats = None if head < 0 else slice(16 * head, 16 * head + 16)
@@ -134,7 +134,7 @@ def test_batched_sweep_equals_brute_force_on_pairs_with_explicit_positions(model
     pt = pair_tensors(task.counterfactuals("up_down:count", 7, split="test", seed=0), "cpu")
     assert not pt.aligned
     acc, ref = sweep(model, pt, [site], 1, batch_size=3)
-    (key, (f, n, ld_sum, n_ld)), = acc.sums.items()
+    (key, (f, n, ld_sum, n_ld, _, _)), = acc.sums.items()
     assert key == (*site, -1, -1)
     flip, ld, ok = _brute(model, pt, *site, None, None)
     assert f / n == pytest.approx(flip)
@@ -152,7 +152,8 @@ def test_patching_analysis_tables_and_the_final_stream_sanity_check(tmp_path):
     out = get("analysis", "patching").obj(ctx)
     df, ranking = out["patching"], out["head_ranking"]
     assert list(df.columns) == ["checkpoint", "site", "layer", "position", "head",
-                                "counterfactual", "metric", "value"]
+                                "counterfactual", "metric", "value", "value_all", "n_pairs",
+                                "n_changed"]
     assert set(df["site"]) == {"none", "resid", "head"}
     assert (df.loc[df["site"] == "resid", "head"] == -1).all()
     assert set(df.loc[df["site"] == "head", "head"]) == {0, 1}
@@ -163,10 +164,14 @@ def test_patching_analysis_tables_and_the_final_stream_sanity_check(tmp_path):
     assert final["value"].item() == pytest.approx(1.0, abs=1e-4)
     assert list(ranking.columns) == ["checkpoint", "counterfactual", "metric", "layer", "head",
                                      "value", "rank"]
-    # root_value: flip_gain and logit_diff; distractor keeps the answer, so has no logit diff
+    # root_value: flip_gain and logit_diff; distractor keeps the answer, so no pair of it
+    # changes the output: no flip rate on changed pairs (value NaN, value_all kept) and no
+    # logit difference, hence no ranking
     assert ranking.groupby(["counterfactual", "metric"]).size().to_dict() == {
-        ("distractor", "flip_gain"): 4, ("root_value", "flip_gain"): 4,
-        ("root_value", "logit_diff"): 4}
+        ("root_value", "flip_gain"): 4, ("root_value", "logit_diff"): 4}
+    distractor = df[(df["counterfactual"] == "distractor") & (df["metric"] == "flip_rate")]
+    assert distractor["value"].isna().all() and distractor["value_all"].between(0, 1).all()
+    assert (distractor["n_changed"] == 0).all() and (distractor["n_pairs"] == 6).all()
     assert sorted(ranking.groupby(["counterfactual", "metric"])["rank"].apply(list).iloc[0]) == \
         [1, 2, 3, 4]
 
@@ -184,4 +189,21 @@ def test_patching_analysis_on_a_recurrent_model_patches_every_step(tmp_path):
     # patching the last step hands over the source's whole state, so its whole answer
     last = df[(df["site"] == "state") & (df["position"] == 66) & (df["metric"] == "norm_logit_diff")]
     assert last["value"].item() == pytest.approx(1.0, abs=1e-4)
-    assert np.isfinite(df["value"]).all()
+    assert np.isfinite(df["value"]).all() and (df["n_changed"] == 4).all()
+
+
+def test_flip_rate_counts_changed_pairs_and_value_all_every_pair():
+    """Unchanged pairs (source = base) are right under a patch that does nothing: they count
+    in value_all only. With half the pairs unchanged and a source equal to the base, the
+    patched flip rate on changed pairs is the base's (0 for a base that answers its own)."""
+    task, model, _ = _smoke("counting", "gru")
+    pairs = task.counterfactuals("up_down:count", 12, split="test", seed=0)
+    pt = pair_tensors(pairs, "cpu")
+    changed = pt.changed.numpy()
+    acc, ref = sweep(model, pt, [("state", 0)], 1, batch_size=5)
+    (f, n, _, _, fc, nc), = acc.sums.values()
+    df = tables(acc, ref, "up_down:count", False, 0)
+    flip = [r for r in df if r["site"] == "state" and r["metric"] == "flip_rate"][0]
+    assert nc == changed.sum() and n == 12
+    assert flip["value"] == pytest.approx(fc / nc) and flip["value_all"] == pytest.approx(f / n)
+    assert flip["n_pairs"] == 12 and flip["n_changed"] == changed.sum()
