@@ -10,6 +10,13 @@ from study.core.errors import UsageError
 from study.core.settings import setting
 
 
+# How a run executes, not what it computes: left out of a run's identity (its hash and the
+# "same run?" check), so they may change when an interrupted run is resumed; config.json
+# still records them. `precision` and `compile` are not among them: bf16 autocast and compiled
+# kernels change the trained weights even on a CPU (compile=on vs off differ after 100 steps).
+RUNTIME_FIELDS = ("device", "max_minutes", "resume_minutes", "keep_state")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     steps: int = setting(1000, "optimiser updates")
