@@ -51,7 +51,8 @@ class TrainConfig:
     resume_minutes: float = setting(
         10.0, "write a resume point this often between checkpoints; 0 = never")
     keep_state: Literal["last", "all"] = setting(
-        "last", "which checkpoints keep the optimiser/RNG state: the newest or every one")
+        "last", "which checkpoints keep the optimiser/RNG state: the two newest (the previous one is "
+        "the fallback for a damaged newest) or every one")
 
     def __post_init__(self):
         def bad(key, allowed):
