@@ -19,6 +19,7 @@ from study.core.diskfull import ignore_disk_full, reporting_disk_full
 from study.core.errors import UsageError
 from study.core.rundir import RunDir
 from study.core.signals import signal_name, signum_of
+from study.train.config import RUNTIME_FIELDS
 
 
 def log(msg: str) -> None:
@@ -123,7 +124,9 @@ def run(cfg: RunConfig) -> RunDir:
 def _run(cfg: RunConfig, rd: RunDir) -> None:
     prepare(cfg, rd)
     from study.env import environment
-    rd.write_json("env.json", environment())
+    # this session's runtime-only settings, which may differ from the run's first session
+    runtime = {k: getattr(cfg.train, k) for k in RUNTIME_FIELDS}
+    rd.write_json("env.json", {**environment(), "train_runtime": runtime})
     task = build_task(cfg)
     t0 = time.time()
     sizes = prepare_data(task)

@@ -32,6 +32,8 @@ def test_rerun_with_other_runtime_settings_is_the_same_run(capsys, tmp_path):
     assert main([*args, "train.device=cpu", "train.max_minutes=5", "train.resume_minutes=1"]) == 0
     assert "already finished" in capsys.readouterr().err
     assert json.loads((tmp_path / "config.json").read_text())["train"]["max_minutes"] == 5
+    env = json.loads((tmp_path / "env.json").read_text())["train_runtime"]
+    assert env["device"] == "cpu" and env["resume_minutes"] == 1
     assert main([*args, "train.lr=0.5"]) == 2
     assert "different config (train (lr))" in capsys.readouterr().err
 
