@@ -2,6 +2,9 @@
 
 Bad input prints one line to stderr and exits 2 (no traceback, nothing written); torch and
 pyvene are imported only by commands that need them, so `--help` and `list` answer at once.
+A stop signal (Ctrl-C, SIGTERM, SIGUSR1, SIGUSR2) ends a command with one line and the exit
+status 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), after a run has written
+its resume point and the status "interrupted".
 """
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import json
 import sys
 
 from study.core.errors import UsageError
+from study.core.signals import exit_code, raising_on_stop_signals, signal_name, signum_of
 
 USAGE = """usage: python -m study COMMAND [key=value ...]
 
@@ -50,13 +54,15 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, end="")
         return 0
     try:
-        return handler(args) or 0
+        with raising_on_stop_signals():
+            return handler(args) or 0
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted; re-run the same command to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"interrupted ({signal_name(signum_of(e))}); re-run the same command to resume",
+              file=sys.stderr)
+        return exit_code(e)
 
 
 def _lazy(module: str, func: str):

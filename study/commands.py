@@ -114,10 +114,14 @@ def cmd_analyze(args):
         raise UsageError(f"analysis= is required; choose from {', '.join(registry.entries('analysis'))}")
     checkpoint = kv.pop("checkpoint", "final")
     from study.analyze import analyze, resolve_analyses
-    configs = resolve_analyses(rd, names, kv)  # every setting checked before any work
-    analyze(rd, configs, checkpoint=checkpoint)
+    from study.core.claim import claim
+    from study.core.diskfull import reporting_disk_full
     from study.runner import write_report
-    write_report(rd)  # the run's report.html now shows the new tables
+    configs = resolve_analyses(rd, names, kv)  # every setting checked before any work
+    # the report is written under the same claim and full-disk handling as the tables
+    with reporting_disk_full(rd.path), claim(rd.path, "analyze"):
+        analyze(rd, configs, checkpoint=checkpoint)
+        write_report(rd)  # the run's report.html now shows the new tables
     for name in names:
         print(rd.analysis_dir(name))
 

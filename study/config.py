@@ -6,13 +6,19 @@
 - dotted keys override fields: `task.X`, `model.X`, `train.X`, `<analysis>.X`; values are
   coerced from the field's annotation. Resolution order, the same for every group
   (`study.core.settings.resolve_group`): config defaults → scale preset → overrides.
-Errors name the key, the value and what is allowed; nothing is written before it passes.
+Errors name the key, the value and what is allowed; nothing is written before it passes
+(the device asked for and an estimate of the training memory are checked too, `preflight.py`).
+
+A run's identity (its hash, its default directory, the "same run?" check on re-runs) is what
+determines its weights; the runtime-only training settings (`train.device`, `max_minutes`,
+`resume_minutes`, `keep_state`) may change between sessions and are only recorded.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -20,7 +26,7 @@ from study.core import registry
 from study.core.coerce import coerce
 from study.core.errors import UsageError
 from study.core.settings import fields_of, from_json, resolve_group
-from study.train.config import TrainConfig
+from study.train.config import RUNTIME_FIELDS, TrainConfig
 
 TOP_KEYS = {
     "task": "task family (registry name)",
@@ -50,25 +56,55 @@ class RunConfig:
     force: bool = False
 
     def identity(self) -> dict:
-        """What determines the trained weights (and so the run's hash)."""
+        """What determines the trained weights (and so the run's hash): everything but the
+        runtime-only training settings."""
+        return {**self._full_identity(), "train": without_runtime(dataclasses.asdict(self.train))}
+
+    def _full_identity(self) -> dict:
         return {"task": self.task, "task_config": dataclasses.asdict(self.task_config),
                 "model": self.model, "model_config": dataclasses.asdict(self.model_config),
                 "train": dataclasses.asdict(self.train), "seed": self.seed}
 
     def to_dict(self) -> dict:
-        return {**self.identity(), "scale": self.scale, "analyses": list(self.analyses),
+        """config.json: the identity, plus every training setting for the record."""
+        return {**self._full_identity(), "scale": self.scale, "analyses": list(self.analyses),
                 "analysis_configs": {n: dataclasses.asdict(c) for n, c in self.analysis_configs.items()}}
 
     def hash8(self) -> str:
-        blob = json.dumps(self.identity(), sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:8]
+        return hash8(self.identity())
+
+    def legacy_hash8(self) -> str:
+        """The hash runs were given while runtime-only settings still counted (their default
+        directories and markers carry it)."""
+        return hash8(self._full_identity())
 
     def default_run_dir(self) -> str:
-        return f"runs/{self.task}-{self.model}-s{self.seed}-{self.hash8()}"
+        path = f"runs/{self.task}-{self.model}-s{self.seed}-{self.hash8()}"
+        legacy = f"runs/{self.task}-{self.model}-s{self.seed}-{self.legacy_hash8()}"
+        return legacy if not os.path.exists(path) and os.path.isdir(legacy) else path
 
     @property
     def path(self) -> str:
         return self.run_dir or self.default_run_dir()
+
+
+def without_runtime(train: dict) -> dict:
+    """Training settings without the runtime-only ones (`RUNTIME_FIELDS`)."""
+    return {k: v for k, v in train.items() if k not in RUNTIME_FIELDS}
+
+
+def identity_of(saved: dict) -> dict:
+    """The identity of the run a config.json describes (runtime-only settings left out)."""
+    keys = ("task", "task_config", "model", "model_config", "train", "seed")
+    out = {k: saved.get(k) for k in keys}
+    if isinstance(out["train"], dict):
+        out["train"] = without_runtime(out["train"])
+    return out
+
+
+def hash8(identity: dict) -> str:
+    blob = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:8]
 
 
 def train_config(task_entry, scale: str, overrides: dict[str, str] | None = None) -> TrainConfig:
@@ -117,8 +153,11 @@ def resolve(kv: dict[str, str]) -> RunConfig:
     train_cfg = train_config(task_entry, scale, fields_of(kv, "train"))
     rest = {k: v for k, v in kv.items() if k.split(".", 1)[0] not in GROUPS}
     configs = analysis_configs(analyses, scale, rest, task_entry, model_entry, model_cfg)
-    return RunConfig(task_entry.name, model_entry.name, task_cfg, model_cfg, train_cfg, scale,
-                     seed, run_dir, analyses, configs, force)
+    cfg = RunConfig(task_entry.name, model_entry.name, task_cfg, model_cfg, train_cfg, scale,
+                    seed, run_dir, analyses, configs, force)
+    from study.preflight import check
+    check(cfg, task_entry.obj(task_cfg))  # the device exists and training fits in memory
+    return cfg
 
 
 def analysis_configs(names, scale: str, overrides: dict[str, str], task_entry, model_entry,

@@ -2,17 +2,24 @@
 threads: worth it for many runs on a machine with many cores (on 2 cores one small recurrent
 run with both threads trained 2.6x faster than with one, so the default stays one run at a
 time). Each run's output goes to `RUN_DIR/run.log`; the sweep prints a line as each run
-finishes. Interrupting the sweep interrupts every run, which each mark as resumable."""
+finishes. Interrupting the sweep (Ctrl-C, SIGTERM, SIGUSR1, SIGUSR2) passes the signal to every
+run, which each write a resume point and the status "interrupted".
+
+Nothing is created for a run whose directory is refused (a folder that is not a run, one that
+another live process holds): the placement and the claim are checked before its folder and
+`run.log` are made; the run itself then takes the claim."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from study.core import placement
+from study.core.claim import CLAIM, describe, read_holder, stale_reason
 from study.core.errors import UsageError
+from study.core.signals import signum_of
 from study.runner import log
 
 
@@ -34,6 +41,11 @@ def run_parallel(combos: list[dict[str, str]], configs, jobs: int) -> list[Path]
             while pending and len(running) < jobs:
                 i, combo, cfg = pending.pop(0)
                 path = Path(cfg.path)
+                refused = _refusal(path)
+                if refused is not None:
+                    failed.append((path, 2))
+                    log(f"[{i}/{len(combos)}] REFUSED {cfg.model} seed {cfg.seed}: {refused}")
+                    continue
                 path.mkdir(parents=True, exist_ok=True)
                 logf = open(path / "run.log", "ab")
                 args = [sys.executable, "-m", "study", "run",
@@ -54,9 +66,9 @@ def run_parallel(combos: list[dict[str, str]], configs, jobs: int) -> list[Path]
                     log(f"[{i}/{len(combos)}] FAILED {cfg.model} seed {cfg.seed} (exit "
                         f"{proc.returncode}); last lines of {path / 'run.log'}:")
                     log("\n".join(_tail(path / "run.log")))
-    except KeyboardInterrupt:
-        for proc in running:
-            proc.send_signal(signal.SIGINT)
+    except KeyboardInterrupt as e:
+        for proc in running:  # the same signal: each run then exits with its own code
+            proc.send_signal(signum_of(e))
         for proc in running:
             proc.wait()
         raise
@@ -65,6 +77,20 @@ def run_parallel(combos: list[dict[str, str]], configs, jobs: int) -> list[Path]
                          + ", ".join(f"{p} (exit {c})" for p, c in failed)
                          + "; re-run the sweep to resume them")
     return [Path(c.path) for c in configs]
+
+
+def _refusal(path: Path) -> str | None:
+    """Why a run may not be started in `path` (None: go ahead), checked before anything is
+    created there: its placement, and a claim held by a live process."""
+    try:
+        placement.check(path)
+    except UsageError as e:
+        return str(e)
+    lock = path / CLAIM
+    holder = read_holder(lock)
+    if holder is not None and stale_reason(lock, holder) is None:
+        return f"{path} is in use by {describe(holder)}"
+    return None
 
 
 def _tail(path: Path, n: int = 8) -> list[str]:

@@ -11,13 +11,15 @@ import sys
 import time
 
 from study.core import registry
-from study.config import RunConfig
+from study.config import RunConfig, hash8, identity_of
 from study.core import placement
 from study.core.claim import claim
 from study.core.damage import readable, set_aside, set_aside_damaged
 from study.core.diskfull import ignore_disk_full, reporting_disk_full
 from study.core.errors import UsageError
 from study.core.rundir import RunDir
+from study.core.signals import signal_name, signum_of
+from study.train.config import RUNTIME_FIELDS
 
 
 def log(msg: str) -> None:
@@ -41,7 +43,7 @@ def prepare(cfg: RunConfig, rd: RunDir | None = None) -> RunDir:
     elif cfg.force and rd.status() == "done":
         placement.clear(rd.path)
     damaged_status = (rd.path / "status.json").exists() and rd.status() is None
-    if not rd.is_marked():
+    if (rd.marker() or {}).get("hash") != cfg.hash8():  # new, or marked by an older version
         rd.write_marker(cfg.hash8())
     rd.write_json("config.json", cfg.to_dict())
     if damaged_status:
@@ -55,19 +57,23 @@ def prepare(cfg: RunConfig, rd: RunDir | None = None) -> RunDir:
 def _difference(rd: RunDir, cfg: RunConfig) -> str | None:
     """How the run directory's settings differ from `cfg` (None: same run, or a new one).
     config.json is compared first; without it the marker's config hash, and without that the
-    newest checkpoint's meta.json, say what the weights were trained with."""
+    newest checkpoint's meta.json, say what the weights were trained with. Runtime-only
+    settings (`train.device`, ...) are no part of a run's identity and may differ."""
     want = _jsonable(cfg.identity())
     marker = rd.marker() or {}
     if rd.exists():
         old = rd.config()
-        keys = [k for k in want if old.get(k) != want[k]]
+        have = identity_of(old)
+        keys = [_differing(k, have[k], want[k]) for k in want if have[k] != want[k]]
         if keys:
             return f"a run with a different config ({', '.join(keys)})"
-        if marker.get("hash") not in (None, cfg.hash8()):
+        # a marker written before runtime settings left the identity carries the old hash
+        legacy = hash8({k: old.get(k) for k in want})
+        if marker.get("hash") not in (None, cfg.hash8(), legacy):
             return (f"checkpoints of another config (its marker says config {marker['hash']}, "
                     f"config.json says {cfg.hash8()}: config.json was replaced)")
         return None
-    if marker.get("hash") not in (None, cfg.hash8()):
+    if marker.get("hash") not in (None, cfg.hash8(), cfg.legacy_hash8()):
         return (f"checkpoints trained with another config ({marker['hash']}; these settings are "
                 f"{cfg.hash8()}) and its config.json is gone")
     from study.train import checkpoint as ckpt
@@ -79,6 +85,14 @@ def _difference(rd: RunDir, cfg: RunConfig) -> str | None:
         if keys:
             return f"checkpoints trained with a different {', '.join(keys)} and its config.json is gone"
     return None
+
+
+def _differing(key: str, have, want) -> str:
+    """`key`, with the fields that differ when it is a group: "train (lr, steps)"."""
+    if isinstance(have, dict) and isinstance(want, dict):
+        fields = [f for f in sorted(set(have) | set(want)) if have.get(f) != want.get(f)]
+        return f"{key} ({', '.join(fields)})"
+    return key
 
 
 def _jsonable(obj):
@@ -110,25 +124,32 @@ def run(cfg: RunConfig) -> RunDir:
 def _run(cfg: RunConfig, rd: RunDir) -> None:
     prepare(cfg, rd)
     from study.env import environment
-    rd.write_json("env.json", environment())
+    # this session's runtime-only settings, which may differ from the run's first session
+    runtime = {k: getattr(cfg.train, k) for k in RUNTIME_FIELDS}
+    rd.write_json("env.json", {**environment(), "train_runtime": runtime})
     task = build_task(cfg)
     t0 = time.time()
     sizes = prepare_data(task)
     log(f"data: {', '.join(f'{k} {v:,}' for k, v in sizes.items())} ({time.time() - t0:.1f} s)")
     write_heuristics(rd, task)
-    if rd.status() == "done" and _summary_readable(rd):
-        log(f"{rd.path}: already finished (force=true retrains)")
-    else:  # a finished run with a damaged summary.json: training sees it is done, rewrites it
-        rd.set_status("running")
-        try:
-            _train(cfg, rd, task)
-        except KeyboardInterrupt:
-            ignore_disk_full(rd.set_status, "failed", error="interrupted; re-run the same command to resume")
-            raise
-        except BaseException as e:
-            ignore_disk_full(rd.set_status, "failed", error=f"{type(e).__name__}: {e}")
-            raise
-    _analyses(cfg, rd)
+    try:
+        if rd.status() == "done" and _summary_readable(rd):
+            log(f"{rd.path}: already finished (force=true retrains)")
+        else:  # a finished run with a damaged summary.json: training sees it is done, rewrites it
+            rd.set_status("running")
+            try:
+                _train(cfg, rd, task)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:
+                ignore_disk_full(rd.set_status, "failed", error=f"{type(e).__name__}: {e}")
+                raise
+        _analyses(cfg, rd)
+    except KeyboardInterrupt as e:  # Ctrl-C or a stop signal: training wrote a resume point
+        name = signal_name(signum_of(e))
+        ignore_disk_full(rd.set_status, "interrupted", signal=name,
+                         error=f"interrupted by {name}; re-run the same command to resume")
+        raise
     rd.set_status("done")
     write_report(rd)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
-STATUSES = ("created", "running", "done", "failed")
+STATUSES = ("created", "running", "interrupted", "done", "failed")
 MARKER = ".study-run"
 CONFIG_KEYS = ("task", "model", "seed", "task_config", "model_config", "train")
 TEMP_GLOBS = (".*.tmp", ".alignments.tmp*")  # what atomic writers leave when killed

@@ -6,13 +6,15 @@ Layout under `<run>/checkpoints/`:
       model.safetensors   the weights
       meta.json           model + config, task + config, train config, step, seed: enough to
                           rebuild the network with nothing else at hand
-      state.pt            training state (optimiser, RNG, counters) -- kept only in the newest
-                          checkpoint unless `train.keep_state=all`
-    resume_00001300/    a rolling resume point between logged checkpoints (same files); only
-                        the newest full state is kept
+      state.pt            training state (optimiser, RNG, counters) -- kept in the two newest
+                          checkpoints or resume points unless `train.keep_state=all`
+    resume_00001300/    a rolling resume point between logged checkpoints (same files)
 
-A checkpoint directory is written under a temporary name and renamed into place, so a crash
-never leaves a half-written one. Anything unreadable raises `CheckpointError` naming the file;
+A checkpoint directory is written under a temporary name, fsynced and renamed into place, so a
+crash never leaves a half-written one. The state before the newest is kept as well, and older
+ones are deleted only once the new one is durable: a newest state found damaged later (a bad
+disk, a broken copy) costs the steps since the previous one, not the run
+(`study/train/resume.py`). Anything unreadable raises `CheckpointError` naming the file;
 nothing ever silently restarts a run from zero.
 """
 from __future__ import annotations
@@ -59,7 +61,9 @@ def list_checkpoints(run_dir) -> list[int]:
                   if p.is_dir() and p.name.startswith(STEP_PREFIX) and _step_of(p) is not None)
 
 
-def _state_dirs(run_dir) -> list[tuple[int, Path]]:
+def state_dirs(run_dir) -> list[tuple[int, Path]]:
+    """(step, directory) of every checkpoint or resume point holding a training state, oldest
+    first."""
     root = checkpoints_dir(run_dir)
     if not root.is_dir():
         return []
@@ -72,7 +76,7 @@ def _state_dirs(run_dir) -> list[tuple[int, Path]]:
 def latest(run_dir) -> Path | None:
     """The newest checkpoint directory holding a full training state (the resume point), or
     None when the run has none."""
-    found = _state_dirs(run_dir)
+    found = state_dirs(run_dir)
     return found[-1][1] if found else None
 
 
@@ -83,11 +87,25 @@ def _fsync_file(path: Path) -> None:
         os.fsync(f.fileno())
 
 
+def _fsync_dir(path: Path) -> None:
+    """Make the renames inside `path` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def save(run_dir, step: int, model, meta: dict, state: dict | None, *, resume: bool = False,
          keep_state: str = "last") -> Path:
     """Write a checkpoint directory atomically (temp dir, then rename); when it holds a state,
-    drop the older states (resume points entirely, logged checkpoints' state.pt unless
-    keep_state == "all")."""
+    drop the states older than the previous one (resume points entirely, logged checkpoints'
+    state.pt unless keep_state == "all"), once the new one is on disk."""
     import torch
     from safetensors.torch import save_model
 
@@ -106,6 +124,8 @@ def save(run_dir, step: int, model, meta: dict, state: dict | None, *, resume: b
         for f in tmp.iterdir():
             _fsync_file(f)
         if final.exists():  # a directory cannot be renamed over a non-empty one
+            for kept in final.glob("*.damaged*"):  # set aside for inspection: not ours to drop
+                os.replace(kept, tmp / kept.name)
             old = root / f".old-{final.name}-{os.getpid()}"
             shutil.rmtree(old, ignore_errors=True)
             os.replace(final, old)
@@ -117,14 +137,19 @@ def save(run_dir, step: int, model, meta: dict, state: dict | None, *, resume: b
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if state is not None:
-        for other_step, other in _state_dirs(run_dir):
-            if other == final or other_step > step:
-                continue
-            if other.name.startswith(RESUME_PREFIX):
-                shutil.rmtree(other, ignore_errors=True)
-            elif keep_state != "all":
-                (other / STATE).unlink(missing_ok=True)
+        _fsync_dir(root)  # the new state is durable before any older one goes
+        _prune_states(run_dir, final, step, keep_state)
     return final
+
+
+def _prune_states(run_dir, newest: Path, step: int, keep_state: str) -> None:
+    """Keep the state just written and the one before it; drop older ones."""
+    older = [p for s, p in state_dirs(run_dir) if p != newest and s <= step]
+    for other in older[:-1]:  # older[-1] is the previous state, kept as a fallback
+        if other.name.startswith(RESUME_PREFIX):
+            shutil.rmtree(other, ignore_errors=True)
+        elif keep_state != "all":
+            (other / STATE).unlink(missing_ok=True)
 
 
 def clean_temporaries(run_dir) -> None:
@@ -140,8 +165,10 @@ def clean_temporaries(run_dir) -> None:
 
 def _unreadable(path: Path, err: BaseException) -> CheckpointError:
     reason = " ".join(str(err).split())[:200] or type(err).__name__
-    return CheckpointError(f"checkpoint file {path} is unreadable ({reason}); delete its "
-                           f"directory to fall back to an earlier checkpoint, or re-run with force")
+    error = CheckpointError(f"checkpoint file {path} is unreadable ({reason}); delete its "
+                            f"directory to fall back to an earlier checkpoint, or re-run with force")
+    error.reason = reason  # for messages that name the file themselves
+    return error
 
 
 def read_meta(ckpt: Path) -> dict:
@@ -165,6 +192,18 @@ def read_state(ckpt: Path) -> dict:
             raise ValueError("no 'step' entry")
         return state
     except Exception as e:
+        raise _unreadable(path, e) from None
+
+
+def check_weights(ckpt: Path) -> None:
+    """Raise CheckpointError if the weights file cannot be opened (a truncated file fails its
+    header check); the tensors themselves are read when loaded into a model."""
+    from safetensors import safe_open
+    path = Path(ckpt) / WEIGHTS
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            f.keys()
+    except Exception as e:  # safetensors raises its own error type, or OSError
         raise _unreadable(path, e) from None
 
 

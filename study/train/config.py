@@ -10,6 +10,13 @@ from study.core.errors import UsageError
 from study.core.settings import setting
 
 
+# How a run executes, not what it computes: left out of a run's identity (its hash and the
+# "same run?" check), so they may change when an interrupted run is resumed; config.json
+# still records them. `precision` and `compile` are not among them: bf16 autocast and compiled
+# kernels change the trained weights even on a CPU (compile=on vs off differ after 100 steps).
+RUNTIME_FIELDS = ("device", "max_minutes", "resume_minutes", "keep_state")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     steps: int = setting(1000, "optimiser updates")
@@ -50,7 +57,8 @@ class TrainConfig:
     resume_minutes: float = setting(
         10.0, "write a resume point this often between checkpoints; 0 = never")
     keep_state: Literal["last", "all"] = setting(
-        "last", "which checkpoints keep the optimiser/RNG state: the newest or every one")
+        "last", "which checkpoints keep the optimiser/RNG state: the two newest (the previous one is "
+        "the fallback for a damaged newest) or every one")
 
     def __post_init__(self):
         def bad(key, allowed):

@@ -1,27 +1,34 @@
-"""Ctrl-C during training: deferred to the end of the current step, so that the resume point
-written then holds a consistent state."""
+"""Stop signals during training (Ctrl-C, SIGTERM, SIGUSR1, SIGUSR2): deferred to the end of the
+current step, so that the resume point written then holds a consistent state."""
 from __future__ import annotations
 
 import signal
 import threading
 
+from study.core.signals import STOP_SIGNALS, Interrupted
+
 
 class DeferInterrupt:
-    """A first Ctrl-C only raises a flag, checked between steps; a second one interrupts at
-    once. Signal handlers can only be set from the main thread; elsewhere Ctrl-C is left as
-    it is."""
+    """A first stop signal only records itself in `flag` (its number; 0 = none), checked
+    between steps; a second one interrupts at once. Signal handlers can only be set from the
+    main thread; elsewhere the signals are left as they are."""
 
     def __enter__(self) -> "DeferInterrupt":
-        self.flag, self._old = False, None
+        self.flag, self._old = 0, {}
         if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handler)
+            self._old = {s: signal.signal(s, self._handler) for s in STOP_SIGNALS}
         return self
 
     def _handler(self, signum, frame):
         if self.flag:
-            raise KeyboardInterrupt
-        self.flag = True
+            raise Interrupted(signum)
+        self.flag = int(signum)
+
+    def check(self) -> None:
+        """Raise `Interrupted` if a stop signal arrived during the step just ended."""
+        if self.flag:
+            raise Interrupted(self.flag)
 
     def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+        for s, handler in self._old.items():
+            signal.signal(s, handler)

@@ -13,8 +13,9 @@ the device and read back only at log intervals (`meter.py`).
 Resume: re-running on the same run directory continues from the newest checkpoint holding a
 training state (`state.py`). Batch i is a pure function of (seed, i) (`streams.py`) and the
 state holds the optimiser, the torch RNG (dropout) and the pending loss sums, so on CPU a
-resumed run ends with bit-equal weights and equal metrics. Ctrl-C is deferred to the end of
-the current step, which then writes a resume point (`interrupt.py`).
+resumed run ends with bit-equal weights and equal metrics. Ctrl-C (and SIGTERM, SIGUSR1,
+SIGUSR2) is deferred to the end of the current step, which then writes a resume point
+(`interrupt.py`).
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from study.train.interrupt import DeferInterrupt
 from study.train.meter import LossMeter
 from study.train.metrics import read_metrics
 from study.train.progress import Progress
-from study.train.resume import resume_point, run_meta
+from study.train.resume import resume_from, run_meta
 from study.train.runtime import resolve_runtime
 from study.train.schedule import Cadence, lr_at
 from study.train.state import TrainState
@@ -49,8 +50,7 @@ def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, 
     run = run if isinstance(run, RunDir) else RunDir(run)
     rt = resolve_runtime(train_cfg)
     meta = run_meta(task, model_entry, model_cfg, train_cfg, seed)
-    resume_dir = resume_point(run, meta)
-    state = TrainState.load(resume_dir) if resume_dir is not None else TrainState()
+    resume_dir, state = resume_from(run, meta)
     torch.manual_seed(seed)  # the initial weights; a resumed run then restores its saved RNG
     model = model_entry.obj(model_cfg, len(task.vocab), task.seq_len)
     info = run_info(task, model_entry, seed, train_cfg, model, rt)
@@ -110,7 +110,7 @@ class _Session:
 
 
 def _run_steps(s: _Session, callback: Callable[[int], None] | None) -> None:
-    """Train until the run finishes. On Ctrl-C (taking effect between steps) or a
+    """Train until the run finishes. On a stop signal (taking effect between steps) or a
     KeyboardInterrupt from `callback`, save a resume point, then re-raise."""
     try:
         with DeferInterrupt() as interrupt:
@@ -118,12 +118,11 @@ def _run_steps(s: _Session, callback: Callable[[int], None] | None) -> None:
                 _train_step(s, step)
                 if callback is not None:
                     callback(step)
-                if interrupt.flag:
-                    raise KeyboardInterrupt
+                interrupt.check()
                 if s.state.finished:
                     break
     except KeyboardInterrupt:
-        # an interruption inside a step leaves nothing consistent to save (a second Ctrl-C)
+        # an interruption inside a step leaves nothing consistent to save (a second signal)
         if not s.mid_step and s.state.step > s.saved:
             _checkpoint(s, resume=True)
         raise

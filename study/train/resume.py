@@ -2,19 +2,26 @@
 
 A run directory's checkpoints record the model, task, seed and training settings they came
 from (`meta.json`); continuing them under other settings would silently mix two runs. Only
-the settings of how a run executes (device, precision, ...) may change between sessions."""
+the settings of how a run executes (`RUNTIME_FIELDS`: device, time budgets, which states to
+keep) may change between sessions.
+
+The newest training state is normally the resume point. One found unreadable (its state.pt,
+weights or meta.json) is set aside as `NAME.damaged` with a one-line notice and the previous
+state, which checkpoint.save keeps for this, is used instead: the run loses the steps in
+between, which it trains again to the same result.
+"""
 from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
+from study.core.damage import set_aside
 from study.core.rundir import RunDir
 from study.train import checkpoint as ckpt
-from study.train.config import TrainConfig
-
-# settings that may change between an interrupted run and its resumption
-RUNTIME_FIELDS = ("device", "precision", "compile", "resume_minutes", "keep_state")
+from study.train.config import RUNTIME_FIELDS, TrainConfig
+from study.train.state import TrainState
 
 
 def _jsonable(obj) -> dict:
@@ -43,14 +50,51 @@ def check_same_run(old: dict, new: dict, where) -> None:
                 f"{' (' + ', '.join(diff) + ')' if diff else ''}; use a new run directory or force")
 
 
-def resume_point(run: RunDir, meta: dict) -> Path | None:
-    """The checkpoint directory to continue from (None: start afresh), checked to belong to
-    the run described by `meta`. Leftovers of interrupted checkpoint writes are removed."""
+def resume_from(run: RunDir, meta: dict) -> tuple[Path | None, TrainState]:
+    """(checkpoint directory to continue from, its training state), or (None, a fresh state)
+    for a new run; checked to belong to the run described by `meta`. Leftovers of interrupted
+    checkpoint writes are removed; an unreadable newest state falls back to the previous one."""
     ckpt.clean_temporaries(run)
-    found = ckpt.latest(run)
-    if found is None and ckpt.list_checkpoints(run):
-        raise ckpt.CheckpointError(f"{ckpt.checkpoints_dir(run)} holds checkpoints but none with a "
-                                   f"training state ({ckpt.STATE}); cannot resume: re-run with force")
-    if found is not None:
-        check_same_run(ckpt.read_meta(found), meta, found)
-    return found
+    candidates = [p for _, p in reversed(ckpt.state_dirs(run))]
+    if not candidates:
+        if ckpt.list_checkpoints(run):
+            raise ckpt.CheckpointError(
+                f"{ckpt.checkpoints_dir(run)} holds checkpoints but none with a training state "
+                f"({ckpt.STATE}); cannot resume: re-run with force")
+        return None, TrainState()
+    damaged: list[str] = []
+    for found in candidates:
+        try:
+            saved = ckpt.read_meta(found)
+        except ckpt.CheckpointError as e:
+            damaged.append(_set_aside(found, ckpt.META, e))
+            continue
+        check_same_run(saved, meta, found)  # another run's state is an error, not damage
+        try:
+            ckpt.check_weights(found)
+        except ckpt.CheckpointError as e:
+            damaged.append(_set_aside(found, ckpt.WEIGHTS, e))
+            continue
+        try:
+            state = TrainState.load(found)
+        except ckpt.CheckpointError as e:
+            damaged.append(_set_aside(found, ckpt.STATE, e))
+            continue
+        for line in damaged:
+            print(f"notice: {line}; resuming from the previous training state, step {state.step} "
+                  f"({found.name})", file=sys.stderr, flush=True)
+        return found, state
+    raise ckpt.CheckpointError(
+        f"no readable training state is left in {ckpt.checkpoints_dir(run)} ({'; '.join(damaged)}); "
+        f"re-run with force=true to train afresh")
+
+
+def _set_aside(found: Path, name: str, err: ckpt.CheckpointError) -> str:
+    """Move the unreadable file, and the state that needs it, out of the way (NAME.damaged,
+    kept for inspection); the directory is no longer a resume point. Returns what happened."""
+    reason = getattr(err, "reason", str(err))
+    moved = set_aside(found / name) if (found / name).exists() else None
+    if name != ckpt.STATE and (found / ckpt.STATE).exists():
+        set_aside(found / ckpt.STATE)  # a state without its weights or meta cannot resume
+    what = f"moved it to {moved.name}" if moved is not None else "it is missing"
+    return f"{found / name} is unreadable ({reason}); {what}"

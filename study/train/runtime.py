@@ -37,16 +37,29 @@ class Runtime:
         return str(self.device)
 
 
-def resolve_runtime(cfg: TrainConfig) -> Runtime:
-    name = cfg.device
+def resolve_device(setting: str) -> torch.device:
+    """The device `train.device` names on this machine, or a one-line UsageError (also run at
+    parse time, before a run directory is created)."""
+    name = setting
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise UsageError(f"train.device={cfg.device!r} is not a device; use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"train.device={cfg.device!r} but no CUDA device is available; use train.device=cpu")
+        raise UsageError(f"train.device={setting!r} is not a device; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"train.device={setting!r} but no CUDA device is available; use "
+                             f"train.device=cpu (or auto)")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise UsageError(f"train.device={setting!r} but this machine has {count} CUDA "
+                             f"device{'s' if count != 1 else ''} (cuda:0..cuda:{count - 1})")
+    return device
+
+
+def resolve_runtime(cfg: TrainConfig) -> Runtime:
+    device = resolve_device(cfg.device)
     cuda = device.type == "cuda"
     bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and cuda and torch.cuda.is_bf16_supported())
     if cuda:  # fp32 matmuls outside autocast may use TF32 [ours]

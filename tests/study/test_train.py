@@ -254,12 +254,12 @@ def test_interrupt_then_resume_twice(tmp_path):
     assert ckpt.latest(tmp_path).name == "resume_00000020"
     with pytest.raises(KeyboardInterrupt):
         _run(tmp_path, callback=_interrupt_at(40))
-    # only the newest state is kept: the older resume point is gone
+    # the two newest states are kept: the older resume point is gone
     assert ckpt.latest(tmp_path).name == "resume_00000040"
     assert not (ckpt.checkpoints_dir(tmp_path) / "resume_00000020").exists()
     assert _run(tmp_path)["steps_done"] == 60
-    assert [p.name for p in ckpt.checkpoints_dir(tmp_path).iterdir() if (p / ckpt.STATE).exists()] \
-        == ["step_00000060"]
+    assert sorted(p.name for p in ckpt.checkpoints_dir(tmp_path).iterdir()
+                  if (p / ckpt.STATE).exists()) == ["resume_00000040", "step_00000060"]
 
 
 def test_ctrl_c_then_resume_equals_uninterrupted(tmp_path):
@@ -304,15 +304,17 @@ def test_time_budget_ends_training_with_an_evaluated_final_checkpoint(tmp_path):
 def test_truncated_or_bad_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         _run(tmp_path, callback=_interrupt_at(20))
-    last = ckpt.latest(tmp_path)
+    # both kept training states damaged: nothing to fall back to, one error naming the files
+    previous, last = [p for _, p in ckpt.state_dirs(tmp_path)]
     weights = last / ckpt.WEIGHTS
     blob = weights.read_bytes()
     weights.write_bytes(blob[: len(blob) // 2])
-    with pytest.raises(ckpt.CheckpointError, match=str(weights)):
+    (previous / ckpt.META).write_text("{not json")
+    with pytest.raises(ckpt.CheckpointError, match="no readable training state") as err:
         _run(tmp_path)
-    weights.write_bytes(blob)
-    (last / ckpt.META).write_text("{not json")
-    with pytest.raises(ckpt.CheckpointError, match=str(last / ckpt.META)):
+    assert str(weights) in str(err.value) and str(previous / ckpt.META) in str(err.value)
+    assert (last / "model.safetensors.damaged").exists() and (previous / "meta.json.damaged").exists()
+    with pytest.raises(ckpt.CheckpointError, match="none with a training state"):
         _run(tmp_path)
     # a logged checkpoint read by analyses
     first = ckpt.checkpoints_dir(tmp_path) / ckpt.dir_name(1)

@@ -1,0 +1,54 @@
+"""Commands this machine cannot run are refused at parse time, in one line, with nothing
+written: a device it lacks, training that cannot fit in its memory."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from study.cli import main
+from study.core.memory import GIB, host_memory, training_bytes
+from study.core.registry import get
+
+BASE = ["run", "task=counting", "model=gru", "scale=smoke"]
+
+
+def _refused(capsys, tmp_path, *args) -> str:
+    rc = main([*BASE, f"run_dir={tmp_path / 'run'}", *args])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()  # nothing written
+    return err
+
+
+def test_batch_far_beyond_memory_is_refused_naming_the_setting(capsys, tmp_path):
+    err = _refused(capsys, tmp_path, "train.batch_size=1e9")
+    assert "train.batch_size=1000000000" in err and "GiB" in err and "lower train.batch_size" in err
+
+
+def test_widths_whose_parameters_cannot_fit_are_refused(capsys, tmp_path):
+    err = _refused(capsys, tmp_path, "model.d_hidden=65536", "model.d_embed=65536")
+    assert "parameters" in err and "model.* widths" in err
+    # each width has its own cap too
+    assert "1..65536" in _refused(capsys, tmp_path, "model.d_hidden=70000")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_missing_cuda_is_refused_before_the_run_dir_exists_and_the_fix_then_runs(capsys, tmp_path):
+    err = _refused(capsys, tmp_path, "train.device=cuda")
+    assert "train.device='cuda'" in err and "no CUDA device" in err
+    # the corrected command is not taken for "a different config": nothing was written
+    assert main([*BASE, f"run_dir={tmp_path / 'run'}", "train.device=cpu"]) == 0
+
+
+def test_a_device_that_is_no_device_is_refused(capsys, tmp_path):
+    assert "is not a device" in _refused(capsys, tmp_path, "train.device=tpu")
+
+
+def test_estimate_grows_with_batch_and_width():
+    gru = get("model", "gru")
+    small = training_bytes(gru.make_config("smoke"), 16, 43, 9)
+    assert sum(small) < GIB  # smoke runs never need a look-up
+    wide = training_bytes(gru.make_config("smoke", {"d_hidden": "4096"}), 16, 43, 9)
+    big_batch = training_bytes(gru.make_config("smoke"), 16_000, 43, 9)
+    assert wide[0] > small[0] and big_batch[1] == pytest.approx(1000 * small[1])
+    assert host_memory() > GIB

@@ -1,0 +1,48 @@
+"""Runtime-only training settings (device, time budgets, kept states) are no part of a run's
+identity: changing them neither renames the run nor makes a re-run "a different config"; they
+are still recorded in config.json."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from study.cli import main
+from study.config import resolve
+from study.train.config import RUNTIME_FIELDS
+
+BASE = {"task": "counting", "model": "gru", "scale": "smoke"}
+
+
+def test_runtime_settings_leave_the_hash_alone():
+    base = resolve(BASE)
+    moved = resolve({**BASE, "train.device": "cpu", "train.max_minutes": "30",
+                     "train.resume_minutes": "1", "train.keep_state": "all"})
+    assert moved.hash8() == base.hash8() and moved.default_run_dir() == base.default_run_dir()
+    assert not set(RUNTIME_FIELDS) & set(base.identity()["train"])
+    assert moved.to_dict()["train"]["max_minutes"] == 30  # recorded
+    # settings that change the weights do change it (precision and compile among them)
+    for key, value in (("train.lr", "0.5"), ("train.precision", "bf16"), ("train.compile", "on")):
+        assert resolve({**BASE, key: value}).hash8() != base.hash8(), key
+
+
+def test_rerun_with_other_runtime_settings_is_the_same_run(capsys, tmp_path):
+    args = ["run", *(f"{k}={v}" for k, v in BASE.items()), f"run_dir={tmp_path}"]
+    assert main(args) == 0
+    assert main([*args, "train.device=cpu", "train.max_minutes=5", "train.resume_minutes=1"]) == 0
+    assert "already finished" in capsys.readouterr().err
+    assert json.loads((tmp_path / "config.json").read_text())["train"]["max_minutes"] == 5
+    env = json.loads((tmp_path / "env.json").read_text())["train_runtime"]
+    assert env["device"] == "cpu" and env["resume_minutes"] == 1
+    assert main([*args, "train.lr=0.5"]) == 2
+    assert "different config (train (lr))" in capsys.readouterr().err
+
+
+def test_runs_marked_before_runtime_settings_left_the_identity_still_match(capsys, tmp_path):
+    args = ["run", *(f"{k}={v}" for k, v in BASE.items()), f"run_dir={tmp_path}"]
+    assert main(args) == 0
+    cfg = resolve(BASE)
+    marker = tmp_path / ".study-run"
+    marker.write_text(json.dumps({"hash": cfg.legacy_hash8()}))
+    assert main(args) == 0, capsys.readouterr().err
+    assert json.loads(marker.read_text())["hash"] == cfg.hash8()  # brought up to date
