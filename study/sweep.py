@@ -26,6 +26,8 @@ STUDIES = {
         # [ours] DAS on the Up-Down model's count, the counting study's headline variable;
         # each model trains for at most 2.5 minutes, so the study fits in 10 on two cores
         "das.variables": "up_down:count", "das.alignments": "oaf,laf,random",
+        # one restart and k up to 4: the search also runs on the step-0 network (the control)
+        "das.restarts": "1", "das.k": "1,2,4",
         "train.max_minutes": "2.5", "probes.n_examples": "500",
         "probes.variables": "up_down:count,up_down:phase",
     },
