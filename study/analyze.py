@@ -82,13 +82,12 @@ def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None
             raise LookupError(str(e)) from None
 
     model, meta = load(checkpoint)
-    model_entry = registry.get("model", cfg.model)
     for name, acfg in configs.items():
         entry = registry.get("analysis", name)
         out = rd.analysis_dir(name)
         out.mkdir(parents=True, exist_ok=True)
         print(f"analysis {name} on {rd.path} (step {meta['step']})", file=sys.stderr, flush=True)
-        ctx = AnalysisContext(model, task, acfg, cfg.model, model_entry.capabilities, int(meta["step"]),
+        ctx = AnalysisContext(model, task, acfg, cfg.model, int(meta["step"]),
                               device, out, cfg.seed, model_at=model_at)
         tables = entry.obj(ctx)
         for table, df in tables.items():

@@ -18,12 +18,10 @@ import time
 
 import numpy as np
 import torch
+
+from study.train.runtime import sync
 import torch.nn.functional as F
 
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "auto",
@@ -62,7 +60,7 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     # ours: cached sources
     t0 = time.perf_counter()
     data = site_data(model, pairs, pairs, kind, layer, -1, dev)
-    _sync(dev)
+    sync(dev)
     setup = time.perf_counter() - t0
     width = data.src_train.shape[1]
     g = torch.Generator().manual_seed(seed)
@@ -72,10 +70,10 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     opt = torch.optim.Adam([p for p in inst.parameters() if p.requires_grad], lr=1e-3)
     for i, idx in enumerate(batches):
         if i == 2:
-            _sync(dev)
+            sync(dev)
             t0 = time.perf_counter()
         step(model, data, inst, opt, idx.to(dev))
-    _sync(dev)
+    sync(dev)
     ours = time.perf_counter() - t0
 
     # pyvene: source forward every step
@@ -85,7 +83,7 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     pt = data.train
     for i, idx in enumerate(batches):
         if i == 2:
-            _sync(dev)
+            sync(dev)
             t0 = time.perf_counter()
         idx = idx.to(dev)
         bpos, spos = pt.base_pos[idx], pt.source_pos[idx]
@@ -96,7 +94,7 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    _sync(dev)
+    sync(dev)
     theirs = time.perf_counter() - t0
 
     site = kind if kind == "state" else f"{kind}[{layer}]"

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from study.train.streams import OnTheFlyStream, ShuffledStream, loss_targets, to_width
 from study.train.engine import Engine
 from study.train.meter import LossMeter
-from study.train.runtime import resolve_runtime
+from study.train.runtime import sync, resolve_runtime
 from study.train.schedule import lr_at
 from study.train.config import TrainConfig
 from study.core.labels import IGNORE
@@ -43,10 +43,6 @@ def _pool(task, n: int) -> tuple[np.ndarray, np.ndarray, bool]:
     return (np.concatenate([to_width(b.ids, task.seq_len, task.pad_id) for b in batches]),
             np.concatenate([to_width(b.labels, task.seq_len, IGNORE) for b in batches]), True)
 
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _naive(task, entry, model_cfg, cfg: TrainConfig, ids, labels, device, steps, warmup) -> float:
@@ -75,11 +71,11 @@ def _naive(task, entry, model_cfg, cfg: TrainConfig, ids, labels, device, steps,
 
     for _ in range(warmup):
         one()
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     for _ in range(steps):
         one()
-    _sync(device)
+    sync(device)
     return time.perf_counter() - t0
 
 
@@ -97,12 +93,12 @@ def _engine(task, entry, model_cfg, cfg: TrainConfig, ids, labels, on_the_fly, s
     try:
         for i in range(warmup):
             meter.add(*engine.step(*stream.batch(i), lr_at(cfg, i)))
-        _sync(rt.device)
+        sync(rt.device)
         t0 = time.perf_counter()
         for i in range(warmup, warmup + steps):
             meter.add(*engine.step(*stream.batch(i), lr_at(cfg, i)))
         meter.state()  # the loop's one read-back
-        _sync(rt.device)
+        sync(rt.device)
         return time.perf_counter() - t0, rt, stream.tokens_per_batch, stream.seq_len
     finally:
         stream.close()

@@ -17,7 +17,7 @@ from study.core.claim import claim
 from study.core.damage import readable, set_aside, set_aside_damaged
 from study.core.diskfull import ignore_disk_full, reporting_disk_full
 from study.core.errors import UsageError
-from study.core.rundir import RunDir
+from study.core.rundir import RunDir, jsonable
 from study.core.signals import signal_name, signum_of
 from study.train.config import RUNTIME_FIELDS
 
@@ -59,7 +59,7 @@ def _difference(rd: RunDir, cfg: RunConfig) -> str | None:
     config.json is compared first; without it the marker's config hash, and without that the
     newest checkpoint's meta.json, say what the weights were trained with. Runtime-only
     settings (`train.device`, ...) are no part of a run's identity and may differ."""
-    want = _jsonable(cfg.identity())
+    want = jsonable(cfg.identity())
     marker = rd.marker() or {}
     if rd.exists():
         old = rd.config()
@@ -93,11 +93,6 @@ def _differing(key: str, have, want) -> str:
         fields = [f for f in sorted(set(have) | set(want)) if have.get(f) != want.get(f)]
         return f"{key} ({', '.join(fields)})"
     return key
-
-
-def _jsonable(obj):
-    import json
-    return json.loads(json.dumps(obj, default=str))
 
 
 def build_task(cfg: RunConfig):

@@ -129,7 +129,7 @@ def test_circuits_runs_on_the_toy_task_with_the_task_defaults(tmp_path):
     torch.manual_seed(0)
     model = me.obj(me.make_config("smoke"), len(task.vocab), task.seq_len).eval()
     cfg = registry.get("analysis", "circuits").make_config("smoke")
-    ctx = AnalysisContext(model, task, cfg, "attn2", me.capabilities, 0, torch.device("cpu"),
+    ctx = AnalysisContext(model, task, cfg, "attn2", 0, torch.device("cpu"),
                           tmp_path, 0)
     out = registry.get("analysis", "circuits").obj(ctx)
     scores = set(out["circuits"].score)

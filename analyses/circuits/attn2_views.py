@@ -82,7 +82,7 @@ def _prev_pos(scores: torch.Tensor, skip_two_back: bool = False, n_pos: int | No
 def progress_rows(model, task, ids: np.ndarray, device, top_k: int = 5) -> list[tuple]:
     """The weight-level progress measures whose facts `task.progress_measures()` gives."""
     facts = task.progress_measures()
-    W_E, W_U, W_pos = model.W_E.float(), model.W_U.float(), model.W_pos.float()
+    W_E, W_pos = model.W_E.float(), model.W_pos.float()
     rows = []
     if facts.prefix_len > 1:  # [paper] positions 0-11 hold the assignments
         n_prefix = min(facts.prefix_len, W_pos.shape[0])

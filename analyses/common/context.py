@@ -26,7 +26,6 @@ class AnalysisContext:
     task: Any  # tasks.base.Task
     config: Any  # the analysis's frozen config
     model_name: str
-    capabilities: frozenset
     checkpoint: int  # the training step of the weights analysed
     device: Any  # torch.device
     out_dir: Path  # RUN_DIR/analyses/<name>/ (exists)

@@ -48,6 +48,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             Path(tmp).unlink(missing_ok=True)
 
 
+def jsonable(obj: Any) -> Any:
+    """`obj` as it reads back from JSON: tuples become lists, anything else not JSON becomes
+    its string (so configs compare equal to what config.json holds)."""
+    return json.loads(json.dumps(obj, default=str))
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
 

@@ -13,25 +13,21 @@ between, which it trains again to the same result.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
 from study.core.damage import set_aside
-from study.core.rundir import RunDir
+from study.core.rundir import RunDir, jsonable
 from study.train import checkpoint as ckpt
 from study.train.config import RUNTIME_FIELDS, TrainConfig
 from study.train.state import TrainState
 
 
-def _jsonable(obj) -> dict:
-    return json.loads(json.dumps(dataclasses.asdict(obj), default=str))
-
-
 def run_meta(task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int) -> dict:
     """What every checkpoint's meta.json says about the run (enough to rebuild the network)."""
-    return {"model": model_entry.name, "model_config": _jsonable(model_cfg), "task": task.name,
-            "task_config": _jsonable(task.config), "train_config": _jsonable(train_cfg),
+    plain = lambda cfg: jsonable(dataclasses.asdict(cfg))  # noqa: E731
+    return {"model": model_entry.name, "model_config": plain(model_cfg), "task": task.name,
+            "task_config": plain(task.config), "train_config": plain(train_cfg),
             "seed": seed, "vocab_size": len(task.vocab), "seq_len": task.seq_len}
 
 

@@ -26,8 +26,7 @@ class Runtime:
 
     def sync(self) -> None:
         """Wait for queued device work, so that a clock read afterwards counts it."""
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        sync(self.device)
 
     @property
     def device_name(self) -> str:
@@ -67,3 +66,10 @@ def resolve_runtime(cfg: TrainConfig) -> Runtime:
         torch.backends.cudnn.allow_tf32 = True
     compiled = cfg.compile == "on" or (cfg.compile == "auto" and cuda)
     return Runtime(device, torch.bfloat16 if bf16 else None, compiled)
+
+
+def sync(device: torch.device) -> None:
+    """Wait for work queued on `device` (CUDA runs asynchronously), so that a clock read
+    afterwards counts it; a no-op on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

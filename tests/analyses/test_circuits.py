@@ -144,7 +144,7 @@ def _ctx(task_name, model_name, tmp_path):
     torch.manual_seed(0)
     model = me.obj(me.make_config("smoke"), len(task.vocab), task.seq_len).eval()
     cfg = registry.get("analysis", "circuits").make_config("smoke")
-    return AnalysisContext(model, task, cfg, model_name, me.capabilities, 3, torch.device("cpu"),
+    return AnalysisContext(model, task, cfg, model_name, 3, torch.device("cpu"),
                            tmp_path, 0)
 
 

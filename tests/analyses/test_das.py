@@ -228,7 +228,7 @@ def test_das_analysis_writes_its_table_and_alignments(tmp_path):
     task, model, entry = _smoke("counting", "gru")
     cfg = replace(get("analysis", "das").make_config("smoke"),
                   variables=("up_down:count", "up_down:phase"), controls=False)
-    ctx = AnalysisContext(model, task, cfg, "gru", entry.capabilities, 7, torch.device("cpu"),
+    ctx = AnalysisContext(model, task, cfg, "gru", 7, torch.device("cpu"),
                           tmp_path)
     df = get("analysis", "das").obj(ctx)["das"]
     assert list(df.columns) == ["checkpoint", "variable", "site", "layer", "position",

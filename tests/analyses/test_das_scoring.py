@@ -15,7 +15,7 @@ from analyses.das import DasConfig
 from analyses.das.search import search, site_data
 from study.core.registry import get
 from tasks.base import Pairs
-from tests.analyses.test_das import C, M, Planted, planted_pairs
+from tests.analyses.test_das import M, Planted, planted_pairs
 from tests.conftest import frozen_smoke_model as _smoke
 
 
@@ -108,7 +108,7 @@ def test_the_analysis_fits_the_trained_control_on_the_step_0_network(tmp_path):
         return untrained
 
     cfg = replace(get("analysis", "das").make_config("smoke"), variables=("up_down:count",))
-    ctx = AnalysisContext(model, task, cfg, "gru", entry.capabilities, 7, torch.device("cpu"),
+    ctx = AnalysisContext(model, task, cfg, "gru", 7, torch.device("cpu"),
                           tmp_path, model_at=model_at)
     out = get("analysis", "das").obj(ctx)
     das, control = out["das"], out["das_control"]

@@ -147,7 +147,7 @@ def test_patching_analysis_tables_and_the_final_stream_sanity_check(tmp_path):
     task, model, entry = _smoke("binding", "gpt12")
     cfg = replace(get("analysis", "patching").make_config("smoke"), n_pairs=6,
                   kinds=("root_value", "distractor"))
-    ctx = AnalysisContext(model, task, cfg, "gpt12", entry.capabilities, 3, torch.device("cpu"),
+    ctx = AnalysisContext(model, task, cfg, "gpt12", 3, torch.device("cpu"),
                           tmp_path)
     out = get("analysis", "patching").obj(ctx)
     df, ranking = out["patching"], out["head_ranking"]
@@ -180,7 +180,7 @@ def test_patching_analysis_on_a_recurrent_model_patches_every_step(tmp_path):
     task, model, entry = _smoke("binding", "gru")
     cfg = replace(get("analysis", "patching").make_config("smoke"), n_pairs=4,
                   kinds=("query",))
-    ctx = AnalysisContext(model, task, cfg, "gru", entry.capabilities, 0, torch.device("cpu"),
+    ctx = AnalysisContext(model, task, cfg, "gru", 0, torch.device("cpu"),
                           tmp_path)
     out = get("analysis", "patching").obj(ctx)
     df = out["patching"]

@@ -88,7 +88,7 @@ def _ctx(task_name, model_name, tmp_path, **overrides):
     torch.manual_seed(0)
     model = me.obj(me.make_config("smoke"), len(task.vocab), task.seq_len).eval()
     cfg = registry.get("analysis", "probes").make_config("smoke", overrides)
-    return AnalysisContext(model, task, cfg, model_name, me.capabilities, 7, torch.device("cpu"),
+    return AnalysisContext(model, task, cfg, model_name, 7, torch.device("cpu"),
                            tmp_path, 0)
 
 

@@ -66,7 +66,7 @@ def _ctx(run, step, **overrides):
     cfg = registry.get("analysis", "subspaces").make_config("smoke", overrides)
     out = run / "analyses" / "subspaces"
     out.mkdir(parents=True, exist_ok=True)
-    return AnalysisContext(None, None, cfg, "attn2", frozenset(), step, torch.device("cpu"), out, 0)
+    return AnalysisContext(None, None, cfg, "attn2", step, torch.device("cpu"), out, 0)
 
 
 def test_subspaces_across_checkpoints_and_runs(tmp_path):

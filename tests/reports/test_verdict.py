@@ -3,7 +3,6 @@ candidate by training IIA and both controls, and its chart has data for every en
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
