@@ -99,8 +99,10 @@ def build_gpt12(config: RotaryConfig, vocab_size: int, seq_len: int):
 
 @register("model", "rope2", config=Rope2Config, capabilities=_CAPABILITIES, presets={
     "paper": {},
-    # [ours] half the width: the paper's d 128 trains at ~1 step/s on one CPU core
-    "small": {"d_model": 64, "d_head": 64, "d_mlp": 256},
+    # [ours] half the width: the paper's d 128 trains at ~1 step/s on one CPU core; no
+    # dropout: with the paper's 0.5 the small model sat at 0.73 test / 0.54 held-out after 600
+    # steps (lr 1e-3), without it it is perfect on both by step 150
+    "small": {"d_model": 64, "d_head": 64, "d_mlp": 256, "dropout": 0.0},
     "smoke": {"d_head": 32, "d_model": 32, "d_mlp": 64},
 })
 def build_rope2(config: RotaryConfig, vocab_size: int, seq_len: int):

@@ -1,27 +1,25 @@
-"""Analysis `subspaces`: do DAS subspaces for the same variable agree across checkpoints,
-seeds and architectures?
+"""Analysis `subspaces`: does a variable's DAS subspace stay put while one network trains?
 
-Reads the alignments the `das` analysis saved (`RUN/analyses/das/alignments*.safetensors`,
-keys `<alignment>/<variable>/<site>/k=<k>`), turns each into a basis of its interchanged
-k-dimensional subspace (`analyses/subspaces/geometry.alignment_basis`, `subspaces.space`) and
-compares the analysed checkpoint's subspaces with those of
-- the runs listed in `subspaces.runs` (every checkpoint with alignments there), or, when none
-  are given,
-- the run's own other checkpoints that have alignments,
-by their principal angles (`principal_cosines`): `mean_cos_angle` is the mean cosine of the
-k principal angles (1: the same subspace; k/d expected of random subspaces in d dims),
-`min_cos_angle` the cosine of the largest angle (1 only if the subspaces coincide).
+Reads the alignments the `das` analysis saved in this run (`RUN/analyses/das/alignments*.
+safetensors`, keys `<alignment>/<variable>/<site>/k=<k>`), turns each into a basis of its
+interchanged k-dimensional subspace (`analyses/subspaces/geometry.alignment_basis`,
+`subspaces.space`) and compares the analysed checkpoint's subspaces with those of the run's
+other checkpoints by their principal angles (`principal_cosines`): `mean_cos_angle` is the
+mean cosine of the k principal angles (1: the same subspace; k/d expected of random subspaces
+in d dims), `min_cos_angle` the cosine of the largest angle (1 only if the subspaces coincide).
+
+Principal angles need shared coordinates, which only checkpoints of one run have: across seeds
+and architectures the bases are unrelated and angles mean nothing. Those comparisons are the
+basis-free ones of `analyses/compare` (`python -m study compare RUN...`: CKA, Procrustes, CCA
+of the projected activations, and cross-model interchange), so this analysis reads no other
+run.
 
 Only sites of equal width are compared, and only the same (alignment, variable, k); with
-`subspaces.match_sites` (default) also only the same site label (e.g. `resid[1]@pair`).
-Angles are only meaningful where the two activation spaces share coordinates: checkpoints of
-one run, or runs that share an initialisation. Across seeds and architectures the bases are
-unrelated, so read them against the `random` alignment's rows (a random rotation's subspace),
-which give the chance level for the same widths and k.
+`subspaces.match_sites` (default) also only the same site label (e.g. `resid[1]@pair`). The
+`random` alignment's rows (an untrained rotation per checkpoint) give the chance level.
 
 Table `subspaces`: checkpoint, variable, site, alignment, k, other_run, other_checkpoint,
-other_site, mean_cos_angle, min_cos_angle (other_checkpoint -1 where a file does not say
-which checkpoint it holds).
+other_site, mean_cos_angle, min_cos_angle (`other_run` is this run's directory).
 """
 from __future__ import annotations
 
@@ -36,9 +34,6 @@ _SPACES = ("write", "read", "standardised")
 
 @dataclass(frozen=True)
 class SubspacesConfig:
-    runs: tuple[str, ...] = setting(
-        (),
-        "other run directories (empty: this run's other checkpoints)")
     space: str = setting(
         "write",
         "basis of a subspace: write | read | standardised (see _subspace_math)")
@@ -56,7 +51,7 @@ class SubspacesConfig:
     "paper": {}, "small": {}, "smoke": {},
 })
 def run(ctx) -> dict:
-    """Principal angles between DAS subspaces across checkpoints, seeds and architectures."""
+    """Principal angles between a variable's DAS subspaces at this run's checkpoints."""
     import sys
     from pathlib import Path
 
@@ -76,16 +71,10 @@ def run(ctx) -> dict:
         raise UsageError(f"subspaces: no das alignments for checkpoint {ctx.checkpoint} in "
                          f"{own_dir / 'analyses' / 'das'}; run `analyze {own_dir} analysis=das "
                          f"checkpoint={ctx.checkpoint}` first")
-    others: list[tuple[str, int, Path]] = []
-    if cfg.runs:
-        for run_dir in cfg.runs:
-            found = alignment_files(Path(run_dir))
-            if not found:
-                raise UsageError(f"subspaces.runs: {run_dir} has no das alignments "
-                                 f"(analyses/das/alignments*.safetensors)")
-            others += [(str(run_dir), -1 if s is None else s, f) for s, f in found]
-    else:
-        others = [(str(own_dir), s, f) for s, f in own if s is not None and s != ctx.checkpoint]
+    others = [(str(own_dir), s, f) for s, f in own if s is not None and s != ctx.checkpoint]
+    if not others:
+        print(f"subspaces: only checkpoint {ctx.checkpoint} of {own_dir} has das alignments; "
+              f"run das on another checkpoint to compare", file=sys.stderr)
 
     bases = {}
     for f in mine:

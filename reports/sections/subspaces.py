@@ -1,4 +1,4 @@
-"""Section: agreement of DAS subspaces across checkpoints, seeds and architectures."""
+"""Section: agreement of a variable's DAS subspaces across one run's checkpoints."""
 from __future__ import annotations
 
 import altair as alt
@@ -9,7 +9,7 @@ from reports.sections import section
 from reports.sections._common import HEIGHT, WIDTH, stacked
 
 
-@section("subspaces", "Subspace agreement", order=70)
+@section("subspaces", "Subspace agreement across checkpoints", order=70)
 def build(runs) -> list[Figure]:
     s = stacked(runs, "subspaces")
     if s is None or s.empty:
@@ -31,8 +31,9 @@ def build(runs) -> list[Figure]:
     ).properties(width=WIDTH, height=HEIGHT).facet(
         facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
     return [Figure(
-        key="subspaces", title="Subspace agreement",
-        caption=("Mean cosine of the principal angles between a variable's subspaces found in "
-                 "different checkpoints or runs (1: the same subspace); read it against the "
-                 "random alignment's line, which is what unrelated subspaces give."),
+        key="subspaces", title="Subspace agreement across checkpoints",
+        caption=("Mean cosine of the principal angles between a variable's subspaces found at "
+                 "different checkpoints of one run (1: the same subspace); read it against the "
+                 "random alignment's line, which is what unrelated subspaces give. Runs are "
+                 "compared with each other in the basis-free sections."),
         chart=chart)]

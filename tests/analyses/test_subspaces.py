@@ -69,8 +69,8 @@ def _ctx(run, step, **overrides):
     return AnalysisContext(None, None, cfg, "attn2", step, torch.device("cpu"), out, 0)
 
 
-def test_subspaces_across_checkpoints_and_runs(tmp_path):
-    run, other = tmp_path / "run", tmp_path / "other"
+def test_subspaces_across_checkpoints(tmp_path):
+    run = tmp_path / "run"
     R = _orthogonal(6, 0)
     rotated_inside = R.copy()
     rotated_inside[:, :2] = R[:, :2] @ _orthogonal(2, 3)  # same span, another basis
@@ -85,9 +85,6 @@ def test_subspaces_across_checkpoints_and_runs(tmp_path):
                                    "min_cos_angle"]
     got = dict(zip(table.other_checkpoint, table.mean_cos_angle))
     assert got[200] == pytest.approx(1.0, abs=1e-5) and got[300] == pytest.approx(0.0, abs=1e-5)
-    _write_das(other, 50, R)  # another run, checkpoint named in the file's metadata
-    table = analyse(_ctx(run, 100, runs=(str(other),)))["subspaces"]
-    assert table.other_checkpoint.tolist() == [50]
-    assert table.min_cos_angle.iloc[0] == pytest.approx(1.0, abs=1e-5)
+    assert set(table.other_run) == {str(run)}  # another run's coordinates are never read
     with pytest.raises(UsageError):
         analyse(_ctx(run, 999))  # no alignments saved for that checkpoint
