@@ -8,7 +8,11 @@ fused AdamW, torch.compile), optionally at a larger batch. Both are timed after 
 (which absorb compilation) between device synchronisations.
 
 tokens_per_s counts the non-PAD tokens of the examples consumed, so both variants are
-measured in the same unit of useful work and `ratio_vs_naive` compares tokens/s.
+measured in the same unit of useful work and `ratio_vs_naive` compares tokens/s. The table
+also gives how far each is from the machine (`study/flops.py`): `model_gflop_per_s` is tokens/s
+times the model's forward + backward FLOPs per position, `peak_gflop_per_s` a square matmul
+timed in the same process and threads (fp32 on the CPU, bf16 on CUDA), `frac_of_peak` their
+ratio.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from study.flops import matmul_peak, train_flops_per_position
 from study.train.streams import OnTheFlyStream, ShuffledStream, loss_targets, to_width
 from study.train.engine import Engine
 from study.train.meter import LossMeter
@@ -105,10 +110,12 @@ def _engine(task, entry, model_cfg, cfg: TrainConfig, ids, labels, on_the_fly, s
 
 
 def bench_train(task, model_entry, model_cfg, train_cfg: TrainConfig, steps: int, device: str, *,
-                engine_batch_size: int | None = None, warmup: int | None = None) -> pd.DataFrame:
+                engine_batch_size: int | None = None, warmup: int | None = None,
+                peak_seconds: float = 1.0) -> pd.DataFrame:
     """Steps/s and tokens/s of the naive loop and of the engine (at `engine_batch_size`, or
-    the config's batch). Columns: variant, device, batch_size, seq_len, precision, compiled,
-    steps_per_s, tokens_per_s, ratio_vs_naive."""
+    the config's batch), and their model FLOP/s against a matmul peak. Columns: variant,
+    device, threads, batch_size, seq_len, precision, compiled, steps_per_s, tokens_per_s,
+    ratio_vs_naive, model_gflop_per_s, peak_gflop_per_s, frac_of_peak."""
     dev = torch.device(device)
     warmup = max(2, steps // 5) if warmup is None else warmup
     big = engine_batch_size or train_cfg.batch_size
@@ -131,5 +138,23 @@ def bench_train(task, model_entry, model_cfg, train_cfg: TrainConfig, steps: int
                  "precision": rt.precision, "compiled": rt.compiled,
                  "steps_per_s": rate, "tokens_per_s": rate * tokens_per_batch})
     df = pd.DataFrame(rows)
+    df.insert(2, "threads", torch.get_num_threads())
     df["ratio_vs_naive"] = df["tokens_per_s"] / df.loc[0, "tokens_per_s"]
+    flops = _flops_per_position(task, model_entry, model_cfg, train_cfg, ids, labels, dev)
+    peak = matmul_peak(dev, torch.bfloat16 if dev.type == "cuda" else torch.float32,
+                       peak_seconds)
+    df["model_gflop_per_s"] = df["tokens_per_s"] * flops / 1e9
+    df["peak_gflop_per_s"] = peak / 1e9
+    df["frac_of_peak"] = df["model_gflop_per_s"] / df["peak_gflop_per_s"]
     return df
+
+
+def _flops_per_position(task, entry, model_cfg, cfg: TrainConfig, ids, labels, device) -> float:
+    """Forward + backward FLOPs per position of the model on a batch of the training data."""
+    torch.manual_seed(0)
+    model = entry.obj(model_cfg, len(task.vocab), task.seq_len).to(device)
+    n = min(len(ids), cfg.batch_size)
+    x = torch.from_numpy(to_width(ids[:n], task.seq_len, task.pad_id)).to(device)  # (n, seq_len)
+    y = loss_targets(x, torch.from_numpy(to_width(labels[:n], task.seq_len, IGNORE)).to(device),
+                     cfg.loss_on, task.pad_id)
+    return train_flops_per_position(model, x, y)

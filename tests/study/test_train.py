@@ -360,13 +360,17 @@ def test_config_from_dict_restores_tuples():
 def test_bench_train_reports_both_variants(on_the_fly):
     df = bench_train(Recall(RecallConfig(on_the_fly=on_the_fly)), get("model", "test_fake_gru"),
                      FakeNetConfig(), TrainConfig(batch_size=16), steps=3, device="cpu",
-                     engine_batch_size=32, warmup=1)
+                     engine_batch_size=32, warmup=1, peak_seconds=0.05)
     assert list(df["variant"]) == ["naive", "engine"]
     assert {"variant", "device", "batch_size", "steps_per_s", "tokens_per_s",
             "ratio_vs_naive"} <= set(df.columns)
     assert (df["steps_per_s"] > 0).all() and (df["tokens_per_s"] > 0).all()
     assert df["ratio_vs_naive"].iloc[0] == 1.0 and list(df["batch_size"]) == [16, 32]
     assert df["seq_len"].tolist() == [8, 8 if on_the_fly else 6]
+    # model FLOP/s is tokens/s times one FLOP count, against one peak measured once
+    per_token = df["model_gflop_per_s"] / df["tokens_per_s"]
+    assert per_token.iloc[0] == pytest.approx(per_token.iloc[1]) and per_token.iloc[0] > 0
+    assert df["peak_gflop_per_s"].nunique() == 1 and (df["frac_of_peak"] > 0).all()
 
 
 def test_free_running_gru_resumes_bit_exactly(tmp_path):
