@@ -31,9 +31,12 @@ STUDIES = {
         "train.max_minutes": "2.5", "probes.n_examples": "500",
         "probes.variables": "up_down:count,up_down:phase",
     },
-    "counting": {  # the counting study's comparison across architectures
-        "task": "counting", "model": "gru,lstm,rope2", "scale": "small",
+    "counting": {  # the counting study's comparison across architectures, three seeds
+        "task": "counting", "model": "gru,lstm,rope2", "scale": "small", "seed": "0,1,2",
         "analyses": "patching,das,probes",
+        # [ours] DAS on the Up-Down count (the variable the comparison reads) with one restart
+        # per k, so that the trained and step-0 searches of nine runs fit an hour on two cores
+        "das.variables": "up_down:count", "das.restarts": "1",
     },
 }
 NEVER_EXPANDED = {"analyses", "run_dir"}
