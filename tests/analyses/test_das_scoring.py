@@ -25,7 +25,9 @@ class Ignoring(Planted):
 
     def forward(self, ids):
         e = self.emb[ids]
-        self.sites.resid[0](e)  # the site runs (and is intervened on); its output is unused
+        # the site runs (and is intervened on); its output is unused. It gets a copy: pyvene
+        # writes interventions into the site's tensor in place (models/nets/pyvene_sites.py)
+        self.sites.resid[0](e.clone())
         r = e @ self.qv
         return -((r[..., None, :] - self.protos) ** 2).sum(-1)
 
