@@ -215,17 +215,30 @@ class Run:
         elif int(k) not in by_k:
             raise UsageError(f"k={k}: {alignment} for {variable!r} at {label} was trained at "
                              f"k = {', '.join(map(str, sorted(by_k)))}")
+        for f in sorted((self.path / "analyses" / "das").glob("alignments*.safetensors")):
+            try:  # a damaged file is named, not a safetensors traceback
+                with safe_open(str(f), framework="pt") as h:
+                    h.metadata()
+            except Exception as e:
+                raise UsageError(f"{f} cannot be read ({type(e).__name__}); re-run `python -m "
+                                 f"study analyze {self.path} analysis=das checkpoint={step}`") from None
         files = [p for s, p in alignment_files(self.path) if s == step]
         if not files:
             raise UsageError(f"no das alignments file of checkpoint {step} in "
                              f"{self.path / 'analyses' / 'das'}; re-run `python -m study analyze "
                              f"{self.path} analysis=das checkpoint={step}`")
         key = f"{alignment}/{variable}/{label}/k={int(k)}"
-        with safe_open(str(files[0]), framework="pt") as f:
-            if key not in f.keys():
-                raise UsageError(f"{files[0]} holds no alignment {key!r} (every restart was "
-                                 f"refused, or the file belongs to another analysis)")
-        return load_alignment(files[0], key), ref.kind, ref.layer, ref.position
+        try:
+            with safe_open(str(files[0]), framework="pt") as f:
+                found = key in f.keys()
+            inst = load_alignment(files[0], key) if found else None
+        except Exception as e:  # safetensors raises its own types for a damaged file
+            raise UsageError(f"{files[0]} cannot be read ({type(e).__name__}); re-run `python "
+                             f"-m study analyze {self.path} analysis=das checkpoint={step}`") from None
+        if inst is None:
+            raise UsageError(f"{files[0]} holds no alignment {key!r} (every restart was "
+                             f"refused, or the file belongs to another analysis)")
+        return inst, ref.kind, ref.layer, ref.position
 
     def intervenable(self, variable: str, alignment: str = "oaf", k: int | None = None,
                      site: str | None = None, checkpoint="final", device="cpu"):
