@@ -156,6 +156,9 @@ class Run:
         from study.train.checkpoint import read_meta, resolve_step
         return int(read_meta(resolve_step(self.path, checkpoint))["step"])
 
+    def _redo(self, step: int) -> str:
+        return f"run `python -m study analyze {self.path} analysis=das checkpoint={step}`"
+
     def _das_rows(self, variable: str, alignment: str, step: int):
         das = self.table("das")
         rows = das[(das["variable"] == variable) & (das["alignment"] == alignment)
@@ -165,8 +168,7 @@ class Run:
             steps = sorted(int(s) for s in das["checkpoint"].unique())
             if step not in steps:
                 raise UsageError(f"das was not run at checkpoint {step} of {self.path} (its "
-                                 f"table has {', '.join(map(str, steps))}); run `python -m "
-                                 f"study analyze {self.path} analysis=das checkpoint={step}`")
+                                 f"table has {', '.join(map(str, steps))}); {self._redo(step)}")
             raise UsageError(f"the das table of {self.path} has no {alignment!r} rows for "
                              f"{variable!r} at checkpoint {step} (variables: "
                              f"{', '.join(have) or 'none'})")
@@ -194,8 +196,8 @@ class Run:
                          for r in rows.itertuples()})
         if site is None:
             if len(labels) > 1:
-                raise UsageError(f"{variable!r} was aligned at several sites ({', '.join(labels)}); "
-                                 f"give site=")
+                raise UsageError(f"{variable!r} was aligned at several sites "
+                                 f"({', '.join(labels)}); give site=")
             ref = SiteRef.parse(labels[0])
         else:
             ref = SiteRef.parse(site)
@@ -220,21 +222,20 @@ class Run:
                 with safe_open(str(f), framework="pt") as h:
                     h.metadata()
             except Exception as e:
-                raise UsageError(f"{f} cannot be read ({type(e).__name__}); re-run `python -m "
-                                 f"study analyze {self.path} analysis=das checkpoint={step}`") from None
+                raise UsageError(f"{f} cannot be read ({type(e).__name__}); "
+                                 f"{self._redo(step)}") from None
         files = [p for s, p in alignment_files(self.path) if s == step]
         if not files:
             raise UsageError(f"no das alignments file of checkpoint {step} in "
-                             f"{self.path / 'analyses' / 'das'}; re-run `python -m study analyze "
-                             f"{self.path} analysis=das checkpoint={step}`")
+                             f"{self.path / 'analyses' / 'das'}; {self._redo(step)}")
         key = f"{alignment}/{variable}/{label}/k={int(k)}"
         try:
             with safe_open(str(files[0]), framework="pt") as f:
                 found = key in f.keys()
             inst = load_alignment(files[0], key) if found else None
         except Exception as e:  # safetensors raises its own types for a damaged file
-            raise UsageError(f"{files[0]} cannot be read ({type(e).__name__}); re-run `python "
-                             f"-m study analyze {self.path} analysis=das checkpoint={step}`") from None
+            raise UsageError(f"{files[0]} cannot be read ({type(e).__name__}); "
+                             f"{self._redo(step)}") from None
         if inst is None:
             raise UsageError(f"{files[0]} holds no alignment {key!r} (every restart was "
                              f"refused, or the file belongs to another analysis)")

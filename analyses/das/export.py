@@ -22,8 +22,6 @@ holds nothing the smaller one lacks. The same rule picks `k` when `study.open_ru
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -49,20 +47,13 @@ def directory_name(alignment: str, variable: str, label: str) -> str:
     return "/".join((alignment, variable.replace(":", "-"), label))
 
 
-def save_pyvene(iv, directory) -> None:
-    """`IntervenableModel.save` into `directory`, its print ("Directory ... created") kept
-    off stdout."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        iv.save(str(directory))
-
-
 def export(model, rows: list[dict], kept: dict, out_dir, checkpoint: int) -> None:
     """Write `out_dir/pyvene/` (replacing an earlier one whole): for each (alignment,
     variable, site) of `rows` (das table rows) whose alignment is trained, the alignment at
     its chosen k, `kept[(alignment, variable, site label, k)]` (an instance), with
     `index.json` listing them."""
     from analyses.das.search import site_label
-    from models.nets.pyvene_sites import site_intervenable
+    from models.nets.pyvene_sites import save_pyvene, site_intervenable
 
     groups: dict = {}
     for r in rows:

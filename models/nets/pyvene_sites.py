@@ -23,9 +23,9 @@ attributes pyvene reads from a model, `.config` (here: the width of each site ki
 registered dimension mapping is right for every instance, whatever its size) and `.device`.
 The view's class is registered once in `pyvene.type_to_module_mapping` with
 `"<kind>": ("net.sites.<kind>[%s]", "register_forward_hook")` and in
-`type_to_dimension_mapping` with the kind's width; the view's forward takes `input_ids` (and `readout`, the
-scored positions, `study.core.network`), so pyvene's `model(**{"input_ids": ids})` calls reach
-any of our networks.
+`type_to_dimension_mapping` with the kind's width; the view's forward takes `input_ids` (and
+`readout`, the scored positions, `study.core.network`), so pyvene's
+`model(**{"input_ids": ids})` calls reach any of our networks.
 
 Sites and positions. Sequence kinds (`resid`, `attn_out`, `mlp_out`, `head`) have hook output
 (batch, pos, width): the layer is the intervenable's index and the positions are per example
@@ -244,9 +244,10 @@ def site_intervenable(model: nn.Module, kind: str, layer: int, intervention: Any
     view = register(model)
     inst = _make_intervention(intervention, view.config.__dict__[kind], {})
     if not getattr(inst, "takes_row_mask", False):
-        raise ValueError(f"{type(inst).__name__} cannot be told which examples to intervene on "
-                         f"at each step (see models/nets/pyvene_interventions.py); the {kind} "
-                         f"kind needs that, or intervenable(model, {kind!r}, step, ...) for one step")
+        raise ValueError(f"{type(inst).__name__} cannot be told which examples to intervene "
+                         f"on at each step (models/nets/pyvene_interventions.py); the {kind} "
+                         f"kind needs that, or intervenable(model, {kind!r}, step, ...) for "
+                         f"one step")
     reps = [pv.RepresentationConfig(layer=t, component=kind, unit="pos", max_number_of_units=1,
                                     intervention=inst)
             for t in range(model.sites.kinds()[kind])]
@@ -280,62 +281,11 @@ def adopt(iv):
     return iv
 
 
-def _reset_fast(iv) -> None:
-    """trap: fast mode is sticky once any call passed an integer location."""
-    iv.use_fast = False
-    for inter in iv.interventions.values():
-        inter.use_fast = False
-
-
-def _step_layers(iv) -> torch.Tensor:
-    """(n_representations,) the step of each representation, in pyvene's key order."""
-    cached = getattr(iv, "_study_step_layers", None)
-    if cached is None:
-        cached = torch.tensor([int(iv.representations[k].layer) for k in iv.sorted_keys])
-        iv._study_step_layers = cached
-    return cached
-
-
-def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor, *,
-                        readout: torch.Tensor | None = None) -> torch.Tensor:
-    """Run `base` (batch, pos) through pyvene with each example's site vector at its position
-    `base_pos[i]` intervened on against `sources[i]` (batch, width), vectors read beforehand
-    (pyvene's `source_representations`; `models.sites.capture.gather_site` reads them). `iv`: a `site_intervenable`
-    (the step kind: any step per example) or an `intervenable` at one module. Returns
-    logits (batch, pos, vocab), or with `readout` (batch, pos) bool only the True positions',
-    (n_true, vocab). Gradients reach trainable interventions."""
-    adopt(iv)
-    _reset_fast(iv)
-    kind, index, n_units = iv.study_site
-    if n_units != 1:
-        raise ValueError("interchange_vectors needs an intervenable with one unit per example")
-    batch = base.shape[0]
-    if sources.shape[0] != batch:
-        raise ValueError(f"sources batch {sources.shape[0]} != base batch {batch}")
-    pos = torch.as_tensor(base_pos if not isinstance(base_pos, list) else
-                          [int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in base_pos],
-                          dtype=torch.long).reshape(-1)
-    if len(pos) != batch:
-        raise ValueError(f"base_pos: {len(pos)} entries for a batch of {batch}")
-    base_in = {"input_ids": base} if readout is None else {"input_ids": base, "readout": readout}
-    if kind in STEP_KINDS:
-        if getattr(iv, "study_steps", False):
-            layers = _step_layers(iv).to(pos.device)
-            masks = pos[None, :] == layers[:, None]  # (n_steps, batch): each step's own rows
-            _, out = iv(base_in, unit_locations=None, source_representations=sources,
-                        subspaces=list(masks))
-        else:
-            if bool((pos != index).any()):
-                raise ValueError(f"base_pos: this intervenable acts at {kind}[{index}] only; "
-                                 f"use site_intervenable for examples at other steps")
-            _, out = iv(base_in, unit_locations=None, source_representations=sources)
-        return out
-    rows = pos.tolist()
-    if not all(0 <= p < base.shape[1] for p in rows):
-        raise ValueError(f"base_pos: position out of range [0, {base.shape[1]})")
-    locations = {"sources->base": (None, [[[p] for p in rows]])}
-    _, out = iv(base_in, unit_locations=locations, source_representations=sources.unsqueeze(1))
-    return out
+def save_pyvene(iv, directory) -> None:
+    """pyvene's own `IntervenableModel.save` into `directory`, its print ("Directory ...
+    created") kept off stdout. `IntervenableModel.load(directory, register(model))` reads it."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        iv.save(str(directory))
 
 
 # --------------------------------------------------------------------------- interchange
@@ -379,8 +329,9 @@ def interchange(iv, base: torch.Tensor, source: torch.Tensor | None = None, *,
     Sequence kinds: `base_pos` is required, one position (or `n_units` positions) per
     example; `source_pos` defaults to `base_pos`. State kind, `site_intervenable`: `base_pos`
     is each example's step, `source_pos` (default: the same) its source step. State kind,
-    `intervenable` at one step: the base step is the intervenable's index, so `base_pos` may be omitted or must equal it for every example;
-    `source_pos` (default: that step) picks each example's source step. `source=None` for
+    `intervenable` at one step: the base step is the intervenable's index, so `base_pos` may
+    be omitted or must equal it for every example; `source_pos` (default: that step) picks
+    each example's source step. `source=None` for
     interventions that need no source (zero, collect). `subspaces`: per-example lists of
     feature indices (in the intervention's basis), passed through to pyvene. Positions may
     be lists, numpy arrays or tensors. Gradients reach trainable interventions (DAS); the
@@ -429,4 +380,62 @@ def interchange(iv, base: torch.Tensor, source: torch.Tensor | None = None, *,
                                                       n_units, "source_pos")
     locations = {"sources->base": ([spos], [bpos])}
     _, out = iv(base_in, [{"input_ids": source}], unit_locations=locations, **kwargs)
+    return out
+
+
+def _reset_fast(iv) -> None:
+    """trap: fast mode is sticky once any call passed an integer location."""
+    iv.use_fast = False
+    for inter in iv.interventions.values():
+        inter.use_fast = False
+
+
+def _step_layers(iv) -> torch.Tensor:
+    """(n_representations,) the step of each representation, in pyvene's key order."""
+    cached = getattr(iv, "_study_step_layers", None)
+    if cached is None:
+        cached = torch.tensor([int(iv.representations[k].layer) for k in iv.sorted_keys])
+        iv._study_step_layers = cached
+    return cached
+
+
+def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor, *,
+                        readout: torch.Tensor | None = None) -> torch.Tensor:
+    """Run `base` (batch, pos) through pyvene with each example's site vector at its position
+    `base_pos[i]` intervened on against `sources[i]` (batch, width), vectors read beforehand
+    (pyvene's `source_representations`; `models.sites.capture.gather_site` reads them).
+    `iv`: a `site_intervenable` (the step kind: any step per example) or an `intervenable` at
+    one module. Returns logits (batch, pos, vocab), or with `readout` (batch, pos) bool only
+    the True positions', (n_true, vocab). Gradients reach trainable interventions."""
+    adopt(iv)
+    _reset_fast(iv)
+    kind, index, n_units = iv.study_site
+    if n_units != 1:
+        raise ValueError("interchange_vectors needs an intervenable with one unit per example")
+    batch = base.shape[0]
+    if sources.shape[0] != batch:
+        raise ValueError(f"sources batch {sources.shape[0]} != base batch {batch}")
+    pos = torch.as_tensor(base_pos if not isinstance(base_pos, list) else
+                          [int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in base_pos],
+                          dtype=torch.long).reshape(-1)
+    if len(pos) != batch:
+        raise ValueError(f"base_pos: {len(pos)} entries for a batch of {batch}")
+    base_in = {"input_ids": base} if readout is None else {"input_ids": base, "readout": readout}
+    if kind in STEP_KINDS:
+        if getattr(iv, "study_steps", False):
+            layers = _step_layers(iv).to(pos.device)
+            masks = pos[None, :] == layers[:, None]  # (n_steps, batch): each step's own rows
+            _, out = iv(base_in, unit_locations=None, source_representations=sources,
+                        subspaces=list(masks))
+        else:
+            if bool((pos != index).any()):
+                raise ValueError(f"base_pos: this intervenable acts at {kind}[{index}] only; "
+                                 f"use site_intervenable for examples at other steps")
+            _, out = iv(base_in, unit_locations=None, source_representations=sources)
+        return out
+    rows = pos.tolist()
+    if not all(0 <= p < base.shape[1] for p in rows):
+        raise ValueError(f"base_pos: position out of range [0, {base.shape[1]})")
+    locations = {"sources->base": (None, [[[p] for p in rows]])}
+    _, out = iv(base_in, unit_locations=locations, source_representations=sources.unsqueeze(1))
     return out

@@ -59,7 +59,8 @@ def test_gradients_through_the_cached_path_equal_the_hook_path():
     for route in ("pyvene", "hooks"):
         inst = _alignment(OrthogonalAlignment, model.d_state, 2)
         if route == "pyvene":
-            out = ps.interchange_vectors(ps.site_intervenable(model, "state", 0, inst), base, bpos, src)
+            iv = ps.site_intervenable(model, "state", 0, inst)
+            out = ps.interchange_vectors(iv, base, bpos, src)
         else:
             with intervene(model, "state", 0, bpos, lambda r, v: inst(v, src[r])):
                 out = model(base)
@@ -95,7 +96,8 @@ def test_patching_one_head_through_pyvene_equals_a_hook():
     iv = ps.site_intervenable(model, "head", 1, PatchIntervention(features=(0, d_head)))
     with intervene(model, "head", 1, pos, replace_fn(src[:, feats], feats)):
         want = model(base)
-    torch.testing.assert_close(ps.interchange_vectors(iv, base, pos, src), want, atol=1e-6, rtol=1e-6)
+    got = ps.interchange_vectors(iv, base, pos, src)
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
     assert not torch.allclose(want, model(base), atol=1e-4)
 
 
@@ -117,12 +119,11 @@ def test_the_state_kind_refuses_an_intervention_that_cannot_select_rows():
         ps.site_intervenable(model, "state", 2, PatchIntervention)
 
 
-@pytest.mark.parametrize("where", [("counting", "gru", "state", 0), ("binding", "rope2", "resid", 1)])
+@pytest.mark.parametrize("where", [("counting", "gru", "state", 0),
+                                   ("binding", "rope2", "resid", 1)])
 def test_pyvene_save_and_load_rebuild_the_same_intervenable(tmp_path, where):
     """pyvene's own format, loaded by pyvene alone (given the network): same logits; the
     loaded model is adopted (site read off its representations) and keeps the user's hooks."""
-    from analyses.das.export import save_pyvene
-
     task_name, model_name, kind, layer = where
     _, model, _ = frozen_smoke_model(task_name, model_name)
     width = ps.register(model).config.__dict__[kind]
@@ -132,7 +133,7 @@ def test_pyvene_save_and_load_rebuild_the_same_intervenable(tmp_path, where):
     pos = torch.tensor([1, 4, 8, 9])
     src = torch.randn(4, width, generator=torch.Generator().manual_seed(3))
     want = ps.interchange_vectors(iv, base, pos, src)
-    save_pyvene(iv, tmp_path / "iv")
+    ps.save_pyvene(iv, tmp_path / "iv")
     loaded = ps.pyvene().IntervenableModel.load(str(tmp_path / "iv"), ps.register(model))
     calls = []
     handle = model.sites.__getattr__(kind)[layer].register_forward_hook(lambda *_: calls.append(1))

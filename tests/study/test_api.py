@@ -71,8 +71,8 @@ def test_a_pyvene_user_loads_the_saved_alignment_with_pyvene_and_the_network(tra
 
     pv = pyvene()
     for entry in index:
-        iv = pv.IntervenableModel.load(str(path / "analyses" / "das" / "pyvene" / entry["directory"]),
-                                       study.pyvene_view(run.model()))
+        directory = path / "analyses" / "das" / "pyvene" / entry["directory"]
+        iv = pv.IntervenableModel.load(str(directory), study.pyvene_view(run.model()))
         got = study.iia(iv, run.pairs(entry["variable"]))
         assert abs(got - _recorded(run, entry["alignment"], entry["k"])["iia"]) <= 1e-6
         assert abs(got - entry["test_iia"]) <= 1e-6
