@@ -41,8 +41,8 @@ in one forward.
 
 pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn.py):
 - Every `IntervenableModel` call removes *every* forward and pre-forward hook on the wrapped
-  model, a user's too (`_cleanup_states` -> `remove_forward_hooks`). `intervenable` replaces
-  that clean-up on the instance with one that removes only pyvene's own hooks, so hooks you
+  model, a user's too (`_cleanup_states` -> `remove_forward_hooks`). `intervenable` (`_guard`)
+  replaces that clean-up on the instance with one that removes only pyvene's own hooks, so hooks you
   registered survive any call (also one made directly, not through `interchange`). Do not
   use `IntervenableModel.train_alignment`, which calls the hook-wiping function directly.
 - One integer location (`unit_locations={"base": 3}` or a flat list) switches the instance
@@ -65,8 +65,10 @@ pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn.py):
   live in an importable module to load (pyvene saves their type names). A loaded model
   wipes hooks again; `interchange` and `interchange_vectors` adopt it (`adopt`).
 - pyvene writes an intervention into the hooked module's output tensor in place, and a
-  `Site` returns its input: a network must go on with what the site returns and never read
-  the tensor it handed in (ours do; with plain hooks the two differ, with pyvene they do not).
+  `Site` returns its input: the tensor the network handed in would change too, and autograd
+  refuses a tensor it saved for backward (the output of a tanh, say) once it was written
+  to. During every call the hooked sites get a fresh copy of their input (a pre-hook), so
+  only the copy, which the network reads on from, is written to.
 - Not a pyvene bug, but easy to misread: pyvene registers its hooks at call time, so a hook
   you registered earlier on the same site runs first and sees the value *before* the
   intervention; read the result downstream (e.g. a pre-hook on the next module).
@@ -211,16 +213,36 @@ def intervenable(model: nn.Module, kind: str, index: int, intervention: Any = "v
 
 
 def _guard(iv) -> None:
-    """trap: pyvene's clean-up wipes every hook on the model; keep the user's, and look only
-    at the modules pyvene hooks. cost: pyvene re-checks every cached activation for recurrent
-    state bookkeeping once per representation and call (quadratic in the representations
-    of the step kind); our networks are stateless to pyvene, where that check is a no-op by
-    construction, so it is skipped."""
+    """Install on one IntervenableModel the guards of the traps in the module docstring:
+    - pyvene's clean-up wipes every hook on the model: keep the user's, and look only at the
+      modules pyvene hooks;
+    - pyvene writes interventions into the hooked site's output in place, and a `Site`
+      returns its input: every call gives the sites a fresh copy of their input first, so
+      no tensor the network holds elsewhere (or autograd saved, e.g. a tanh's output) is
+      written to;
+    - cost: pyvene re-checks every cached activation for recurrent-state bookkeeping once per
+      representation and call (quadratic in the step kind's representations); our networks
+      are stateless to pyvene, where that check is a no-op by construction: skipped."""
     hooked = list({id(h.__self__): h.__self__ for h in iv.intervention_hooks.values()}.values())
     iv._remove_forward_hooks = types.MethodType(
         lambda self: _drop_pyvene_hooks(self.model, hooked), iv)
     if iv.is_model_stateless:
         iv._tidy_stateful_activations = lambda: None
+    forward = iv.forward
+
+    def fresh_inputs_forward(*args, **kwargs):
+        handles = [m.register_forward_pre_hook(_copy_inputs) for m in hooked]
+        try:
+            return forward(*args, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+
+    iv.forward = fresh_inputs_forward
+
+
+def _copy_inputs(_module, args):
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
 def site_intervenable(model: nn.Module, kind: str, layer: int, intervention: Any = "patch"):

@@ -25,9 +25,7 @@ class Ignoring(Planted):
 
     def forward(self, ids):
         e = self.emb[ids]
-        # the site runs (and is intervened on); its output is unused. It gets a copy: pyvene
-        # writes interventions into the site's tensor in place (models/nets/pyvene_sites.py)
-        self.sites.resid[0](e.clone())
+        self.sites.resid[0](e)  # the site runs (and is intervened on); its output is unused
         r = e @ self.qv
         return -((r[..., None, :] - self.protos) ** 2).sum(-1)
 
