@@ -18,7 +18,7 @@ from study.core.rundir import RunDir
 META_KEYS = ("model", "model_config", "vocab_size", "seq_len", "step")
 
 
-def _run_config(rd: RunDir):
+def run_config(rd: RunDir):
     """The run's config, a one-line error when config.json has the wrong shape."""
     try:
         return from_dict(rd.config(), f"{rd.path}/config.json")
@@ -30,7 +30,7 @@ def _run_config(rd: RunDir):
 def resolve_analyses(rd: RunDir, names, overrides: dict[str, str]) -> dict:
     """The analyses' configs for a run directory (its scale, task and model), every setting
     checked before any work: unknown analyses, unsupported architectures, bad values."""
-    cfg = _run_config(rd)
+    cfg = run_config(rd)
     return analysis_configs(tuple(names), cfg.scale, overrides, registry.get("task", cfg.task),
                             registry.get("model", cfg.model), cfg.model_config)
 
@@ -62,7 +62,7 @@ def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None
     from analyses.common.context import AnalysisContext
     from study.train.checkpoint import load_model
 
-    cfg = _run_config(rd)
+    cfg = run_config(rd)
     task = registry.get("task", cfg.task).obj(cfg.task_config)
     _check_meta(rd, checkpoint)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

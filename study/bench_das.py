@@ -5,9 +5,11 @@ Both loops train the same OAF (`analyses/das/alignment.OrthogonalAlignment`, a p
 `das` analysis's default site, batch 128, Adam, fp32:
 - `pyvene`: the tutorial-style loop. An `IntervenableModel` (`models/nets/pyvene_sites`)
   runs the source forward and the base forward at every step, on full-length inputs.
-- `cached`: the `das` analysis's loop (`analyses/das/search`): source vectors read once
-  (their one-off cost is `setup_s`), then one base forward per step through a hook, inputs
-  cut after the last scored position, the rotation computed once per step.
+- `cached`: the `das` analysis's loop (`analyses/das/search`), through pyvene too: source
+  vectors read once (their one-off cost is `setup_s`) and handed to the `IntervenableModel`
+  as `source_representations`, then one base forward per step, inputs cut after the last
+  scored position, the output layer run at the scored positions only (`readout`), the
+  rotation computed once per step.
 At the recurrent `state` site pyvene needs one module (time step) per call, so both loops
 use the pairs whose base position is the most common one. The model is built untrained
 (speed does not depend on the weights).
@@ -18,10 +20,9 @@ import time
 
 import numpy as np
 import torch
-
-from study.train.runtime import sync
 import torch.nn.functional as F
 
+from study.train.runtime import sync
 
 
 def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "auto",

@@ -1,6 +1,6 @@
 """Counterfactual pairs as tensors, and the scores of interchange interventions: what the
-`patching` and `das` analyses share on top of the site helpers (`models.sites.intervene`,
-`models.sites.capture`).
+`patching` and `das` analyses share on top of the site helpers (`models.sites.capture`) and
+the pyvene bridge (`models.nets.pyvene_sites`).
 
 - `pair_tensors`: a task's `Pairs` on a device, with the positions intervened at
   (`PairTensors`); `answer_positions` for aligned pairs.

@@ -40,7 +40,12 @@ Learned alignments go to `alignments.safetensors` under `<alignment>/<variable>/
 (the matrix: R for OAF/random, W for LAF; suffix keys /mu /sigma /k and, for LAF, /core
 /signs /bias); `analyses.das.alignment.load_alignment(path, key)` rebuilds one. The file holds
 the latest analysed checkpoint (metadata "checkpoint"); an earlier checkpoint's file is kept
-as `alignments-<step>.safetensors`.
+as `alignments-<step>.safetensors`. With `save_pyvene` (default) each variable's OAF and LAF at
+their chosen k (the smallest within 0.01 of the best test IIA) are also written in pyvene's
+own format under `pyvene/` (`analyses/das/export.py`; latest analysed checkpoint only).
+
+Training and scoring run through `pyvene.IntervenableModel`s over the network's sites, with
+the pairs' source vectors read once (`analyses/das/search.py`).
 """
 from __future__ import annotations
 
@@ -90,6 +95,9 @@ class DasConfig:
     standardize: bool = setting(True, "[paper, Grant et al.] standardise the site before the alignment")
     max_cond: float = setting(1e5, "[ours] LAF with cond(A) above this is refused (IIA NaN)")
     eval_batch_size: int = setting(1000, "pairs per forward pass when scoring IIA")
+    save_pyvene: bool = setting(
+        True, "[ours] also save each variable's OAF and LAF at its chosen k with pyvene's "
+        "IntervenableModel.save, under pyvene/")
     seed: int = setting(0, "added to the run's seed: pairs and alignment initialisation")
 
     def __post_init__(self):
@@ -183,7 +191,7 @@ def run(ctx):
     untrained = _step0(ctx) if cfg.controls else None
     trained_kinds = tuple(a for a in cfg.alignments if a != "random")
     per_site = len(cfg.alignments) + (len(trained_kinds) if untrained is not None else 0)
-    rows, control, saved = [], [], {}
+    rows, control, saved, kept = [], [], {}, {}
     from tqdm.auto import tqdm
     bar = tqdm(total=len(variables) * len(sites) * len(cfg.positions) * len(cfg.k) * per_site,
                desc="das", unit="alignment", disable=None)
@@ -201,7 +209,8 @@ def run(ctx):
                 # not), so subspaces compared across checkpoints do not agree by construction
                 init = (seed * 1_000_003 + ctx.checkpoint) * 1009 + v_i
                 r, s = search(model, data, variable, position, cfg, init,
-                              ctx.checkpoint, progress=bar)
+                              ctx.checkpoint, progress=bar,
+                              kept=kept if cfg.save_pyvene else None)
                 rows += r
                 saved.update(s)
                 if untrained is not None and trained_kinds:
@@ -215,6 +224,9 @@ def run(ctx):
                     control += r
     bar.close()
     save_alignments(saved, ctx.out_dir, ctx.checkpoint)
+    if cfg.save_pyvene:
+        from analyses.das.export import export
+        export(model, rows, kept, ctx.out_dir, ctx.checkpoint)
     if cfg.controls and untrained is None:
         warnings.warn("das: no step-0 network (ctx.model_at unset or no step-0 checkpoint); "
                       "das_control is empty and the report's verdict has no trained control")

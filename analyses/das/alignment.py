@@ -34,6 +34,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from models.nets.pyvene_interventions import gate_rows, is_row_mask
 from models.nets.pyvene_sites import pyvene
 
 pv = pyvene()
@@ -67,7 +68,11 @@ class _Standardised:
 
 
 class OrthogonalAlignment(_Standardised, pv.RotatedSpaceIntervention):
-    """OAF: pyvene's rotated-space interchange of the first k dims, in standardised space."""
+    """OAF: pyvene's rotated-space interchange of the first k dims, in standardised space.
+    `subspaces`: None (every row), a (batch,) bool row selection
+    (`models/nets/pyvene_interventions.py`), or pyvene's per-example lists of rotated dims."""
+
+    takes_row_mask = True
 
     def __init__(self, embed_dim: int, k: int | None = None, **kwargs):
         super().__init__(embed_dim=embed_dim, **kwargs)
@@ -79,7 +84,13 @@ class OrthogonalAlignment(_Standardised, pv.RotatedSpaceIntervention):
         self.interchange_dim = torch.as_tensor(int(k))
 
     def forward(self, base, source, subspaces=None, **kwargs):
+        if subspaces is None or is_row_mask(subspaces):
+            return gate_rows(base, source, subspaces, self._interchange)
         out = super().forward(self._std(base), self._std(source), subspaces, **kwargs)
+        return self._unstd(out).to(base.dtype)
+
+    def _interchange(self, base, source):
+        out = super().forward(self._std(base), self._std(source), None)
         return self._unstd(out).to(base.dtype)
 
     def matrix(self) -> torch.Tensor:
@@ -105,7 +116,10 @@ def random_oaf(embed_dim: int, k: int, seed: int) -> OrthogonalAlignment:
 
 class LinearAlignment(_Standardised, pv.TrainableIntervention,
                       pv.DistributedRepresentationIntervention):
-    """LAF: A = (M M^T + 0.1 I) with learned column signs and a bias; A^-1 by linalg.inv."""
+    """LAF: A = (M M^T + 0.1 I) with learned column signs and a bias; A^-1 by linalg.inv.
+    `subspaces`: None (every row) or a (batch,) bool row selection."""
+
+    takes_row_mask = True
 
     def __init__(self, embed_dim: int, k: int | None = None, **kwargs):
         super().__init__(embed_dim=embed_dim, **kwargs)
@@ -140,9 +154,12 @@ class LinearAlignment(_Standardised, pv.TrainableIntervention,
             return float(torch.linalg.cond(self.matrix().double()))
 
     def forward(self, base, source, subspaces=None, **kwargs):
-        if subspaces is not None:
-            raise ValueError("LinearAlignment interchanges the first k dims; subspaces are "
-                             "not supported")
+        if subspaces is not None and not is_row_mask(subspaces):
+            raise ValueError("LinearAlignment interchanges the first k dims; subspaces may "
+                             "only select rows (a (batch,) bool tensor)")
+        return gate_rows(base, source, subspaces, self._interchange)
+
+    def _interchange(self, base, source):
         w, w_inv = self.maps()
         k = self.k
         zb = (self._std(base.to(w.dtype)) + self.bias) @ w

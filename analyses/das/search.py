@@ -1,13 +1,16 @@
-"""Distributed Alignment Search with cached source activations: the loop behind `das`.
+"""Distributed Alignment Search through pyvene with cached source activations: the loop
+behind `das`.
 
 For one (variable, site, position) the pairs' source vectors at the site never change while
 an alignment trains (the model is frozen), so they are read once (`SiteData`) and each step
-runs only the base forward, with a hook (`models.sites.intervene.intervene`) that applies the
-alignment — a pyvene intervention from `analyses/das/alignment.py` — to the base vector and the
-cached source vector. A pyvene-only loop would run the source forward at every step as well;
-`study/bench_das.py` measures the difference and the tests check both give the same
-logits. Inputs are cut after the last scored position (causal models: nothing scored reads
-later tokens).
+runs only the base forward: a `pyvene.IntervenableModel` over the site
+(`models.nets.pyvene_sites.site_intervenable`, holding the alignment, a pyvene intervention
+from `analyses/das/alignment.py`) gets the cached vectors as `source_representations`
+(`interchange_vectors`). A tutorial-style pyvene loop runs the source forward at every step
+as well and reads every position's logits; `study/bench_das.py` measures the difference and
+the tests check both give the same logits. Inputs are cut after the last scored position
+(causal models: nothing scored reads later tokens) and the network computes the output layer
+at the scored positions only (`readout`).
 
 Training [paper]: Adam lr 1e-3, batch 128, model frozen, loss = cross-entropy of the
 intervened outputs against `cf_labels` at the scored positions. [ours] Batches are drawn
@@ -25,10 +28,11 @@ bootstrap interval).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -39,8 +43,7 @@ from analyses.das.alignment import ALIGNMENTS, cached_maps, make_alignment, tens
 from analyses.common.interchange import PairTensors, pair_tensors, scored_end
 from models.sites import check_site
 from models.sites.capture import gather_site
-from models.sites.intervene import intervene
-from study.core.network import takes_readout
+from models.nets.pyvene_sites import interchange_vectors, site_intervenable
 from tasks.base import IGNORE
 
 _WINDOW = 20  # training batches averaged for early stopping [ours]
@@ -59,6 +62,15 @@ class SiteData:
     src_train: torch.Tensor  # (n_train, width)
     src_test: torch.Tensor  # (n_test, width)
     fit_acts: torch.Tensor  # (2 n_train, width) base and source vectors: standardisation
+    _iv: dict = field(default_factory=dict, repr=False)  # the latest alignment's intervenable
+
+    def intervenable(self, model, inst):
+        """The `pyvene.IntervenableModel` of `inst` at this site, built once per alignment."""
+        key = (id(model), id(inst))
+        if key not in self._iv:
+            self._iv.clear()  # one alignment trains or is scored at a time
+            self._iv[key] = (model, inst, site_intervenable(model, self.kind, self.layer, inst))
+        return self._iv[key][2]
 
 
 def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: int,
@@ -76,27 +88,35 @@ def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: i
 
 def forward(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor,
             readout: torch.Tensor | None = None) -> torch.Tensor:
-    """Logits of the bases `pt` with the alignment interchanging the cached `src` vectors:
-    (batch, T, vocab), or with `readout` ((batch, T) bool) only those positions', (n, vocab)."""
+    """Logits of the bases `pt` with the alignment interchanging the cached `src` vectors,
+    through pyvene: (batch, T, vocab), or with `readout` ((batch, T) bool) only those
+    positions', (n, vocab)."""
+    return forward_iv(data.intervenable(model, inst), pt, src, readout)
+
+
+def forward_iv(iv, pt: PairTensors, src: torch.Tensor,
+               readout: torch.Tensor | None = None) -> torch.Tensor:
+    """`forward` with a ready intervenable (any `site_intervenable` holding alignments, one
+    `IntervenableModel.load` rebuilt too)."""
     T = scored_end(pt.cf_labels, pt.base_pos)
-
-    def fn(rows, vecs):
-        return inst(vecs, src[rows])
-
-    with cached_maps(inst), intervene(model, data.kind, data.layer, pt.base_pos, fn):
-        if readout is None:
-            return model(pt.base_ids[:, :T])  # (batch, T, vocab)
-        if takes_readout(model):
-            return model(pt.base_ids[:, :T], readout=readout[:, :T])  # (n, vocab)
-        return model(pt.base_ids[:, :T])[readout[:, :T]]  # a model without the option
+    with contextlib.ExitStack() as stack:
+        for inst in {id(i): i for i in iv.interventions.values()}.values():
+            stack.enter_context(cached_maps(inst))  # each distinct alignment's maps, once
+        return interchange_vectors(iv, pt.base_ids[:, :T], pt.base_pos, src,
+                                   readout=None if readout is None else readout[:, :T])
 
 
 def scored(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor):
     """Logits at the scored positions only, (n, vocab), their labels (n,) and each one's row
     (n,): the output layer runs nowhere else."""
+    return scored_iv(data.intervenable(model, inst), pt, src)
+
+
+def scored_iv(iv, pt: PairTensors, src: torch.Tensor):
+    """`scored` with a ready intervenable."""
     T = scored_end(pt.cf_labels, pt.base_pos)
     mask = pt.cf_labels[:, :T] != IGNORE  # (batch, T)
-    return forward(model, data, inst, pt, src, mask), pt.cf_labels[:, :T][mask], mask.nonzero()[:, 0]
+    return forward_iv(iv, pt, src, mask), pt.cf_labels[:, :T][mask], mask.nonzero()[:, 0]
 
 
 def rows_right(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor, n: int):
@@ -162,10 +182,17 @@ def pair_right(model, data: SiteData, inst, split: str, batch_size: int = 1000) 
     """(n,) bool on the split's pairs: every scored output equals cf_labels."""
     pt, src = (data.train, data.src_train) if split == "train" else (data.test, data.src_test)
     inst.eval()
+    return pairs_right(data.intervenable(model, inst), pt, src, batch_size)
+
+
+@torch.no_grad()
+def pairs_right(iv, pt: PairTensors, src: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
+    """(n,) bool: each pair's every scored output under the intervenable equals cf_labels
+    (pairs `pt`, their cached source vectors `src` (n, width)), in batches."""
     out = []
     for lo in range(0, len(pt), batch_size):
         sub = pt.take(slice(lo, lo + batch_size))
-        logits, labels, rows = scored(model, data, inst, sub, src[lo:lo + batch_size])
+        logits, labels, rows = scored_iv(iv, sub, src[lo:lo + batch_size])
         out.append(rows_right(logits, labels, rows, len(sub)))
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
 
@@ -237,9 +264,12 @@ COLUMNS = ["checkpoint", "variable", "site", "layer", "position", "alignment", "
 
 
 def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
-           checkpoint: int, progress=None, alignments=None) -> tuple[list[dict], dict]:
+           checkpoint: int, progress=None, alignments=None,
+           kept: dict | None = None) -> tuple[list[dict], dict]:
     """Every (alignment, k) of the config at one site: table rows (`COLUMNS`) and saved
-    tensors. k runs in increasing order so each k can start from the previous one's fit."""
+    tensors. k runs in increasing order so each k can start from the previous one's fit.
+    `kept`, if given, receives the fitted alignments: (alignment, variable, site label, k) ->
+    the instance."""
     width = data.src_train.shape[1]
     rows, saved = [], {}
     label = site_label(data.kind, data.layer, position)
@@ -276,6 +306,8 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
                 warm[name] = got.inst
                 key = f"{name}/{variable}/{label}/k={k}"
                 saved.update({key + suffix: t for suffix, t in tensors_of(name, got.inst).items()})
+                if kept is not None:
+                    kept[(name, variable, label, k)] = got.inst
             if progress is not None:
                 progress.update(1)
     return rows, saved

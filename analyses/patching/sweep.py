@@ -16,6 +16,11 @@ differs from the base's, so only those become *jobs*; all jobs of a site, whatev
 positions, are run together in batches of `batch_size` rows (each row carries its own
 position), cut to the last scored position. Unchanged rows keep the base's outputs exactly.
 
+The patched forwards run through pyvene: one `IntervenableModel` per (site, head) over our
+sites (`models.nets.pyvene_sites.site_intervenable` with a `PatchIntervention`, the vanilla
+interchange restricted to the head's features), the recorded source vectors handed in as
+`source_representations` (`interchange_vectors`).
+
 Metrics per (site, position) over the pairs [ours where the papers are silent]:
 - `flip_rate`: fraction of the *changed* pairs (`PairTensors.changed`: the counterfactual
   output differs from the base's) whose every scored output equals `cf_labels`, in `value`
@@ -37,8 +42,8 @@ import torch
 
 from analyses.common.interchange import PairTensors, all_right, logit_diff, scored_end
 from models.sites import STEP_KINDS
+from models.nets.pyvene_sites import interchange_vectors, site_intervenable
 from models.sites.capture import capture
-from models.sites.intervene import intervene, replace_fn
 
 
 def _units(kind: str, width: int, n_heads: int) -> list[tuple[int, slice | None]]:
@@ -69,16 +74,26 @@ def _metrics(logits, pt: PairTensors):
     return flip, ld, ok
 
 
-def _run_jobs(model, pt: PairTensors, kind, layer, rows, pos, values, features, batch_size):
-    """Patched forwards of base rows `rows` at positions `pos` with `values`: flip, ld, ok."""
+def _patcher(model, kind: str, layer: int, feats: slice | None, cache: dict):
+    """The pyvene intervenable patching `(kind, layer)` (only `feats` of it), built once."""
+    key = (kind, layer, None if feats is None else (feats.start, feats.stop))
+    if key not in cache:
+        from models.nets.pyvene_interventions import PatchIntervention
+        inst = PatchIntervention(features=key[2])
+        cache[key] = site_intervenable(model, kind, layer, inst)
+    return cache[key]
+
+
+def _run_jobs(iv, pt: PairTensors, rows, pos, values, batch_size):
+    """Patched forwards of base rows `rows` at positions `pos` with the source vectors
+    `values` (n_jobs, width), through the intervenable `iv`: flip, ld, ok."""
     flips, lds, oks = [], [], []
     for lo in range(0, len(rows), batch_size):
         r, p = rows[lo:lo + batch_size], pos[lo:lo + batch_size]
         sub = pt.take(r)
         T = scored_end(sub.cf_labels, p)
-        with torch.no_grad(), intervene(model, kind, layer, p,
-                                        replace_fn(values[lo:lo + batch_size], features)):
-            logits = model(sub.base_ids[:, :T])
+        with torch.no_grad():
+            logits = interchange_vectors(iv, sub.base_ids[:, :T], p, values[lo:lo + batch_size])
         f, ld, ok = _metrics(logits, sub)
         flips.append(f), lds.append(ld), oks.append(ok)
     cat = lambda xs: torch.cat(xs).cpu().numpy()  # noqa: E731
@@ -91,6 +106,7 @@ def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
     accumulator and the base/source reference sums {"base": [...], "source": [...]}."""
     acc = _Acc()
     ref = {"base": np.zeros(6), "source": np.zeros(6)}
+    patchers: dict = {}
     for lo in range(0, len(pt), batch_size):
         chunk = pt.take(slice(lo, lo + batch_size))
         n = len(chunk)
@@ -114,10 +130,10 @@ def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
             a_src, a_base = src_acts[(kind, layer)], base_acts.get((kind, layer))  # (n, pos, w)
             for head, feats in _units(kind, a_src.shape[-1], n_heads):
                 fs = feats if feats is not None else slice(None)
+                iv = _patcher(model, kind, layer, feats, patchers)
                 if not chunk.aligned:
-                    values = a_src[rows_all, chunk.source_pos][:, fs]
-                    f, ld, ok = _run_jobs(model, chunk, kind, layer, rows_all, chunk.base_pos,
-                                          values, feats, batch_size)
+                    values = a_src[rows_all, chunk.source_pos]
+                    f, ld, ok = _run_jobs(iv, chunk, rows_all, chunk.base_pos, values, batch_size)
                     acc.add((kind, layer, head, -1), f, ld, ok, ch)
                     continue
                 # aligned: only (row, position) where source and base differ need a forward
@@ -126,9 +142,7 @@ def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
                 f_all = np.repeat(fb[:, None], T, 1)  # (n, T) unpatched rows keep the base's
                 ld_all = np.repeat(ldb[:, None], T, 1)
                 if len(rows):
-                    values = a_src[rows, pos][:, fs]
-                    f, ld, _ = _run_jobs(model, chunk, kind, layer, rows, pos, values, feats,
-                                         batch_size)
+                    f, ld, _ = _run_jobs(iv, chunk, rows, pos, a_src[rows, pos], batch_size)
                     r, p = rows.cpu().numpy(), pos.cpu().numpy()
                     f_all[r, p], ld_all[r, p] = f, ld
                 for p in range(T):

@@ -9,7 +9,7 @@ forward never leaves one behind.
 - `collect` / `grouped_collect`: numpy activations of many sequences, in batches.
 - `capture`: the activations of the forward calls made during a block, as tensors.
 - `gather_site`, `state_at`: each example's vector at its own position or step.
-- `site_widths`: the width of each kind a network offers.
+- `site_widths`: the width of each kind a network offers; `device_of`: where it lives.
 
 The step kind is read as a sequence: `collect` and `capture` stack its per-step outputs into
 (n, n_steps, width) under the key ("state", 0), so that every kind reads as (n, pos, width).
@@ -205,7 +205,16 @@ def _probe_widths(model: nn.Module) -> dict[str, int]:
 
     per_kind = {kind: {i: record(kind) for i in range(n)}
                 for kind, n in model.sites.kinds().items()}
-    device = next(model.parameters()).device
+    device = device_of(model)
     with torch.no_grad(), hooked_many(model, per_kind):
         model(torch.zeros(1, 1, dtype=torch.long, device=device))  # (1, 1): token 0
     return widths
+
+
+def device_of(model: nn.Module) -> torch.device:
+    """Where a network's weights (or, without parameters, its buffers) live."""
+    for t in model.parameters():
+        return t.device
+    for t in model.buffers():
+        return t.device
+    return torch.device("cpu")

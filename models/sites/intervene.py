@@ -7,8 +7,9 @@ call; vectors (len(rows), width)). Each row carries its own position, so many
 it). For the step kind the position is the time step: row i is replaced at
 `sites.state[pos[i]]`.
 
-pyvene (`models/nets/pyvene_sites.py`) is the reference implementation; these hooks do the
-same replacement without pyvene's per-call set-up (tests check both give the same logits).
+The `patching` and `das` analyses intervene through pyvene (`models/nets/pyvene_sites.py`);
+these plain hooks are the independent reference their tests compare against (same logits),
+and what the cross-run stitching of `analyses/compare` writes with.
 """
 from __future__ import annotations
 

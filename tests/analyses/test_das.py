@@ -1,5 +1,6 @@
-"""DAS: alignment functions (OAF, LAF, random control), the cached-source loop against
-pyvene, and recovery of a planted causal variable (the test that catches silent failures)."""
+"""DAS: alignment functions (OAF, LAF, random control), the cached-source loop through pyvene
+against pyvene's source-forward path and plain hooks, recovery of a planted causal variable
+(the test that catches silent failures), and the alignments saved in pyvene's format."""
 from __future__ import annotations
 
 import math
@@ -164,7 +165,7 @@ def test_oaf_is_pyvenes_rotated_space_intervention_inside_the_standardisation():
 
 
 @pytest.mark.parametrize("name", ["oaf", "laf"])
-def test_cached_source_hook_path_equals_pyvene_on_a_transformer(name):
+def test_cached_source_path_equals_pyvenes_source_forward_on_a_transformer(name):
     task, model, _ = _smoke("counting", "rope2")  # explicit, per-example positions
     pairs = task.counterfactuals("up_down:count", 6, split="test", seed=0)
     data = site_data(model, pairs, pairs, "resid", 1, -1, "cpu")
@@ -183,7 +184,7 @@ def test_cached_source_hook_path_equals_pyvene_on_a_transformer(name):
     assert not torch.allclose(ours, plain, atol=1e-3)  # the intervention did something
 
 
-def test_cached_source_hook_path_equals_pyvene_on_the_recurrent_state():
+def test_cached_source_path_equals_pyvenes_source_forward_and_hooks_on_the_recurrent_state():
     task, model, _ = _smoke("counting", "gru")
     pairs = task.counterfactuals("up_down:count", 40, split="test", seed=0)
     data = site_data(model, pairs, pairs, "state", 0, -1, "cpu")
@@ -200,6 +201,12 @@ def test_cached_source_hook_path_equals_pyvene_on_the_recurrent_state():
     T = ours.shape[1]
     assert len(rows) >= 2
     assert torch.allclose(ours[rows], theirs[:, :T], atol=1e-5)
+    # every pair at its own step in one forward, against plain hooks (independent of pyvene)
+    assert len(pt.base_pos.unique()) >= 3
+    with torch.no_grad(), intervene(model, "state", 0, pt.base_pos,
+                                    lambda r, v: inst(v, data.src_test[r])):
+        hooked = model(pt.base_ids[:, :T])
+    torch.testing.assert_close(ours, hooked, atol=1e-6, rtol=1e-6)
 
 
 @pytest.mark.parametrize("batch", [1, 4])
@@ -247,6 +254,43 @@ def test_das_analysis_writes_its_table_and_alignments(tmp_path):
     assert files == ["alignments-7.safetensors", "alignments.safetensors"]
     with safe_open(str(tmp_path / "alignments.safetensors"), framework="pt") as f:
         assert f.metadata()["checkpoint"] == "9"
+    _check_pyvene_export(tmp_path, model, df, checkpoint=9)
+
+
+def _check_pyvene_export(out, model, df, checkpoint):
+    """pyvene/index.json lists each scored (trained alignment, variable) once, at its chosen
+    k; pyvene's own load rebuilds each with the saved alignment's exact parameters."""
+    import json
+
+    from analyses.das.export import chosen_k
+    from models.nets.pyvene_sites import register
+
+    index = json.loads((out / "pyvene" / "index.json").read_text())
+    test = df[(df["split"] == "test") & df["alignment"].isin(["oaf", "laf"]) & ~df["too_few"]]
+    want = {(a, v) for a, v in zip(test["alignment"], test["variable"])}
+    assert {(e["alignment"], e["variable"]) for e in index} == want and want
+    for e in index:
+        rows = test[(test["alignment"] == e["alignment"]) & (test["variable"] == e["variable"])]
+        assert e["k"] == chosen_k(dict(zip(rows["k"], rows["iia"])))
+        assert e["checkpoint"] == checkpoint
+        iv = pv.IntervenableModel.load(str(out / "pyvene" / e["directory"]), register(model))
+        loaded = list(iv.interventions.values())
+        assert len(loaded) == model.sites.kinds()["state"]  # one per step, equal copies
+        saved = load_alignment(out / "alignments.safetensors",
+                               f"{e['alignment']}/{e['variable']}/{e['label']}/k={e['k']}")
+        for inst in (loaded[0], loaded[-1]):
+            assert type(inst) is type(saved) and inst.k == e["k"]
+            torch.testing.assert_close(inst.matrix(), saved.matrix(), atol=0, rtol=0)
+            torch.testing.assert_close(inst.sigma, saved.sigma, atol=0, rtol=0)
+
+
+def test_chosen_k_is_the_smallest_within_a_hundredth_of_the_best():
+    from analyses.das.export import chosen_k
+
+    assert chosen_k({1: 0.5, 2: 0.905, 4: 0.91, 16: 0.90}) == 2
+    assert chosen_k({1: 0.5, 2: 0.8, 4: 0.91, 16: 0.90}) == 4
+    assert chosen_k({1: float("nan"), 2: 0.3}) == 2
+    assert chosen_k({1: float("nan")}) is None
 
 
 def test_explicit_positions_are_refused_for_pairs_that_carry_their_own():

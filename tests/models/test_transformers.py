@@ -39,46 +39,34 @@ def randomise(model: torch.nn.Module, std: float = 0.2) -> None:
 
 # ----------------------------------------------------------------------------- references
 
-@pytest.mark.parametrize("name", ["gpt12", "rope2"])
+@pytest.mark.parametrize("name,overrides", [("gpt12", {}), ("rope2", {}),
+                                            ("rope2", {"rotary_base": 500.0,
+                                                       "activation": "gelu_tanh"})])
 @torch.no_grad()
-def test_rotary_matches_gpt_neox(name):
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+def test_rotary_exports_to_gpt_neox_with_equal_logits(name, overrides):
+    """`to_gpt_neox` is the public export; random weights everywhere (biases, LayerNorms)
+    and a non-default rotary base and activation, so a mapping error shows."""
+    from models.nets.gpt_neox import to_gpt_neox
 
-    ours = smoke_model(name)
-    cfg = ours.config
+    ours = smoke_model(name, **overrides)
     randomise(ours)
-    ref_cfg = GPTNeoXConfig(
-        vocab_size=VOCAB, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
-        num_attention_heads=cfg.n_heads, intermediate_size=cfg.d_mlp, hidden_act="gelu",
-        rotary_pct=1.0, rotary_emb_base=cfg.rotary_base, max_position_embeddings=SEQ,
-        use_parallel_residual=False, attention_bias=True, layer_norm_eps=1e-5,
-        hidden_dropout=0.0, attention_dropout=0.0, tie_word_embeddings=False)
-    ref = GPTNeoXForCausalLM(ref_cfg).eval()
-    H, dh = cfg.n_heads, cfg.d_head
-
-    def neox_qkv(t):  # ours: [q heads | k heads | v heads]; NeoX: per head [q | k | v]
-        return t.reshape(3, H, dh, *t.shape[1:]).transpose(0, 1).reshape(t.shape)
-
-    base = ref.gpt_neox
-    base.embed_in.weight.copy_(ours.embed.weight)
-    for block, layer in zip(ours.blocks, base.layers):
-        for src, dst in ((block.ln1, layer.input_layernorm),
-                         (block.ln2, layer.post_attention_layernorm),
-                         (block.attn.proj, layer.attention.dense),
-                         (block.up, layer.mlp.dense_h_to_4h),
-                         (block.down, layer.mlp.dense_4h_to_h)):
-            dst.load_state_dict(src.state_dict())
-        layer.attention.query_key_value.weight.copy_(neox_qkv(block.attn.qkv.weight))
-        layer.attention.query_key_value.bias.copy_(neox_qkv(block.attn.qkv.bias))
-    base.final_layer_norm.load_state_dict(ours.ln_f.state_dict())
-    ref.get_output_embeddings().weight.copy_(ours.unembed.weight)
-
+    ref = to_gpt_neox(ours)
     ids = random_ids()
     expected = ref(input_ids=ids).logits
     assert expected.abs().max() > 0.1  # a meaningful comparison, not two near-zero tensors
     torch.testing.assert_close(ours(ids), expected, atol=1e-5, rtol=1e-5)
     with capture_attention(ours):
         torch.testing.assert_close(ours(ids), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_only_rotary_transformers_export_to_gpt_neox():
+    from models.nets.gpt_neox import to_gpt_neox
+    from study.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="no GPT-NeoX equivalent"):
+        to_gpt_neox(smoke_model("attn2"))
+    with pytest.raises(UsageError, match="n_heads \\* d_head = d_model"):
+        to_gpt_neox(smoke_model("rope2", d_head=8))
 
 
 def attn2_reference(model, ids):

@@ -1,0 +1,287 @@
+"""From Python: open run directories and continue their analysis by hand.
+
+    import study
+    run = study.open_run("runs/counting-gru-s0-1a2b3c4d")
+    iv = run.intervenable("up_down:count")            # a pyvene.IntervenableModel, trained OAF
+    pairs = run.pairs("up_down:count")                # the das analysis's test pairs
+    study.iia(iv, pairs)                              # the das table's test iia, through pyvene
+
+`open_run(path)` -> `Run`: `.config` (the resolved `RunConfig`), `.task`, `.model(checkpoint)`,
+`.checkpoints`, `.metrics`, `.summary`, `.table(name)`, `.pairs(variable, split, n)`,
+`.alignment(...)`, `.intervenable(...)` and `.to_transformers(checkpoint)`. `open_runs(paths)`
+opens several (each once). Everything a run directory lacks or holds damaged is one
+`UsageError` naming the file or key, as on the command line.
+
+Nothing here imports torch until a network is asked for, so `import study` stays light.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from study.core.errors import UsageError
+
+
+def open_run(path) -> "Run":
+    """The run directory at `path` (one `python -m study run` wrote)."""
+    return Run(path)
+
+
+def open_runs(paths) -> list["Run"]:
+    """Several run directories, each opened once, in the order given."""
+    seen, runs = set(), []
+    for p in paths:
+        key = Path(p).resolve()
+        if key not in seen:
+            seen.add(key)
+            runs.append(Run(p))
+    if not runs:
+        raise UsageError("open_runs needs at least one run directory")
+    return runs
+
+
+class Run:
+    """One run directory. Reads lazily: opening one costs a config.json."""
+
+    def __init__(self, path):
+        from reports.load import load_run
+        from study.core.rundir import RunDir
+
+        self._loaded = load_run(path)  # one-line UsageError for a path that is no run
+        self.path = self._loaded.path
+        self._rd = RunDir(self.path)
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r}: {self._loaded.task} x {self._loaded.model}, " \
+               f"seed {self._loaded.seed}, {self._loaded.status})"
+
+    # --- what the directory says ---------------------------------------------------------
+
+    @cached_property
+    def config(self):
+        """The run's resolved configuration (`study.config.RunConfig`)."""
+        from study.analyze import run_config
+        return run_config(self._rd)
+
+    @property
+    def status(self) -> str:
+        return self._loaded.status
+
+    @property
+    def summary(self) -> dict:
+        return self._loaded.summary
+
+    @property
+    def metrics(self):
+        """Training metrics, long format: step, split, stratum, metric, value."""
+        if self._loaded.metrics is None:
+            raise UsageError(f"{self.path / 'metrics.parquet'} is missing: training writes it; "
+                             f"this run has not logged any metrics yet")
+        return self._loaded.metrics
+
+    def tables(self) -> list[str]:
+        """Names of the analysis tables the run holds."""
+        return sorted(self._loaded.tables)
+
+    def table(self, name: str):
+        """An analysis table (every analysed checkpoint) as a DataFrame."""
+        if name not in self._loaded.tables:
+            have = ", ".join(self.tables()) or "none"
+            raise UsageError(f"table {name!r} is not in {self.path / 'analyses'} (tables: "
+                             f"{have}); run `python -m study analyze {self.path} analysis=...`")
+        return self._loaded.tables[name]
+
+    @property
+    def checkpoints(self) -> list[int]:
+        """Steps of the logged checkpoints, ascending."""
+        from study.train.checkpoint import list_checkpoints
+        return list_checkpoints(self.path)
+
+    # --- networks and pairs ----------------------------------------------------------------
+
+    @cached_property
+    def task(self):
+        """The task the run trained on, rebuilt from its config."""
+        from study.core import registry
+        return registry.get("task", self.config.task).obj(self.config.task_config)
+
+    def model(self, checkpoint="final", device="cpu"):
+        """The network at a logged checkpoint ("final" = the last), in eval mode with its
+        parameters frozen, as the analyses see it."""
+        from study.train.checkpoint import load_model
+        net, _ = load_model(self.path, checkpoint, device)
+        for p in net.parameters():
+            p.requires_grad_(False)
+        return net
+
+    def to_transformers(self, checkpoint="final"):
+        """The network as a `transformers.GPTNeoXForCausalLM` with equal logits (the rotary
+        transformers gpt12 and rope2); `save_pretrained` writes it offline."""
+        from models.nets.gpt_neox import to_gpt_neox
+        return to_gpt_neox(self.model(checkpoint))
+
+    @cached_property
+    def das_config(self):
+        """The das analysis's settings for this run (recorded, or its scale's preset)."""
+        cfg = self.config
+        if "das" in cfg.analysis_configs:
+            return cfg.analysis_configs["das"]
+        from study.config import analysis_configs
+        from study.core import registry
+        return analysis_configs(("das",), cfg.scale, {}, registry.get("task", cfg.task),
+                                registry.get("model", cfg.model), cfg.model_config)["das"]
+
+    def pairs(self, variable: str, split: str = "test", n: int | None = None,
+              seed: int | None = None):
+        """Counterfactual pairs of a causal variable or counterfactual kind (`tasks.base.Pairs`).
+        Defaults are the das analysis's: n = das.n_test (test) or das.n_train (other splits),
+        seed = the run's seed + das.seed, so `pairs(v)` are the pairs its test IIA is on."""
+        task = self.task
+        known = tuple(dict.fromkeys((*task.causal_variables, *task.counterfactual_kinds)))
+        if variable not in known:
+            raise UsageError(f"pairs: {variable!r} is not a causal variable or counterfactual "
+                             f"kind of {task.name}; choose from {', '.join(known)}")
+        if split not in task.splits:
+            raise UsageError(f"pairs: split={split!r} is not a split of {task.name}; choose "
+                             f"from {', '.join(task.splits)}")
+        das = self.das_config
+        n = (das.n_test if split == "test" else das.n_train) if n is None else int(n)
+        seed = self.config.seed + das.seed if seed is None else int(seed)
+        return task.counterfactuals(variable, n, split=split, seed=seed)
+
+    # --- the das alignments ------------------------------------------------------------------
+
+    def _step(self, checkpoint) -> int:
+        """The step of a checkpoint ("final" = the last logged one)."""
+        from study.train.checkpoint import read_meta, resolve_step
+        return int(read_meta(resolve_step(self.path, checkpoint))["step"])
+
+    def _redo(self, step: int) -> str:
+        return f"run `python -m study analyze {self.path} analysis=das checkpoint={step}`"
+
+    def _das_rows(self, variable: str, alignment: str, step: int):
+        das = self.table("das")
+        rows = das[(das["variable"] == variable) & (das["alignment"] == alignment)
+                   & (das["checkpoint"] == step)]
+        if rows.empty:
+            have = sorted(das.loc[das["checkpoint"] == step, "variable"].unique())
+            steps = sorted(int(s) for s in das["checkpoint"].unique())
+            if step not in steps:
+                raise UsageError(f"das was not run at checkpoint {step} of {self.path} (its "
+                                 f"table has {', '.join(map(str, steps))}); {self._redo(step)}")
+            raise UsageError(f"the das table of {self.path} has no {alignment!r} rows for "
+                             f"{variable!r} at checkpoint {step} (variables: "
+                             f"{', '.join(have) or 'none'})")
+        return rows
+
+    def alignment(self, variable: str, alignment: str = "oaf", k: int | None = None,
+                  site: str | None = None, checkpoint="final"):
+        """A trained DAS alignment (a pyvene intervention of `analyses.das.alignment`) and
+        where it acts: (intervention, kind, layer, position). k=None: the smallest k whose test
+        IIA is within 0.01 of the best. site: a label such as "state", "resid[1]",
+        "resid[3]@17"; None when the das table has one site for the variable."""
+        from analyses.compare.paired import SiteRef
+        from analyses.das import ALIGNMENTS
+        from analyses.das.alignment import load_alignment
+        from analyses.das.export import chosen_k
+        from analyses.das.search import site_label
+        from analyses.subspaces.geometry import alignment_files
+        from safetensors import safe_open
+
+        if alignment not in ALIGNMENTS:
+            raise UsageError(f"alignment={alignment!r}: choose from {', '.join(ALIGNMENTS)}")
+        step = self._step(checkpoint)
+        rows = self._das_rows(variable, alignment, step)
+        labels = sorted({site_label(r.site, int(r.layer), int(r.position))
+                         for r in rows.itertuples()})
+        if site is None:
+            if len(labels) > 1:
+                raise UsageError(f"{variable!r} was aligned at several sites "
+                                 f"({', '.join(labels)}); give site=")
+            ref = SiteRef.parse(labels[0])
+        else:
+            ref = SiteRef.parse(site)
+            if site_label(ref.kind, ref.layer, ref.position) not in labels:
+                raise UsageError(f"site={site!r}: {variable!r} was aligned at "
+                                 f"{', '.join(labels)}")
+        label = site_label(ref.kind, ref.layer, ref.position)
+        at = rows[(rows["site"] == ref.kind) & (rows["layer"] == ref.layer)
+                  & (rows["position"] == ref.position) & (rows["split"] == "test")]
+        by_k = {int(r.k): float(r.iia) for r in at.itertuples()}
+        if k is None:
+            k = chosen_k(by_k)
+            if k is None:
+                raise UsageError(f"no k of {alignment} for {variable!r} at {label} has a test IIA "
+                                 f"(too few changed pairs); give k= (trained: "
+                                 f"{', '.join(map(str, sorted(by_k)))})")
+        elif int(k) not in by_k:
+            raise UsageError(f"k={k}: {alignment} for {variable!r} at {label} was trained at "
+                             f"k = {', '.join(map(str, sorted(by_k)))}")
+        for f in sorted((self.path / "analyses" / "das").glob("alignments*.safetensors")):
+            try:  # a damaged file is named, not a safetensors traceback
+                with safe_open(str(f), framework="pt") as h:
+                    h.metadata()
+            except Exception as e:
+                raise UsageError(f"{f} cannot be read ({type(e).__name__}); "
+                                 f"{self._redo(step)}") from None
+        files = [p for s, p in alignment_files(self.path) if s == step]
+        if not files:
+            raise UsageError(f"no das alignments file of checkpoint {step} in "
+                             f"{self.path / 'analyses' / 'das'}; {self._redo(step)}")
+        key = f"{alignment}/{variable}/{label}/k={int(k)}"
+        try:
+            with safe_open(str(files[0]), framework="pt") as f:
+                found = key in f.keys()
+            inst = load_alignment(files[0], key) if found else None
+        except Exception as e:  # safetensors raises its own types for a damaged file
+            raise UsageError(f"{files[0]} cannot be read ({type(e).__name__}); "
+                             f"{self._redo(step)}") from None
+        if inst is None:
+            raise UsageError(f"{files[0]} holds no alignment {key!r} (every restart was "
+                             f"refused, or the file belongs to another analysis)")
+        return inst, ref.kind, ref.layer, ref.position
+
+    def intervenable(self, variable: str, alignment: str = "oaf", k: int | None = None,
+                     site: str | None = None, checkpoint="final", device="cpu"):
+        """A `pyvene.IntervenableModel` over the run's network at `checkpoint` holding the
+        trained alignment (`alignment` for its arguments). `study.iia(iv, run.pairs(variable))`
+        gives the das table's test IIA; `models.nets.pyvene_sites.interchange` runs it on
+        any (base, source) batch."""
+        from models.nets.pyvene_sites import site_intervenable
+
+        inst, kind, layer, position = self.alignment(variable, alignment, k, site, checkpoint)
+        net = self.model(checkpoint, device)
+        iv = site_intervenable(net, kind, layer, inst.to(device))
+        iv.study_position = position
+        iv.study_batch_size = self.das_config.eval_batch_size
+        return iv
+
+
+def pyvene_view(net):
+    """What pyvene wraps for one of our networks (the network, with the `.config` pyvene
+    reads), registered with pyvene: pass it to `pyvene.IntervenableModel.load`."""
+    from models.nets.pyvene_sites import register
+    return register(net)
+
+
+def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None) -> float:
+    """Interchange-intervention accuracy of an intervenable over our sites on `pairs`: the
+    share of the pairs whose answer must change (`Pairs.changed`) whose every scored output
+    becomes the counterfactual one — the das table's `iia`; `all_pairs=True`: over all pairs
+    (its `iia_all`). Source vectors are read once, then every base runs through `iv`."""
+    from analyses.common.interchange import pair_tensors
+    from analyses.common.stats import changed_iia
+    from analyses.das.search import pairs_right
+    from models.nets.pyvene_sites import adopt
+    from models.sites.capture import device_of, gather_site
+
+    adopt(iv)
+    kind, layer, _ = iv.study_site
+    net = iv.model.net
+    bs = int(batch_size or getattr(iv, "study_batch_size", 1000))
+    pt = pair_tensors(pairs, device_of(net), getattr(iv, "study_position", -1))
+    src = gather_site(net, pt.source_ids, kind, layer, pt.source_pos, bs)
+    right = pairs_right(iv, pt, src, bs).cpu().numpy()
+    if all_pairs:
+        return float(right.mean())
+    return changed_iia(right, pt.changed.cpu().numpy())
