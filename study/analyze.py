@@ -97,7 +97,9 @@ def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None
 
 
 def _merge_checkpoints(path, df, step: int):
-    """Tables of other checkpoints are kept, so `checkpoint=STEP` runs build trajectories."""
+    """Tables of other checkpoints are kept, so `checkpoint=STEP` runs build trajectories;
+    the rows of every checkpoint the new table holds are replaced (a table whose rows name
+    another checkpoint, as `das_control`'s step-0 rows, replaces those)."""
     import pandas as pd
 
     if "checkpoint" not in df.columns:
@@ -105,5 +107,6 @@ def _merge_checkpoints(path, df, step: int):
     if path.exists():
         old = pd.read_parquet(path)
         if "checkpoint" in old.columns:
-            df = pd.concat([old[old["checkpoint"] != step], df], ignore_index=True)
+            df = pd.concat([old[~old["checkpoint"].isin(set(df["checkpoint"]))], df],
+                           ignore_index=True)
     return df

@@ -41,3 +41,17 @@ def test_analyze_writes_the_report_holding_the_claim(tmp_path, monkeypatch):
     monkeypatch.setattr(study.runner, "write_report", lambda rd: seen.append(holds(rd.path)))
     assert main(["analyze", str(run_dir), "analysis=probes"]) == 0
     assert seen == [True]
+
+
+def test_reanalysing_replaces_the_rows_of_the_checkpoints_it_writes(tmp_path):
+    """das_control's rows name step 0 whatever checkpoint is analysed: analysing again
+    replaces them instead of stacking a second copy; other checkpoints' rows stay."""
+    import pandas as pd
+
+    from study.analyze import _merge_checkpoints
+    path = tmp_path / "das_control.parquet"
+    pd.DataFrame({"checkpoint": [0, 0, 7], "iia": [0.1, 0.2, 0.9]}).to_parquet(path)
+    merged = _merge_checkpoints(path, pd.DataFrame({"checkpoint": [0, 0], "iia": [0.3, 0.4]}), 50)
+    assert sorted(merged["iia"]) == [0.3, 0.4, 0.9]
+    merged = _merge_checkpoints(path, pd.DataFrame({"iia": [0.5]}), 7)  # no column: the step
+    assert sorted(merged["iia"]) == [0.1, 0.2, 0.5]
