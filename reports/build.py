@@ -49,8 +49,9 @@ def build_report(runs: list[Run]) -> Report:
         tr = TaskReport(task, group)
         for entry in entries:
             figs = entry.build(group)
-            for f in figs:  # keys unique across the whole report
+            for f in figs:  # keys unique across the whole report (links follow them)
                 f.key = slug(task, f.key)
+                f.links = tuple((text, slug(task, key)) for text, key in f.links)
             if figs:
                 tr.sections.append(Section(entry.title, figs))
         tasks.append(tr)

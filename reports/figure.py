@@ -16,6 +16,7 @@ class Figure:
     caption: str  # one sentence: what to look for
     chart: Any = None  # an altair chart, or None for a table-only figure
     table: pd.DataFrame | None = None  # shown under the chart (or alone)
+    links: tuple[tuple[str, str], ...] = ()  # (text, key of another figure): "see also"
 
     def spec(self) -> dict | None:
         """The chart's Vega-Lite spec (data inlined), or None."""

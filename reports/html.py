@@ -87,8 +87,10 @@ def render(report: Report) -> str:
             toc.append(f'<li><a href="#{sid}">{esc(s.title)}</a></li>')
             body.append(f'<h3 id="{sid}">{esc(s.title)}</h3>')
             for f in s.figures:
+                see = ("" if not f.links else " See also: " + ", ".join(
+                    f'<a href="#{esc(key)}">{esc(text)}</a>' for text, key in f.links) + ".")
                 body.append(f'<figure id="{esc(f.key)}"><figcaption><b>{esc(f.title)}.</b> '
-                            f'{esc(f.caption)}</figcaption>')
+                            f'{esc(f.caption)}{see}</figcaption>')
                 if f.chart is not None:
                     body.append(f'<div class="chart" id="chart-{esc(f.key)}"></div>'
                                 f'<script type="application/json" class="vl-spec" '

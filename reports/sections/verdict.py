@@ -25,7 +25,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from reports.figure import Figure
+from reports.figure import Figure, slug
 from reports.sections import section
 from reports.sections._common import HEIGHT, WIDTH, model_color, site_label
 
@@ -161,6 +161,26 @@ def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
         facet=alt.Facet("variable:N", title=None), columns=4)
 
 
+_COMPARISONS = (("compare_similarity", "compare-similarity", "similarity across runs"),
+                ("compare_geometry", "compare-geometry", "geometry of its values"),
+                ("compare_stitching", "compare-stitching", "cross-model interchange"))
+
+
+def _comparison_links(runs, numbers: pd.DataFrame) -> tuple[tuple[str, str], ...]:
+    """Links to the cross-run figures (the `compare_*` sections) of the verdict's variables,
+    where the runs hold those tables."""
+    from reports.sections._compare import cross_table
+    links = []
+    for table, prefix, text in _COMPARISONS:
+        df = cross_table(runs, table)
+        if df is None or "variable" not in df:
+            continue
+        for variable in dict.fromkeys(numbers["variable"]):
+            if (df["variable"] == variable).any():
+                links.append((f"{variable}: {text}", slug(prefix, variable)))
+    return tuple(links)
+
+
 @section("verdict", "Verdict: which variables are aligned", order=-10)
 def build(runs) -> list[Figure]:
     numbers = verdict_numbers(runs)
@@ -173,7 +193,7 @@ def build(runs) -> list[Figure]:
                  "best training IIA), then both controls' best test IIA: an untrained random "
                  "rotation, and OAF/LAF trained on the untrained (step-0) network. Rule, under "
                  "the table: " + RULE + "."),
-        table=verdict_table(numbers)),
+        table=verdict_table(numbers), links=_comparison_links(runs, numbers)),
         Figure(key="verdict-rule", title="Verdict rule",
                caption="How a cell's verdict follows from its numbers; a variable whose test "
                        "split has too few changed pairs is not scored.",

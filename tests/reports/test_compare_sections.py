@@ -103,3 +103,15 @@ def test_circuit_roles_put_heads_in_rows_and_runs_in_columns(two_transformers):
     layer = spec["spec"]["layer"][0]["encoding"]
     assert layer["x"]["field"] == "column" and layer["y"]["field"] == "head_label"
     assert all(r["column"].startswith(r["run"] + " (acc ") for r in rows)
+
+
+def test_the_verdict_links_to_the_comparisons_of_its_variables(report):
+    """Every link under the verdict table leads to a figure of the report."""
+    from reports.html import render
+    figs = {f.key: f for t in report.tasks for s in t.sections for f in s.figures}
+    verdict = figs["counting-verdict"]
+    assert verdict.links and all(key in figs for _, key in verdict.links)
+    assert {key.split("-compare-")[1].split("-")[0] for _, key in verdict.links} == {
+        "similarity", "geometry", "stitching"}
+    html = render(report)
+    assert all(f'href="#{key}"' in html and f'id="{key}"' in html for _, key in verdict.links)
