@@ -51,7 +51,8 @@ def build(runs) -> list:
         labels = base.mark_text(dx=8, dy=-6, fontSize=9).encode(text="value:Q")
         chart = alt.layer(bars_x, bars_y, path, dots, ring, labels, data=v).properties(
             width=230, height=200).facet(
-            column=alt.Column("run:N", sort=order, title=None)).resolve_scale(
+            facet=alt.Facet("run:N", sort=order, title=None),
+            columns=_per_row(runs, order)).resolve_scale(
             x="independent", y="independent")
         figs.append(Figure(
             key=slug("compare-geometry", variable),
@@ -63,3 +64,12 @@ def build(runs) -> list:
                      "whether they fall in place among the trained ones."),
             chart=chart))
     return figs
+
+
+def _per_row(runs, order) -> int:
+    """Panels a row: one architecture's seeds side by side (at most four, at least two)."""
+    models = {r.label: r.model for r in runs}
+    counts = {}
+    for label in order:
+        counts[models.get(label, label)] = counts.get(models.get(label, label), 0) + 1
+    return max(2, min(4, max(counts.values(), default=1)))

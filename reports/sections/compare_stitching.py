@@ -43,7 +43,8 @@ def build(runs) -> list:
         n = len(order)
         chart = alt.layer(rect, text, data=long).properties(
             width=max(90, 38 * n), height=max(60, 24 * n)).facet(
-            column=alt.Column("score:N", title=None, sort=list(COLUMNS.values())))
+            facet=alt.Facet("score:N", title=None, sort=list(COLUMNS.values())),
+            columns=2)  # two matrices a row: four side by side outgrow a page
         table = v[["run", "other_run", "k", "iia", "own_iia", "shuffled_map_iia",
                    "random_subspace_iia", "fit_r2", "n_changed"]].rename(columns={
                        "run": "A", "other_run": "B", "iia": "stitched IIA",
