@@ -2,7 +2,8 @@
 (`make setup`) runs this file with the system's Python before any package is installed, and
 `doctor` and `train.device=auto` use it to say why a GPU is unusable.
 
-    python3 study/core/torch_backend.py          # prints cpu, cu118, cu126, ...: the build to install
+    python3 study/core/torch_backend.py                  # cpu, cu118, cu126, ...: the build to install
+    .venv/bin/python study/core/torch_backend.py --installed cu126   # fails on a CPU build of torch
 
 Each CUDA build of torch bundles its CUDA runtime and needs a driver at least as new as that
 runtime's; the minimum driver of each toolkit is NVIDIA's table ("CUDA Toolkit and Corresponding
@@ -90,7 +91,25 @@ def choose(env: dict | None = None, driver: str | None = None) -> str:
     return best_build(driver_version() if driver is None else driver)
 
 
-def main() -> int:
+def check_installed(wanted: str) -> int:
+    """`--installed BUILD`, run with the venv's Python after set-up: say which torch is installed
+    and fail on a CPU build where a CUDA build was wanted (a GPU machine)."""
+    import torch
+    cuda = torch.version.cuda
+    print(f"torch {torch.__version__} installed ({f'CUDA {cuda}' if cuda else 'CPU build'})")
+    if wanted != "cpu" and cuda is None:
+        print(f"error: torch {torch.__version__} is a CPU build but this machine has an NVIDIA "
+              f"GPU (driver {driver_version()}) that the {wanted} build supports; remove the venv "
+              f"and run make setup again (with WHEELHOUSE=, a wheelhouse made with "
+              f"TORCH_BACKEND={wanted}), or pass TORCH_BACKEND=cpu to keep the CPU build",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--installed":
+        return check_installed(argv[1])
     try:
         print(choose())
     except ValueError as e:
@@ -100,4 +119,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
