@@ -42,6 +42,8 @@ def print_plan(plan, options) -> None:
     runs = [{"task": r.cfg.task, "model": r.cfg.model, "seed": r.cfg.seed, "path": r.path,
              "analyses": r.cfg.analyses, "hash": r.cfg.hash8()} for r in plan.runs]
     lines, counts = run_rows(runs)
+    if plan.description:
+        print(f"study {plan.name}: {plan.description}")
     print("\n".join(lines))
     print(summary(counts, len(runs)))
     todo = len(runs) - counts.get("done", 0)

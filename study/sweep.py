@@ -57,6 +57,7 @@ class Plan:
     sweep_dir: Path  # sweep.json, SLURM's logs
     report_dir: Path  # the comparative report
     name: str  # the study's name, or the sweep directory's
+    description: str = ""  # the study's
 
     @property
     def paths(self) -> list[Path]:
@@ -119,7 +120,7 @@ def parse(args: list[str]) -> tuple[Plan, SweepOptions]:
         sweep_dir = _common_parent(paths) / f"sweep-{_hash(paths)}"
         report_dir = Path(default_out(paths))
         name = sweep_dir.name
-    return Plan(runs, sweep_dir, report_dir, name), options
+    return Plan(runs, sweep_dir, report_dir, name, study.description if study else ""), options
 
 
 def _hash(paths) -> str:
