@@ -114,22 +114,28 @@ def run(cfg: RunConfig) -> RunDir:
     rd = RunDir(placement.check(cfg.path))  # before anything is written
     with reporting_disk_full(rd.path):
         rd.path.mkdir(parents=True, exist_ok=True)
-        with claim(rd.path, "run"), runlog.mirrored(rd.path / "run.log"):
-            log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {cfg.task} × {cfg.model} seed {cfg.seed} "
-                f"on {socket.gethostname()} (pid {os.getpid()}) → {rd.path}")
-            try:
-                _run(cfg, rd)
-            except (KeyboardInterrupt, UsageError):
-                raise
-            except BaseException:  # the traceback stays in run.log (the terminal gets it anyway)
-                if runlog.copying():
-                    runlog.to_log(traceback.format_exc())
-                raise
+        with claim(rd.path, "run"):
+            prepare(cfg, rd)  # a refusal (another run's folder, a damaged config) comes before run.log
+            _logged(cfg, rd)
     return rd
 
 
+def _logged(cfg: RunConfig, rd: RunDir) -> None:
+    """The run, its output copied into run.log."""
+    with runlog.mirrored(rd.path / "run.log"):
+        log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {cfg.task} × {cfg.model} seed {cfg.seed} "
+            f"on {socket.gethostname()} (pid {os.getpid()}) → {rd.path}")
+        try:
+            _run(cfg, rd)
+        except (KeyboardInterrupt, UsageError):
+            raise
+        except BaseException:  # the traceback stays in run.log (the terminal gets it anyway)
+            if runlog.copying():
+                runlog.to_log(traceback.format_exc())
+            raise
+
+
 def _run(cfg: RunConfig, rd: RunDir) -> None:
-    prepare(cfg, rd)
     from study.env import environment
     # this session's runtime-only settings, which may differ from the run's first session
     runtime = {k: getattr(cfg.train, k) for k in RUNTIME_FIELDS}

@@ -105,10 +105,12 @@ RUN = ["task=counting", "model=gru", "scale=smoke"]
 
 
 def test_a_run_past_its_time_limit_is_requeued_and_ends_bit_equal(cluster, tmp_path):
-    """slurm.time=1 (minute): SLURM signals the task 30 s before its limit, the run writes a
-    resume point, submitit requeues the task, and the requeued task resumes the run. The
-    run is sized to train for about 45 s here, so the signal comes while it trains."""
-    steps = max(400, int(45 * _speed(tmp_path)))
+    """slurm.time=1 (minute): SLURM signals the task 15 s before its limit, the run writes a
+    resume point, submitit requeues the task, and the requeued task resumes the run. SLURM
+    checks time limits every 30 s and signals up to that much early, so the signal comes
+    15-45 s into the job; the run is sized to train for about 55 s here, so that it trains
+    then (a requeued attempt may be signalled again: each resumes where the last stopped)."""
+    steps = max(400, int(55 * _speed(tmp_path)))
     run = [*RUN, f"train.steps={steps}", "train.checkpoints=4"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     reference = subprocess.Popen([sys.executable, "-m", "study", "run", *run,
@@ -116,7 +118,7 @@ def test_a_run_past_its_time_limit_is_requeued_and_ends_bit_equal(cluster, tmp_p
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     (tmp_path / "slurm").mkdir()
     r = run_cli("sweep", *run, "launcher=slurm", "slurm.cpus=1", "slurm.time=1",
-                "slurm.signal_delay_s=30", cwd=tmp_path / "slurm", timeout=1200)
+                "slurm.signal_delay_s=15", cwd=tmp_path / "slurm", timeout=1200)
     assert reference.wait(timeout=600) == 0, reference.stderr.read()[-2000:]
     assert r.returncode == 0, r.stderr[-3000:]
     assert "submitted 1 runs as job array" in r.stderr
