@@ -5,6 +5,7 @@ is signalled, requeued and resumed, ending bit-equal to an uninterrupted run. Sk
 the reason, where SLURM cannot be installed or started (not root, no apt-get)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -26,9 +27,7 @@ pytestmark = pytest.mark.slurm
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    try:
-        import submitit  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("submitit") is None:
         pytest.skip("submitit is not installed: pip install -e '.' (make setup does this)")
     try:
         c = slurm_cluster.start(tmp_path_factory.mktemp("slurm"))
