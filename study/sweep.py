@@ -29,7 +29,7 @@ from study.core.errors import UsageError
 from study.core.rundir import atomic_write_json
 from study.core.settings import split_args
 from study.config import RunConfig, resolve
-from study.sweep_options import SweepOptions, split_options
+from study.sweep_options import SWEEP_KEYS, SweepOptions, split_options
 from study.train.config import TrainConfig
 
 NEVER_EXPANDED = {"analyses", "run_dir"}
@@ -106,7 +106,12 @@ def parse(args: list[str]) -> tuple[Plan, SweepOptions]:
         kv = {**study.settings, **kv}
     options, run_kv = split_options(kv, from_study)
     combos = expand(run_kv)
-    runs = tuple(Planned(c, resolve(c)) for c in combos)  # every run checked before any starts
+    try:
+        runs = tuple(Planned(c, resolve(c)) for c in combos)  # every run checked before any starts
+    except UsageError as e:
+        if str(e).startswith("unknown key"):
+            raise UsageError(f"{e}; a sweep also takes {', '.join(SWEEP_KEYS)} and slurm.<field>") from None
+        raise
     paths = [r.path for r in runs]
     dupes = {p for p in paths if paths.count(p) > 1}
     if dupes:

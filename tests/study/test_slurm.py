@@ -93,9 +93,12 @@ def test_a_smoke_sweep_through_slurm(cluster, tmp_path):
 
 
 def _speed(tmp_path) -> float:
-    """Training steps per second of the requeued run's settings here, now."""
-    r = run_cli("run", *RUN, "train.steps=100", "train.checkpoints=1",
-                f"run_dir={tmp_path / 'speed'}", "analyses=")
+    """Training steps per second of the requeued run's settings here, now, on one thread as
+    the SLURM task (slurm.cpus=1) trains."""
+    r = subprocess.run([sys.executable, "-m", "study", "run", *RUN, "train.steps=100",
+                        "train.checkpoints=1", f"run_dir={tmp_path / 'speed'}", "analyses="],
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     return json.loads((tmp_path / "speed" / "summary.json").read_text())["steps_per_s"]
 
@@ -107,9 +110,9 @@ def test_a_run_past_its_time_limit_is_requeued_and_ends_bit_equal(cluster, tmp_p
     """slurm.time=1 (minute): SLURM signals the task 15 s before its limit, the run writes a
     resume point, submitit requeues the task, and the requeued task resumes the run. SLURM
     checks time limits every 30 s and signals up to that much early, so the signal comes
-    15-45 s into the job; the run is sized to train for about 55 s here, so that it trains
+    15-45 s into the job; the run is sized to train for about 45 s here, so that it trains
     then (a requeued attempt may be signalled again: each resumes where the last stopped)."""
-    steps = max(400, int(55 * _speed(tmp_path)))
+    steps = max(400, int(45 * _speed(tmp_path)))
     run = [*RUN, f"train.steps={steps}", "train.checkpoints=4"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     reference = subprocess.Popen([sys.executable, "-m", "study", "run", *run,
