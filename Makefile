@@ -2,29 +2,68 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# A CPU-only machine gets the CPU build of torch (no multi-GB CUDA download); a machine with
-# an NVIDIA GPU gets the default CUDA build from PyPI.
+# The torch build: `cpu` on a machine without an NVIDIA driver (no multi-GB CUDA download),
+# else the newest CUDA build the installed driver supports (study/core/torch_backend.py);
+# TORCH_BACKEND=cpu|cu118|cu121|cu124|cu126|cu128|cu129|cu130 chooses.
+override TORCH_BACKEND := $(shell TORCH_BACKEND="$(TORCH_BACKEND)" $(PYTHON) study/core/torch_backend.py)
+TORCH_INDEX ?= https://download.pytorch.org/whl/$(TORCH_BACKEND)
 TORCH_CPU_VERSION ?= 2.13.0
-TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+# `make setup WHEELHOUSE=DIR` installs from the wheels in DIR with no network (compute
+# nodes); `make wheelhouse` (on a machine with network) collects them into wheelhouse/.
+WHEELHOUSE ?=
+WHEELHOUSE_OUT ?= wheelhouse
+OFFLINE := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
+# The installed torch build, as a stamp: another build wanted here (a venv made on a CPU
+# machine, then used on a GPU one) reinstalls torch.
+TORCH_STAMP := $(VENV)/.torch-$(TORCH_BACKEND)
 
-.PHONY: setup browser demo test test-all clean
+.PHONY: setup wheelhouse browser slurm demo test test-all clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
-		echo "GPU found: installing the CUDA build of torch"; \
-		$(BIN)/pip install -q "torch>=2.4"; \
+$(VENV)/.installed: pyproject.toml $(TORCH_STAMP)
+	$(BIN)/pip install -q $(OFFLINE) -e ".[test]"
+	touch $@
+
+$(TORCH_STAMP):
+	@test -n "$(TORCH_BACKEND)" || { echo "error: no torch build chosen (see above)"; exit 2; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	rm -f $(VENV)/.torch-*
+	$(BIN)/pip uninstall -q -y torch 2>/dev/null || true
+	@if [ -n "$(WHEELHOUSE)" ]; then \
+		echo "installing torch from $(WHEELHOUSE) (no network)"; \
+		$(BIN)/pip install -q $(OFFLINE) torch || exit 1; \
+	elif [ "$(TORCH_BACKEND)" != cpu ]; then \
+		echo "NVIDIA driver found: installing torch's $(TORCH_BACKEND) build"; \
+		$(BIN)/pip install -q "torch>=2.4" --index-url $(TORCH_INDEX) || exit 1; \
 	elif $(BIN)/pip install -q --no-index --no-deps "torch==$(TORCH_CPU_VERSION)" 2>/dev/null; then \
 		echo "found a local CPU build of torch $(TORCH_CPU_VERSION)"; \
-		$(BIN)/pip install -q "torch==$(TORCH_CPU_VERSION)"; \
+		$(BIN)/pip install -q "torch==$(TORCH_CPU_VERSION)" || exit 1; \
 	else \
 		echo "installing the CPU build of torch"; \
-		$(BIN)/pip install -q "torch>=2.4" --index-url $(TORCH_CPU_INDEX); \
+		$(BIN)/pip install -q "torch>=2.4" --index-url $(TORCH_INDEX) || exit 1; \
 	fi
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/python study/core/torch_backend.py --installed $(TORCH_BACKEND)
 	touch $@
+
+# Every wheel `make setup` needs, for a machine without network: torch (the build for
+# TORCH_BACKEND: give TORCH_BACKEND=cu126 on a login node without a GPU), the package, its
+# dependencies and test tools, and the build backend. Then, on the compute node:
+#   make setup WHEELHOUSE=wheelhouse
+wheelhouse:
+	test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)
+	mkdir -p $(WHEELHOUSE_OUT)
+	@if [ "$(TORCH_BACKEND)" = cpu ] && $(BIN)/pip download -q --no-index --no-deps \
+			-d $(WHEELHOUSE_OUT) "torch==$(TORCH_CPU_VERSION)" 2>/dev/null; then \
+		echo "found a local CPU build of torch $(TORCH_CPU_VERSION)"; \
+	else \
+		$(BIN)/pip download -q -d $(WHEELHOUSE_OUT) "torch>=2.4" --index-url $(TORCH_INDEX) || exit 1; \
+	fi
+	ls $(WHEELHOUSE_OUT)/torch-*.whl | sed 's|.*/torch-\([^-]*\)-.*|torch==\1|' > $(WHEELHOUSE_OUT)/constraints.txt
+	$(BIN)/pip wheel -q -w $(WHEELHOUSE_OUT) --find-links $(WHEELHOUSE_OUT) \
+		-c $(WHEELHOUSE_OUT)/constraints.txt ".[test]" "setuptools>=64" wheel
+	echo $(TORCH_BACKEND) > $(WHEELHOUSE_OUT)/TORCH_BACKEND
+	@echo "$$(ls $(WHEELHOUSE_OUT)/*.whl | wc -l) wheels in $(WHEELHOUSE_OUT)/ (torch: $(TORCH_BACKEND)); install with: make setup WHEELHOUSE=$(WHEELHOUSE_OUT)"
 
 # The browser tests (tests/reports/test_browser.py) drive Debian's Chromium; where it is missing
 # and we may install packages, install it, else say the tests will be skipped. Never fails.
@@ -41,13 +80,29 @@ browser:
 		echo "chromium not found: browser tests will be skipped (install Debian's chromium package: sudo apt-get install chromium)"; \
 	fi
 
+# The SLURM tests (tests/study/test_slurm.py) start a one-node cluster from Debian's slurm-wlm;
+# where it is missing and we may install packages, install it, else say the tests will be
+# skipped. Never fails.
+slurm:
+	@if command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ]; then \
+		:; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's slurm-wlm for the SLURM tests"; \
+		if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm; } >/dev/null 2>&1; then \
+			echo "could not install slurm-wlm: SLURM tests will be skipped (apt-get install slurm-wlm)"; \
+		fi; \
+	else \
+		echo "slurm-wlm not found: SLURM tests will be skipped (they need root and Debian's slurm-wlm: sudo apt-get install slurm-wlm)"; \
+	fi
+
 demo: setup
 	$(BIN)/python -m study sweep study=demo
 
-test: setup browser
+test: setup browser slurm
 	$(BIN)/python -m pytest -q
 
-test-all: setup browser
+test-all: setup browser slurm
 	$(BIN)/python -m pytest -q -m ""
 
 clean:

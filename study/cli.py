@@ -25,7 +25,11 @@ commands:
   run task=NAME model=NAME [scale=paper|small|smoke] [seed=S] [run_dir=PATH]
       [analyses=A,B] [task.F=V] [model.F=V] [train.F=V] [force=true]
                                          train (resumes or skips), analyse, write the report
-  sweep KEY=V1,V2 ... | study=NAME       expand comma lists into runs; skips finished ones
+  sweep KEY=V1,V2 ... | study=NAME|PATH  expand comma lists into runs; skips finished ones
+      [launcher=local|slurm] [jobs=auto|N] [gpus=auto|none|0,1,...] [dry_run=true]
+      [slurm.partition=P slurm.gpus=N slurm.cpus=N slurm.time=MIN ...] [wait=false]
+  status SWEEP_DIR | STUDY | KEY=V1,V2 ...
+                                         each run of a sweep: done, running, failed, pending
   analyze RUN_DIR analysis=A[,B] [checkpoint=final|STEP] [A.F=V ...]
                                          run analyses on an existing run
   report RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]
@@ -35,6 +39,8 @@ commands:
                                          one variable across runs: subspace similarity,
                                          value geometry, stitching (needs das alignments)
   bench train|das [key=value ...]        speed of the hot loops against a naive baseline
+  doctor [task=... model=... seconds=10] torch, CUDA, driver, bf16/compile support, the
+                                         settings a run would use, a tokens/s probe
 
 scales: paper (the published setup, GPU), small (minutes on a laptop CPU), smoke (seconds)
 """
@@ -78,10 +84,12 @@ COMMANDS = {
     "sample": _lazy("study.commands", "cmd_sample"),
     "run": _lazy("study.commands", "cmd_run"),
     "sweep": _lazy("study.sweep", "cmd_sweep"),
+    "status": _lazy("study.status", "cmd_status"),
     "analyze": _lazy("study.commands", "cmd_analyze"),
     "report": _lazy("reports.write", "cmd_report"),
     "compare": _lazy("study.compare", "cmd_compare"),
     "bench": _lazy("study.commands", "cmd_bench"),
+    "doctor": _lazy("study.doctor", "cmd_doctor"),
 }
 
 

@@ -1,6 +1,7 @@
 """What a run was made with: versions, device, git revision (written to env.json)."""
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -29,6 +30,11 @@ def describe_device() -> dict:
     return {"device": "cpu", "threads": torch.get_num_threads(), "name": platform.processor() or platform.machine()}
 
 
+# where a run was launched from: the SLURM job (and how often it was requeued), the GPU assigned
+LAUNCH_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT",
+               "SLURMD_NODENAME", "SLURM_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES")
+
+
 def environment() -> dict:
     versions = {}
     for name in PACKAGES:
@@ -37,4 +43,5 @@ def environment() -> dict:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return {"python": sys.version.split()[0], "platform": platform.platform(), "packages": versions,
-            "git_sha": git_sha(), "device": describe_device(), "argv": sys.argv}
+            "git_sha": git_sha(), "device": describe_device(), "argv": sys.argv,
+            "launch": {k: os.environ[k] for k in LAUNCH_VARS if k in os.environ}}

@@ -1,26 +1,45 @@
-"""Running a sweep's runs in parallel processes (`sweep jobs=N`), each with cores // N torch
-threads: worth it for many runs on a machine with many cores (on 2 cores one small recurrent
-run with both threads trained 2.6x faster than with one, so the default stays one run at a
-time). Each run's output goes to `RUN_DIR/run.log`; the sweep prints a line as each run
-finishes. Interrupting the sweep (Ctrl-C, SIGTERM, SIGUSR1, SIGUSR2) passes the signal to every
-run, which each write a resume point and the status "interrupted".
+"""The local launcher (`sweep launcher=local`): a sweep's runs on this machine.
 
-Nothing is created for a run whose directory is refused (a folder that is not a run, one that
-another live process holds): the placement and the claim are checked before its folder and
-`run.log` are made; the run itself then takes the claim."""
+- `gpus=auto` (all visible GPUs; none on a CPU machine), `gpus=none` or `gpus=0,2`: each run
+  gets one GPU of the list through `CUDA_VISIBLE_DEVICES` (it trains on `cuda:0`, its GPU),
+  the least busy one when several runs share them.
+- `jobs=N` runs at once; the default is one per GPU, or one on a CPU machine (on 2 cores one
+  small recurrent run with both threads trained 2.6x faster than two with one each);
+  `jobs=auto` is one per GPU, else one per core. Each run gets cores // jobs torch threads,
+  so the machine is never oversubscribed.
+- One run at a time without a GPU list runs in this process; otherwise each run is a
+  `python -m study run ...` process whose output goes to `RUN_DIR/run.log`, and the sweep
+  prints a line as each starts and ends.
+- A failed run does not stop the sweep: the failures are collected and reported at the end.
+- Several machines sharing a file system may run the same sweep: a run whose directory's claim
+  another live process holds (`study/core/claim.py`) is left to it and waited for, so no run is
+  trained twice; one whose holder vanished is taken over and resumed.
+
+Interrupting the sweep (Ctrl-C, SIGTERM, SIGUSR1, SIGUSR2) passes the signal to every run,
+which each write a resume point and the status "interrupted". Nothing is created for a run
+whose directory is refused (a folder that is not a run): the placement is checked before its
+folder and `run.log` are made.
+"""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 import time
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from study import runstate
 from study.core import placement
-from study.core.claim import CLAIM, describe, read_holder, stale_reason
+from study.core.claim import ClaimedError, describe
 from study.core.errors import UsageError
 from study.core.signals import signum_of
 from study.runner import log
+
+POLL_S = 0.2  # how often running processes are checked
+ELSEWHERE_POLL_S = 5.0  # how often runs held by other processes are looked at again
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 def cores() -> int:
@@ -28,69 +47,250 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def run_parallel(combos: list[dict[str, str]], configs, jobs: int) -> list[Path]:
-    """Run every combo (`python -m study run k=v ...`) with at most `jobs` at once."""
-    threads = max(1, cores() // jobs)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    pending = list(zip(range(1, len(combos) + 1), combos, configs))
-    running: dict[subprocess.Popen, tuple] = {}
-    failed = []
-    t0 = time.time()
+@dataclass
+class Outcome:
+    """What became of a sweep's runs on this machine."""
+    done: list[Path] = field(default_factory=list)
+    failed: list[tuple[Path, str]] = field(default_factory=list)  # (run directory, why)
+
+
+@dataclass(frozen=True)
+class Slots:
+    """How a sweep runs here: `jobs` at once, each on one of `gpus` (CUDA_VISIBLE_DEVICES
+    values; empty: no GPU assigned), in this process or in subprocesses."""
+    jobs: int
+    gpus: tuple[str, ...] = ()
+    in_process: bool = True
+
+    @property
+    def threads(self) -> int:
+        return max(1, cores() // self.jobs)
+
+
+def slots(jobs_text: str, gpus_text: str, n_runs: int, visible: list[str] | None = None) -> Slots:
+    """Resolve `jobs=` and `gpus=` against this machine, whose GPUs are `visible` (default:
+    looked up; a one-line UsageError when a GPU named is not there)."""
+    if visible is None:
+        visible = visible_gpus(required=gpus_text not in ("auto", "none"), setting=f"gpus={gpus_text}")
+    if gpus_text == "none":
+        gpus: list[str] = []
+    elif gpus_text == "auto":
+        gpus = visible
+    else:
+        wanted = [int(g) for g in gpus_text.split(",")]
+        bad = [g for g in wanted if g >= len(visible)]
+        if bad:
+            raise UsageError(f"gpus={gpus_text}: GPU {bad[0]} is not visible; this machine shows "
+                             f"{len(visible)} (0..{len(visible) - 1})")
+        gpus = [visible[g] for g in wanted]
+    if jobs_text == "auto":
+        jobs = len(gpus) or cores()
+    elif jobs_text:
+        jobs = int(jobs_text)
+    else:
+        jobs = len(gpus) or 1
+    jobs = max(1, min(jobs, n_runs))
+    in_process = jobs == 1 and gpus_text in ("auto", "none")
+    return Slots(jobs, tuple(gpus) if not in_process else (), in_process)
+
+
+def visible_gpus(required: bool = False, setting: str = "gpus") -> list[str]:
+    """The CUDA_VISIBLE_DEVICES value of each GPU this process sees ([] on a machine without an
+    NVIDIA driver: torch is not even imported). A GPU that is present but unusable is a
+    one-line UsageError naming the cause when GPUs are `required`, else none are used."""
+    from study.preflight import nvidia_driver_loaded
+    if not nvidia_driver_loaded():
+        if required:
+            raise UsageError(f"{setting}: no NVIDIA GPU on this machine (no driver loaded); "
+                             f"use gpus=none or leave gpus= out")
+        return []
+    from study.train.gpu import usable_gpu_count
+    count = usable_gpu_count(setting if required else None)
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [s.strip() for s in env.split(",")] if env else [str(i) for i in range(count)]
+    return ids[:count]
+
+
+@dataclass
+class _Run:
+    index: int
+    combo: dict
+    cfg: object  # RunConfig
+    path: Path
+    elsewhere: bool = False  # last seen held by another process
+    not_before: float = 0.0  # monotonic time before which it is not looked at again
+
+
+def run_local(planned, slots_: Slots, total: int | None = None) -> Outcome:
+    """Run `planned` (items with .combo, .cfg, .path) as `slots_` says; returns the outcome."""
+    runs = deque(_Run(i, p.combo, p.cfg, Path(p.path)) for i, p in enumerate(planned, 1))
+    total = total or len(runs)
+    if slots_.in_process:
+        return _loop(runs, total, _InProcess())
+    return _loop(runs, total, _Processes(slots_))
+
+
+def _loop(runs: deque, total: int, pool) -> Outcome:
+    out = Outcome()
     try:
-        while pending or running:
-            while pending and len(running) < jobs:
-                i, combo, cfg = pending.pop(0)
-                path = Path(cfg.path)
-                refused = _refusal(path)
-                if refused is not None:
-                    failed.append((path, 2))
-                    log(f"[{i}/{len(combos)}] REFUSED {cfg.model} seed {cfg.seed}: {refused}")
-                    continue
-                path.mkdir(parents=True, exist_ok=True)
-                logf = open(path / "run.log", "ab")
-                args = [sys.executable, "-m", "study", "run",
-                        *(f"{k}={v}" for k, v in combo.items())]
-                proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=logf, env=env)
-                running[proc] = (i, cfg, path, logf)
-                log(f"[{i}/{len(combos)}] started {cfg.task} × {cfg.model} seed {cfg.seed} "
-                    f"→ {path} (log: {path / 'run.log'})")
-            time.sleep(0.2)
-            for proc in [p for p in running if p.poll() is not None]:
-                i, cfg, path, logf = running.pop(proc)
-                logf.close()
-                if proc.returncode == 0:
-                    log(f"[{i}/{len(combos)}] finished {cfg.model} seed {cfg.seed} "
-                        f"({time.time() - t0:.0f} s into the sweep)")
-                else:
-                    failed.append((path, proc.returncode))
-                    log(f"[{i}/{len(combos)}] FAILED {cfg.model} seed {cfg.seed} (exit "
-                        f"{proc.returncode}); last lines of {path / 'run.log'}:")
-                    log("\n".join(_tail(path / "run.log")))
+        while runs or pool.busy():
+            now = time.monotonic()
+            for run in [r for r in runs if r.not_before <= now]:
+                if not pool.free():
+                    break
+                runs.remove(run)
+                _consider(run, runs, out, pool, total)
+                for ended, how in pool.reap():  # a run in this process has ended already
+                    _ended(ended, how, runs, out, total)
+            for ended, how in pool.reap():
+                _ended(ended, how, runs, out, total)
+            if pool.busy():
+                time.sleep(POLL_S)
+            elif runs:  # every run left is held elsewhere: look again later
+                time.sleep(max(0.0, min(r.not_before for r in runs) - time.monotonic()))
     except KeyboardInterrupt as e:
-        for proc in running:  # the same signal: each run then exits with its own code
-            proc.send_signal(signum_of(e))
-        for proc in running:
-            proc.wait()
+        pool.stop(signum_of(e))
         raise
-    if failed:
-        raise UsageError(f"{len(failed)} of {len(combos)} runs failed: "
-                         + ", ".join(f"{p} (exit {c})" for p, c in failed)
-                         + "; re-run the sweep to resume them")
-    return [Path(c.path) for c in configs]
+    return out
 
 
-def _refusal(path: Path) -> str | None:
-    """Why a run may not be started in `path` (None: go ahead), checked before anything is
-    created there: its placement, and a claim held by a live process."""
+def _consider(run: _Run, runs: deque, out: Outcome, pool, total: int) -> None:
+    """Start `run` unless it is finished or held elsewhere."""
+    tag = f"[{run.index}/{total}] {run.cfg.task} × {run.cfg.model} seed {run.cfg.seed}"
+    if runstate.complete(run.path, run.cfg.analyses, run.cfg.hash8()) and not run.cfg.force:
+        out.done.append(run.path)
+        log(f"{tag}: already finished ({run.path})")
+        return
+    holder = runstate.holder(run.path)
+    if holder is not None:
+        if not run.elsewhere:
+            log(f"{tag}: {run.path} is held by {describe(holder)}; leaving it to that process")
+        _wait_elsewhere(run, runs)
+        return
     try:
-        placement.check(path)
+        placement.check(run.path)
     except UsageError as e:
-        return str(e)
-    lock = path / CLAIM
-    holder = read_holder(lock)
-    if holder is not None and stale_reason(lock, holder) is None:
-        return f"{path} is in use by {describe(holder)}"
-    return None
+        out.failed.append((run.path, str(e)))
+        log(f"{tag}: REFUSED: {e}")
+        return
+    run.elsewhere = False
+    pool.start(run, tag)
+
+
+def _wait_elsewhere(run: _Run, runs: deque) -> None:
+    run.elsewhere = True
+    run.not_before = time.monotonic() + ELSEWHERE_POLL_S
+    runs.append(run)
+
+
+def _ended(run: _Run, how: str | None, runs: deque, out: Outcome, total: int) -> None:
+    """Book a run that ended: `how` is None when it succeeded, else why it did not."""
+    tag = f"[{run.index}/{total}] {run.cfg.model} seed {run.cfg.seed}"
+    if how is None and runstate.complete(run.path, run.cfg.analyses, run.cfg.hash8()):
+        out.done.append(run.path)
+        log(f"{tag}: finished")
+    elif runstate.holder(run.path) is not None:  # another machine claimed it first
+        _wait_elsewhere(run, runs)
+        log(f"{tag}: taken by another process first; waiting for it")
+    elif runstate.complete(run.path, run.cfg.analyses, run.cfg.hash8()):
+        out.done.append(run.path)
+    else:
+        out.failed.append((run.path, how or "ended unfinished"))
+        log(f"{tag}: FAILED ({how}); the sweep goes on")
+
+
+class _InProcess:
+    """One run at a time in this process."""
+
+    def __init__(self):
+        self._ended: list[tuple[_Run, str | None]] = []
+
+    def free(self) -> bool:
+        return True
+
+    def busy(self) -> bool:
+        return False
+
+    def start(self, run: _Run, tag: str) -> None:
+        from study.runner import run as run_one
+        log(f"{tag} → {run.path}")
+        try:
+            run_one(run.cfg)
+            self._ended.append((run, None))
+        except ClaimedError as e:
+            self._ended.append((run, str(e)))
+        except Exception as e:  # noqa: BLE001 - any failure of one run is collected, the sweep goes on
+            self._ended.append((run, f"{type(e).__name__}: {e}"))
+
+    def reap(self):
+        ended, self._ended = self._ended, []
+        return ended
+
+    def stop(self, signum: int) -> None:
+        pass
+
+
+class _Processes:
+    """Runs as `python -m study run ...` processes, each with its threads and GPU."""
+
+    def __init__(self, slots_: Slots):
+        self.slots = slots_
+        self.running: dict[subprocess.Popen, tuple[_Run, object, str | None]] = {}
+
+    def free(self) -> bool:
+        return len(self.running) < self.slots.jobs
+
+    def busy(self) -> bool:
+        return bool(self.running)
+
+    def _gpu(self) -> str | None:
+        """The GPU with the fewest runs on it."""
+        if not self.slots.gpus:
+            return None
+        load = {g: 0 for g in self.slots.gpus}
+        for _, _, g in self.running.values():
+            load[g] += 1
+        return min(self.slots.gpus, key=lambda g: load[g])
+
+    def start(self, run: _Run, tag: str) -> None:
+        gpu = self._gpu()
+        env = child_env(self.slots.threads, gpu)
+        run.path.mkdir(parents=True, exist_ok=True)
+        logf = open(run.path / "run.log", "ab")
+        args = [sys.executable, "-m", "study", "run", *(f"{k}={v}" for k, v in run.combo.items())]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=logf, env=env)
+        self.running[proc] = (run, logf, gpu)
+        on = f" on GPU {gpu}" if gpu is not None else ""
+        log(f"{tag} started{on} → {run.path} (log: {run.path / 'run.log'})")
+
+    def reap(self):
+        ended = []
+        for proc in [p for p in self.running if p.poll() is not None]:
+            run, logf, _ = self.running.pop(proc)
+            logf.close()
+            if proc.returncode == 0:
+                ended.append((run, None))
+            else:
+                tail = "\n".join(_tail(run.path / "run.log"))
+                ended.append((run, f"exit {proc.returncode}"))
+                log(f"last lines of {run.path / 'run.log'}:\n{tail}")
+        return ended
+
+    def stop(self, signum: int) -> None:
+        for proc in self.running:  # the same signal: each run then exits with its own code
+            proc.send_signal(signum)
+        for proc in self.running:
+            proc.wait()
+
+
+def child_env(threads: int, gpu: str | None) -> dict[str, str]:
+    """The environment of a run's process: its torch threads, its GPU, and this package on
+    the import path."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "PYTHONPATH": os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p)}
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    return env
 
 
 def _tail(path: Path, n: int = 8) -> list[str]:

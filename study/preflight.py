@@ -7,8 +7,9 @@ that cannot run is refused in one line before any run directory is created:
   memory, or the GPU's when training runs on one. The setting to change is named: the batch
   size, or the model's widths when its parameters alone do not fit.
 
-torch is imported only when the answer depends on it (a CUDA device named, or a large estimate
-on a machine with an NVIDIA driver), so small runs parse as fast as before.
+torch is imported only when the answer depends on it (a CUDA device named, or `auto` on a
+machine with an NVIDIA driver, where a GPU that torch cannot use is refused in one line naming
+the cause instead of training on the CPU unannounced), so runs on CPU machines parse fast.
 """
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ def check(cfg, task) -> None:
     train = cfg.train
     params, acts = training_bytes(cfg.model_config, train.batch_size, task.seq_len, len(task.vocab))
     device = None
-    if train.device not in ("auto", "cpu") or (params + acts > SMALL and _cuda_possible(train.device)):
+    if train.device != "cpu" and (train.device != "auto" or nvidia_driver_loaded()):
         from study.train.runtime import resolve_device
-        device = resolve_device(train.device)  # a UsageError names the setting
+        device = resolve_device(train.device)  # a UsageError names the setting and the cause
     if params + acts <= SMALL:
         return
     limit, where = _limit(device)
@@ -45,9 +46,9 @@ def check(cfg, task) -> None:
                      f"(at most about {fits:,} fits)")
 
 
-def _cuda_possible(setting: str) -> bool:
+def nvidia_driver_loaded() -> bool:
     """Whether `auto` may pick a GPU: only where an NVIDIA driver is loaded."""
-    return setting != "cpu" and (os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl"))
+    return os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl")
 
 
 def _limit(device) -> tuple[int | None, str]:

@@ -7,12 +7,15 @@ on the same directory is refused instead of deleting checkpoints under the first
 """
 from __future__ import annotations
 
+import os
+import socket
 import sys
 import time
+import traceback
 
 from study.core import registry
 from study.config import RunConfig, hash8, identity_of
-from study.core import placement
+from study.core import placement, runlog
 from study.core.claim import claim
 from study.core.damage import readable, set_aside, set_aside_damaged
 from study.core.diskfull import ignore_disk_full, reporting_disk_full
@@ -112,12 +115,27 @@ def run(cfg: RunConfig) -> RunDir:
     with reporting_disk_full(rd.path):
         rd.path.mkdir(parents=True, exist_ok=True)
         with claim(rd.path, "run"):
-            _run(cfg, rd)
+            prepare(cfg, rd)  # a refusal (another run's folder, a damaged config) comes before run.log
+            _logged(cfg, rd)
     return rd
 
 
+def _logged(cfg: RunConfig, rd: RunDir) -> None:
+    """The run, its output copied into run.log."""
+    with runlog.mirrored(rd.path / "run.log"):
+        log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {cfg.task} × {cfg.model} seed {cfg.seed} "
+            f"on {socket.gethostname()} (pid {os.getpid()}) → {rd.path}")
+        try:
+            _run(cfg, rd)
+        except (KeyboardInterrupt, UsageError):
+            raise
+        except BaseException:  # the traceback stays in run.log (the terminal gets it anyway)
+            if runlog.copying():
+                runlog.to_log(traceback.format_exc())
+            raise
+
+
 def _run(cfg: RunConfig, rd: RunDir) -> None:
-    prepare(cfg, rd)
     from study.env import environment
     # this session's runtime-only settings, which may differ from the run's first session
     runtime = {k: getattr(cfg.train, k) for k in RUNTIME_FIELDS}
@@ -144,6 +162,8 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
         name = signal_name(signum_of(e))
         ignore_disk_full(rd.set_status, "interrupted", signal=name,
                          error=f"interrupted by {name}; re-run the same command to resume")
+        if runlog.copying():  # the terminal gets the command's own line
+            runlog.to_log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} interrupted by {name}")
         raise
     rd.set_status("done")
     write_report(rd)

@@ -1,6 +1,7 @@
 """A full disk while writing a run is one line naming the file, not a traceback.
 
-Python raises OSError(ENOSPC) naming the file; torch's zip writer raises a RuntimeError
+Python raises OSError(ENOSPC) naming the file; safetensors raises its own error quoting the
+OS's message ("No space left on device"); torch's zip writer raises a RuntimeError
 ("file write failed") that names neither, so that case is recognised by its message and the
 free space left where the run is written.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from study.core.errors import UsageError
 
 _TORCH_WRITE_FAILED = ("file write failed", "unexpected pos")
+_OS_FULL = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))  # "No space left on device", ...
 
 
 def _file_in_traceback(exc: BaseException, where: Path) -> str | None:
@@ -38,6 +40,8 @@ def _file_in_traceback(exc: BaseException, where: Path) -> str | None:
 def disk_full(exc: BaseException, where: Path) -> UsageError | None:
     """The one-line error for `exc` if it is a full disk, else None."""
     full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    # safetensors' writer raises its own error type, quoting the OS's message
+    full = full or any(m in str(exc) for m in _OS_FULL)
     if not full and isinstance(exc, RuntimeError) and any(m in str(exc) for m in _TORCH_WRITE_FAILED):
         try:
             full = shutil.disk_usage(where).free < 64 << 20
@@ -55,7 +59,7 @@ def reporting_disk_full(where):
     """Turn a full disk inside the block into a one-line UsageError."""
     try:
         yield
-    except (OSError, RuntimeError) as e:
+    except Exception as e:  # noqa: BLE001 - anything else is raised again unchanged
         err = disk_full(e, Path(where))
         if err is None:
             raise

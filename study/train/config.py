@@ -14,7 +14,10 @@ from study.core.settings import setting
 # "same run?" check), so they may change when an interrupted run is resumed; config.json
 # still records them. `precision` and `compile` are not among them: bf16 autocast and compiled
 # kernels change the trained weights even on a CPU (compile=on vs off differ after 100 steps).
-RUNTIME_FIELDS = ("device", "max_minutes", "resume_minutes", "keep_state")
+# `fused` (AdamW's kernel) follows the device, which is runtime-only already: the fused kernel
+# computes the same update in another order of operations.
+RUNTIME_FIELDS = ("device", "max_minutes", "resume_minutes", "keep_state", "fused",
+                  "progress_seconds")
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,16 @@ class TrainConfig:
     device: str = setting("auto", "auto | cpu | cuda | cuda:N")
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA")
     compile: Literal["auto", "on", "off"] = setting("auto", "auto: torch.compile on CUDA")
+    fused: Literal["auto", "on", "off"] = setting("auto", "AdamW's fused kernel; auto: on CUDA")
     eval_every: int = setting(
         0, "extra evaluations between checkpoints (they also drive early stopping); 0 = auto: "
         "every ~0.5% of `steps` when target_accuracy is set, otherwise only at checkpoints")
     log_every: int = setting(0, "train loss/lr rows every this many steps; 0 = auto (~500 a run)")
     resume_minutes: float = setting(
         10.0, "write a resume point this often between checkpoints; 0 = never")
+    progress_seconds: float = setting(
+        30.0, "when stderr is not a terminal (a SLURM log, a file), a progress line this often "
+        "(step, loss, accuracy, tokens/s, ETA); 0 = none")
     keep_state: Literal["last", "all"] = setting(
         "last", "which checkpoints keep the optimiser/RNG state: the two newest (the previous one is "
         "the fallback for a damaged newest) or every one")
@@ -88,10 +95,14 @@ class TrainConfig:
                 bad(name, "must be 0 (auto) or positive")
         if not (math.isfinite(self.max_minutes) and self.max_minutes >= 0):
             bad("max_minutes", "must be 0 (no limit) or a finite number > 0")
+        if not (math.isfinite(self.progress_seconds) and self.progress_seconds >= 0):
+            bad("progress_seconds", "must be 0 (none) or a finite number > 0")
         if not (math.isfinite(self.resume_minutes) and self.resume_minutes >= 0):
             bad("resume_minutes", "must be 0 (never) or a finite number > 0")
         if self.feed_outputs not in ("auto", "teacher", "free"):
             bad("feed_outputs", "must be auto, teacher or free")
+        if self.fused not in ("auto", "on", "off"):
+            bad("fused", "must be auto, on or off")
         if self.keep_state not in ("last", "all"):
             bad("keep_state", "must be 'last' or 'all'")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:

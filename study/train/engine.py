@@ -27,7 +27,7 @@ class Engine:
         self.free, self._native_feed = runs_free(cfg.feed_outputs, model), takes_feed(model)
         self.outputs = OutputSpace(output_ids, vocab_size, runtime.device)
         self.params = [p for p in model.parameters() if p.requires_grad]
-        extra = {"fused": True} if runtime.device.type == "cuda" else {}
+        extra = {"fused": True} if runtime.fused else {}
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=tuple(cfg.betas),
                                            weight_decay=cfg.weight_decay, **extra)
         self._impl = {k: self.optimizer.defaults[k] for k in ("fused", "foreach")}

@@ -10,8 +10,11 @@ from study.core.signals import STOP_SIGNALS, Interrupted
 
 class DeferInterrupt:
     """A first stop signal only records itself in `flag` (its number; 0 = none), checked
-    between steps; a second one interrupts at once. Signal handlers can only be set from the
-    main thread; elsewhere the signals are left as they are."""
+    between steps. A second Ctrl-C interrupts at once (a person insisting); a scheduler's
+    signals arriving after the first (SLURM's pre-timeout warning reaching the run both from
+    SLURM and from the launcher that forwards it, then SIGTERM at the time limit) wait for the
+    step to end, since interrupting it would lose the resume point. Signal handlers can only
+    be set from the main thread; elsewhere the signals are left as they are."""
 
     def __enter__(self) -> "DeferInterrupt":
         self.flag, self._old = 0, {}
@@ -20,9 +23,9 @@ class DeferInterrupt:
         return self
 
     def _handler(self, signum, frame):
-        if self.flag:
+        if self.flag and signum == signal.SIGINT:
             raise Interrupted(signum)
-        self.flag = int(signum)
+        self.flag = self.flag or int(signum)
 
     def check(self) -> None:
         """Raise `Interrupted` if a stop signal arrived during the step just ended."""

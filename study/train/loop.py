@@ -19,6 +19,7 @@ SIGUSR2) is deferred to the end of the current step, which then writes a resume 
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -59,6 +60,9 @@ def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, 
 
     if resume_dir is not None:
         ckpt.load_weights(model, resume_dir)
+    start = f"resuming from step {state.step} ({resume_dir.name})" if resume_dir else "training from step 0"
+    extras = "".join(s for s, on in ((", compiled", rt.compiled), (", fused AdamW", rt.fused)) if on)
+    _say(f"{start} to {train_cfg.steps} on {rt.device_name}, {rt.precision}{extras}")
     model.to(rt.device).train()
     engine = Engine(model, train_cfg, rt, task.output_ids, len(task.vocab))
     if resume_dir is not None:
@@ -72,6 +76,10 @@ def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, 
     s.start(task.name, model_entry.name)
     _run_steps(s, callback)
     return write_summary(run, state.rows, state, info)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -95,7 +103,7 @@ class _Session:
     def start(self, task: str, model: str) -> None:
         """Start the clocks (the step-0 evaluation is not run time) and the progress bar."""
         self.state.accuracy = latest_overall(self.state.rows)
-        self.bar = Progress(self.cfg.steps, self.state.step, task, model)
+        self.bar = Progress(self.cfg.steps, self.state.step, task, model, self.cfg.progress_seconds)
         self.clock = Clock(self.state.wall_time_s)
 
     def save(self, resume: bool) -> None:

@@ -1,5 +1,8 @@
-"""Where and how training runs: the device, the autocast precision and whether forward + loss
-are compiled, resolved once from the `device`, `precision` and `compile` settings."""
+"""Where and how training runs: the device, the autocast precision, whether forward + loss are
+compiled and whether AdamW uses its fused kernel, resolved once from the `device`,
+`precision`, `compile` and `fused` settings. `auto` means all of them on CUDA and none on the
+CPU; each can be forced on the CPU too, which is how the tests run the GPU code path on a
+machine without one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,6 +18,7 @@ class Runtime:
     device: torch.device
     amp_dtype: torch.dtype | None  # autocast dtype, None = fp32
     compiled: bool
+    fused: bool = False  # AdamW's fused kernel
 
     @property
     def precision(self) -> str:
@@ -41,7 +45,14 @@ def resolve_device(setting: str) -> torch.device:
     parse time, before a run directory is created)."""
     name = setting
     if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+        if torch.cuda.is_available():
+            name = "cuda"
+        else:  # a GPU that is there but unusable is said, not silently replaced by the CPU
+            from study.train.gpu import problem
+            why = problem()
+            if why is not None:
+                raise UsageError(f"train.device=auto: {why}")
+            name = "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
@@ -65,7 +76,8 @@ def resolve_runtime(cfg: TrainConfig) -> Runtime:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     compiled = cfg.compile == "on" or (cfg.compile == "auto" and cuda)
-    return Runtime(device, torch.bfloat16 if bf16 else None, compiled)
+    fused = cfg.fused == "on" or (cfg.fused == "auto" and cuda)
+    return Runtime(device, torch.bfloat16 if bf16 else None, compiled, fused)
 
 
 def sync(device: torch.device) -> None:

@@ -93,13 +93,24 @@ def test_the_heartbeat_refreshes_the_claim_and_reentry_is_a_no_op(tmp_path, monk
     assert not lock.exists()
 
 
-def test_each_run_of_a_sweep_holds_its_claim(tmp_path):
+def test_a_sweep_leaves_a_held_run_to_its_holder_then_runs_it(tmp_path):
+    """A run another live process holds is not touched; once the holder lets go without
+    finishing it, the sweep takes it and trains it."""
     from study.config import resolve
     cfg = resolve({"task": "counting", "model": "gru", "scale": "smoke"})
     run_dir = tmp_path / cfg.path
     run_dir.mkdir(parents=True)
-    with claim(run_dir, "test"):  # this process is alive, so its claim is not stale
+    script = HOLD.replace("time.sleep(120)", "time.sleep(3)")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(run_dir)], stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert proc.stdout.readline().strip() == "held"
         r = run_cli("sweep", "task=counting", "model=gru", "scale=smoke", cwd=tmp_path)
-    assert r.returncode == 2, r.stderr
-    assert f"pid {os.getpid()}" in r.stderr.strip().splitlines()[-1]
-    assert not (run_dir / "checkpoints").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert r.returncode == 0, r.stderr
+    assert f"held by pid {proc.pid}" in r.stderr  # left to the holder while it lived
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "done"
+    log = (run_dir / "run.log").read_text()
+    assert log.count("training from step 0") == 1

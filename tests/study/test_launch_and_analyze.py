@@ -1,36 +1,101 @@
-"""A parallel sweep creates nothing for a run it may not start, and `analyze` writes its report
-under the run directory's claim."""
+"""The local launcher: nothing is created for a run it may not start, a failed run does not stop
+the sweep (whatever `jobs` is), two sweeps over the same runs on a shared file system train
+each run once, runs are spread over the GPUs given; `analyze` writes its report under the run
+directory's claim."""
 from __future__ import annotations
 
 import json
 import os
-import socket
-import time
+import subprocess
+import sys
+from types import SimpleNamespace
 
 import pytest
 
 from study.cli import main
 from study.config import resolve
-from study.core.claim import CLAIM, holds
+from study.core.claim import holds
 from study.core.errors import UsageError
-from study.launch import run_parallel
+from study.launch import Slots, cores, run_local, slots
+from tests.conftest import ROOT, run_cli
 
 BASE = {"task": "counting", "model": "gru", "scale": "smoke"}
 
 
-def test_parallel_sweep_refuses_before_creating_anything(tmp_path):
+def _planned(combo):
+    cfg = resolve(combo)
+    return SimpleNamespace(combo=combo, cfg=cfg, path=cfg.path)
+
+
+def test_a_refused_run_creates_nothing_and_the_others_still_run(tmp_path):
     foreign = tmp_path / "notes"  # someone's folder, not a run
     foreign.mkdir()
     (foreign / "todo.txt").write_text("keep me")
-    held = tmp_path / "held"  # a run directory another live process holds
-    held.mkdir()
-    (held / CLAIM).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                                          "since": time.time(), "what": "run"}))
-    combos = [{**BASE, "run_dir": str(p)} for p in (foreign, held)]
-    with pytest.raises(UsageError, match="2 of 2 runs failed"):
-        run_parallel(combos, [resolve(c) for c in combos], jobs=2)
+    fine = tmp_path / "fine"
+    planned = [_planned({**BASE, "run_dir": str(p)}) for p in (foreign, fine)]
+    outcome = run_local(planned, Slots(jobs=2, in_process=False))
+    assert [p for p, _ in outcome.failed] == [foreign] and "not a run directory" in outcome.failed[0][1]
+    assert outcome.done == [fine]
     assert sorted(p.name for p in foreign.iterdir()) == ["todo.txt"]
-    assert sorted(p.name for p in held.iterdir()) == [CLAIM]
+    assert json.loads((fine / "status.json").read_text())["status"] == "done"
+
+
+def test_a_failed_run_does_not_stop_a_one_at_a_time_sweep(tmp_path):
+    """Seed 0's directory holds another run (seed 5 was trained there), so seed 0 fails; seed 1
+    is still trained and reported, and the sweep ends with the failure named and exit 2."""
+    seed0 = resolve({**BASE, "seed": "0"}).path
+    assert main(["run", *(f"{k}={v}" for k, v in BASE.items()), "seed=5",
+                 f"run_dir={tmp_path / seed0}"]) == 0
+    r = run_cli("sweep", "task=counting", "model=gru", "scale=smoke", "seed=0,1", "jobs=1", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: 1 of 2 runs failed") and seed0 in last and "different config" in last
+    seed1 = resolve({**BASE, "seed": "1"}).path
+    assert r.stdout.splitlines()[0] == seed1 and r.stdout.splitlines()[-1].startswith("report: ")
+    assert json.loads((tmp_path / seed1 / "status.json").read_text())["status"] == "done"
+
+
+def test_two_sweeps_over_the_same_runs_train_each_once(tmp_path):
+    """Two machines sharing a file system (two processes here) start the same sweep at once:
+    each run is claimed by one of them, the other waits for it, both end with every run
+    finished and the report, and every run was trained exactly once."""
+    args = [sys.executable, "-m", "study", "sweep", "task=counting", "model=gru,lstm", "scale=smoke",
+            "seed=0,1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+        assert len(out.strip().splitlines()) == 5 and out.strip().splitlines()[-1].startswith("report: ")
+    runs = sorted((tmp_path / "runs").glob("counting-*"))
+    assert len(runs) == 4
+    for rd in runs:
+        assert json.loads((rd / "status.json").read_text())["status"] == "done"
+        assert (rd / "run.log").read_text().count("training from step 0") == 1, rd
+
+
+def test_jobs_and_gpus_resolve_against_the_machine():
+    shown = ["3", "5", "6"]  # what CUDA_VISIBLE_DEVICES lets this process see
+    s = slots("", "0,2", 10, visible=shown)
+    assert s == Slots(jobs=2, gpus=("3", "6"), in_process=False)  # one run per GPU by default
+    assert s.threads == max(1, cores() // 2)
+    assert slots("auto", "auto", 10, visible=shown).jobs == 3
+    assert slots("auto", "auto", 2, visible=shown).jobs == 2  # never more than the runs
+    assert slots("", "auto", 10, visible=[]) == Slots(jobs=1, in_process=True)
+    cpu = slots("auto", "none", 100, visible=[])
+    assert cpu.jobs == cores() and cpu.threads == 1 and not cpu.in_process
+    with pytest.raises(UsageError, match="GPU 3 is not visible"):
+        slots("", "1,3", 10, visible=shown)
+
+
+def test_gpus_on_a_machine_without_one_is_refused_in_one_line(tmp_path):
+    from study.preflight import nvidia_driver_loaded
+    if nvidia_driver_loaded():
+        pytest.skip("this machine has an NVIDIA driver")
+    r = run_cli("sweep", "task=counting", "model=gru", "scale=smoke", "gpus=0", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith("error: gpus=0: no NVIDIA GPU")
+    assert not (tmp_path / "runs").exists()
 
 
 def test_analyze_writes_the_report_holding_the_claim(tmp_path, monkeypatch):

@@ -11,13 +11,14 @@ def test_run_writes_the_layout_and_a_rerun_skips(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith(str(run_dir))
     for name in ("config.json", "env.json", "status.json", "metrics.parquet", "summary.json",
-                 "heuristics.parquet", "report.html"):
+                 "heuristics.parquet", "report.html", "run.log"):
         assert (run_dir / name).exists(), name
     assert json.loads((run_dir / "status.json").read_text())["status"] == "done"
     assert json.loads((run_dir / "config.json").read_text())["task"] == "counting"
     assert any((run_dir / "analyses" / "probes").glob("*.parquet"))
     stamps = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()
-              and p.name not in ("status.json", "env.json", "config.json", "report.html")}
+              and p.name not in ("status.json", "env.json", "config.json", "report.html",
+                                 "run.log")}  # run.log gains the session's lines
 
     again = run_cli(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr

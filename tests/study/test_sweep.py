@@ -1,8 +1,10 @@
-"""Sweeps expand comma lists into runs; tuple-valued fields and analyses keep their commas."""
+"""Sweeps expand comma lists into runs; tuple-valued fields and analyses keep their commas;
+how a sweep executes (launcher, jobs, GPUs, SLURM resources) never changes its runs."""
 import pytest
 
+from study import studies
 from study.core.errors import UsageError
-from study.sweep import STUDIES, expand
+from study.sweep import expand, parse
 from study.config import resolve
 
 
@@ -31,9 +33,26 @@ def test_run_dir_cannot_be_swept():
 
 
 def test_predefined_studies_resolve():
-    for name, kv in STUDIES.items():
-        for combo in expand(dict(kv)):
-            resolve(combo)
+    assert {"demo", "counting", "binding-paper", "assign_add-paper"} <= set(studies.names())
+    for name in studies.names():
+        plan, _ = parse([f"study={name}"])
+        assert plan.runs and plan.report_dir.as_posix() == f"runs/study-{name}"
+
+
+def test_execution_settings_leave_the_runs_alone():
+    """launcher, jobs, gpus, wait, dry_run and slurm.* are no part of a run's identity: the same
+    runs, in the same directories, however the sweep is executed."""
+    base = ["task=counting", "model=gru,lstm", "scale=smoke", "seed=0,1"]
+    plain, _ = parse(base)
+    for extra in (["jobs=2", "gpus=none"], ["jobs=auto", "dry_run=true"],
+                  ["launcher=slurm", "slurm.partition=gpu", "slurm.gpus=1", "slurm.time=240",
+                   "slurm.cpus=8", "slurm.mem_gb=32", "slurm.setup=module load cuda",
+                   "slurm.array_parallelism=4", "wait=false"]):
+        other, _ = parse(base + extra)
+        assert [r.path for r in other.runs] == [r.path for r in plain.runs], extra
+        assert [r.cfg.hash8() for r in other.runs] == [r.cfg.hash8() for r in plain.runs]
+        assert all("slurm" not in k and k not in ("jobs", "launcher", "wait")
+                   for r in other.runs for k in r.combo)
 
 
 def test_analysis_tuple_settings_are_not_expanded():
@@ -45,13 +64,18 @@ def test_analysis_tuple_settings_are_not_expanded():
     assert cfg.analysis_configs["das"].k == (1, 2, 4)
 
 
-def test_jobs_setting():
-    from study.sweep import parse_jobs
-    assert parse_jobs("3", 2) == 2  # never more processes than runs
-    assert 1 <= parse_jobs("auto", 5) <= 5
-    for bad in ("0", "-1", "many"):
-        with pytest.raises(UsageError, match="jobs="):
-            parse_jobs(bad, 3)
+def test_sweep_options_are_checked_when_parsed():
+    base = ["task=counting", "model=gru", "scale=smoke"]
+    for bad, match in ((["jobs=0"], "jobs="), (["jobs=many"], "jobs="), (["gpus=a,b"], "gpus="),
+                       (["gpus=0,0"], "gpus="), (["launcher=pbs"], "launcher="),
+                       (["slurm.time=10"], "add launcher=slurm"),
+                       (["wait=false"], "wait=false needs launcher=slurm"),
+                       (["launcher=slurm", "slurm.gpus=-1"], "slurm.gpus"),
+                       (["launcher=slurm", "slurm.time=1", "slurm.signal_delay_s=90"], "signal_delay_s"),
+                       (["launcher=slurm", "slurm.nodes=2"], "unknown key 'slurm.nodes'"),
+                       (["launcher=slurm", "jobs=4"], "jobs= is for launcher=local")):
+        with pytest.raises(UsageError, match=match):
+            parse(base + bad)
 
 
 def test_parallel_sweep_equals_sequential_runs(tmp_path):

@@ -1,0 +1,288 @@
+"""The SLURM launcher (`sweep launcher=slurm`), through submitit.
+
+One job array per sweep: each array task is one run, `python -m study run ARGS` in a
+subprocess of submitit's job process (its stderr is the task's SLURM log, and the run copies
+it into `RUN_DIR/run.log`). The resources are the `slurm.*` keys (`study/sweep_options.py`),
+which are no part of any run's identity. At most `slurm.array_parallelism` tasks run at once.
+
+Time limits and preemption: SLURM signals a job `slurm.signal_delay_s` before its limit
+(`--signal=USR2@...`); submitit's handler calls `RunTask.checkpoint`, which passes the signal
+on to the run (a run stops at the end of its step and writes a resume point; a signal reaching
+it twice, from SLURM and from here, is one request) and waits for it to exit, then submitit
+requeues the task (`scontrol requeue`). The requeued task starts the same command, which
+resumes the run. Up to `slurm.max_requeues` time-outs per task.
+
+The comparative report is a job that depends on the array (`afterany`): it compares and
+reports the runs that finished. With `wait=true` (the default) the sweep waits for both jobs
+and prints what a local sweep prints; with `wait=false` it returns after submission, printing
+the job ids, and `python -m study status SWEEP_DIR` says where the runs stand.
+
+Several machines, or a local sweep beside the array, may work on the same runs: a task whose
+run is held by another live process waits for it (`study/core/claim.py`), so no run is
+trained twice.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from study import runstate
+from study.core.claim import describe
+from study.core.errors import UsageError
+from study.core.signals import signal_name
+from study.launch import child_env, PACKAGE_ROOT
+from study.runner import log
+
+FORWARDED = signal.SIGUSR2  # what the run receives from the task (as from SLURM's --signal)
+WAIT_POLL_S = 5.0  # how often a waiting sweep looks at the queue and the run directories
+PROGRESS_S = 60.0  # how often a waiting sweep prints where the runs stand (and on any change)
+ELSEWHERE_POLL_S = 30.0  # how often a task whose run another process holds looks again
+ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
+          "REQUEUE_FED", "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED"}
+
+
+class RunTask:
+    """One array task: wait while another process holds the run, else run it to the end; on
+    SLURM's signal, stop the run at a resume point and be requeued."""
+
+    def __init__(self, args: list[str], path: str, cwd: str, analyses=(), config_hash=None,
+                 grace_s: float = 60.0, gpus: int = 0):
+        self.args, self.path, self.cwd = list(args), path, cwd
+        self.analyses, self.config_hash = tuple(analyses), config_hash
+        self.grace_s, self.gpus = grace_s, gpus
+        self._proc: subprocess.Popen | None = None
+        self._ended: threading.Event | None = None
+
+    def __getstate__(self):  # the process and its watcher are this attempt's, never pickled
+        return {k: v for k, v in self.__dict__.items() if k not in ("_proc", "_ended")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _proc=None, _ended=None)
+
+    def __call__(self) -> str:
+        os.chdir(self.cwd)
+        while True:
+            if runstate.complete(self.path, self.analyses, self.config_hash):
+                _say(f"{self.path} is finished already")
+                return self.path
+            holder = runstate.holder(self.path)
+            if holder is not None:
+                _say(f"{self.path} is held by {describe(holder)}; waiting for it")
+                time.sleep(ELSEWHERE_POLL_S)
+                continue
+            code = self._attempt()
+            if code == 0:
+                return self.path
+            if runstate.holder(self.path) is not None:  # another process claimed it first
+                continue
+            if code > 128:
+                raise RuntimeError(f"{self.path}: stopped by {signal_name(code - 128)} (a resume "
+                                   f"point was written); re-run the sweep to resume it")
+            raise RuntimeError(f"{self.path}: the run failed (exit {code}); see {self.path}/run.log")
+
+    def _attempt(self) -> int:
+        threads = int(os.environ.get("SLURM_CPUS_PER_TASK", "0") or 0) or 1
+        env = child_env(threads, None)
+        if not self.gpus:  # a CPU job never trains on a GPU it was not given
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        cmd = [sys.executable, "-m", "study", "run", *self.args]
+        _say(f"{time.strftime('%H:%M:%S')} starting: python {' '.join(cmd[1:])} "
+             f"(SLURM restart {os.environ.get('SLURM_RESTART_COUNT', '0')})")
+        self._ended = threading.Event()
+        self._proc = subprocess.Popen(cmd, env=env, cwd=self.cwd)
+        proc, ended = self._proc, self._ended
+        # waiting in a thread: submitit's signal handler may run while this thread waits and
+        # must itself wait for the run without the lock Popen.wait holds
+        threading.Thread(target=lambda: (proc.wait(), ended.set()), daemon=True).start()
+        while not ended.wait(1.0):
+            pass
+        return proc.returncode
+
+    def checkpoint(self, *args, **kwargs):
+        """Called by submitit on SLURM's signal: stop the run at a resume point, then requeue
+        this task (which resumes it)."""
+        import submitit
+        proc, ended = self._proc, self._ended
+        if proc is not None and proc.poll() is None:
+            _say(f"{time.strftime('%H:%M:%S')} time limit or preemption: stopping the run at a "
+                 f"resume point (signal {FORWARDED.name})")
+            proc.send_signal(FORWARDED)
+            if ended is not None and not ended.wait(self.grace_s):
+                _say(f"the run did not stop within {self.grace_s:.0f} s; it resumes from its "
+                     f"last saved state")
+        return submitit.helpers.DelayedSubmission(
+            RunTask(self.args, self.path, self.cwd, self.analyses, self.config_hash, self.grace_s,
+                    self.gpus))
+
+
+class ReportTask:
+    """The report job: compare and report the runs of the sweep that finished."""
+
+    def __init__(self, runs: list[tuple[str, list, str]], out: str, cwd: str):
+        self.runs, self.out, self.cwd = runs, out, cwd  # runs: (path, analyses, config hash)
+
+    def __call__(self) -> str:
+        os.chdir(self.cwd)
+        from study.sweep import finish
+        done = [p for p, a, h in self.runs if runstate.complete(p, a, h)]
+        missing = len(self.runs) - len(done)
+        if not done:
+            raise RuntimeError(f"none of the {len(self.runs)} runs finished; no report")
+        report = finish(done, self.out)
+        _say(f"report: {report} ({len(done)} runs" + (f"; {missing} did not finish)" if missing else ")"))
+        return str(report)
+
+
+def finished(planned) -> bool:
+    return runstate.complete(planned.path, planned.cfg.analyses, planned.cfg.hash8())
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _executor(folder: Path, cfg, *, name: str, time_min: int, gpus: int, max_requeues: int,
+              dependency: str | None = None):
+    try:
+        import submitit
+    except ImportError:
+        raise UsageError("launcher=slurm needs submitit: pip install submitit (`make setup` "
+                         "installs it)") from None
+    ex = submitit.SlurmExecutor(folder=str(folder / "%j"), max_num_timeout=max_requeues)
+    params = {"job_name": name, "time": time_min, "cpus_per_task": cfg.cpus,
+              "signal_delay_s": cfg.signal_delay_s, "array_parallelism": cfg.array_parallelism,
+              "setup": [f"export PYTHONPATH={PACKAGE_ROOT}${{PYTHONPATH:+:$PYTHONPATH}}",
+                        *cfg.setup_lines]}
+    for key in ("partition", "account", "qos", "constraint"):
+        if getattr(cfg, key):
+            params[key] = getattr(cfg, key)
+    if cfg.mem_gb:
+        params["mem"] = f"{int(cfg.mem_gb * 1024)}MB"
+    if gpus:
+        params["gpus_per_node"] = gpus
+    if dependency:
+        params["dependency"] = dependency
+    ex.update_parameters(**params)
+    return ex
+
+
+def describe_submission(plan, options, todo: int) -> str:
+    cfg = options.slurm
+    where = ", ".join(f"{k} {getattr(cfg, k)}" for k in ("partition", "account", "qos", "constraint")
+                      if getattr(cfg, k)) or "the default partition"
+    mem = f"{cfg.mem_gb:g} GB" if cfg.mem_gb else "the default memory"
+    return (f"would submit {todo} runs as one SLURM job array ({where}; per run {cfg.gpus} GPU(s), "
+            f"{cfg.cpus} CPUs, {mem}, {cfg.time} min, requeued up to {cfg.max_requeues} times; "
+            f"at most {cfg.array_parallelism} at once) and the report as a job after it")
+
+
+def submit_sweep(plan, options) -> int:
+    """Submit the sweep's unfinished runs and its report; wait for them unless wait=false."""
+    from study.sweep import finish, record
+    cfg = options.slurm
+    if shutil.which("sbatch") is None:
+        raise UsageError("launcher=slurm needs SLURM's sbatch on PATH (not found on this machine); "
+                         "use launcher=local here")
+    cwd = os.getcwd()
+    todo = [r for r in plan.runs if not finished(r)]
+    if not todo:
+        log(f"sweep: all {len(plan.runs)} runs are finished; writing the report here")
+        report = finish(plan.paths, plan.report_dir)
+        _print_result(plan, report)
+        return 0
+    folder = plan.sweep_dir.resolve() / "slurm"
+    folder.mkdir(parents=True, exist_ok=True)
+    grace = max(5.0, cfg.signal_delay_s - 15.0)
+    runs_ex = _executor(folder, cfg, name=f"study-{plan.name}", time_min=cfg.time, gpus=cfg.gpus,
+                        max_requeues=cfg.max_requeues)
+    try:
+        with runs_ex.batch():
+            jobs = [runs_ex.submit(RunTask(r.args, str(r.path.resolve()), cwd, r.cfg.analyses,
+                                           r.cfg.hash8(), grace, cfg.gpus)) for r in todo]
+        array = jobs[0].job_id.split("_")[0]
+        report_ex = _executor(folder, cfg, name=f"study-{plan.name}-report", time_min=cfg.report_time,
+                              gpus=0, max_requeues=0, dependency=f"afterany:{array}")
+        runs = [(str(r.path.resolve()), list(r.cfg.analyses), r.cfg.hash8()) for r in plan.runs]
+        report_job = report_ex.submit(ReportTask(runs, str(plan.report_dir.resolve()), cwd))
+    except (OSError, subprocess.SubprocessError, RuntimeError) as e:
+        raise UsageError(f"sbatch refused the sweep: {' '.join(str(e).split())[:400]}") from None
+    record(plan, "slurm", {"array": array, "report": report_job.job_id, "submitted": len(todo),
+                           "folder": str(folder)})
+    say = print if not options.wait else log  # without waiting, the job ids are the output
+    say(f"submitted {len(todo)} runs as job array {array} (at most {cfg.array_parallelism} "
+        f"at once; {len(plan.runs) - len(todo)} finished already) and the report as job "
+        f"{report_job.job_id} after it; logs in {folder}")
+    say(f"status: python -m study status {plan.sweep_dir}")
+    sys.stdout.flush()
+    if not options.wait:
+        return 0
+    wait_for(plan, {"array": array, "report": report_job.job_id})
+    report = plan.report_dir / "index.html"
+    failed = [r.path for r in plan.runs if not finished(r)]
+    _print_result(plan, report if report.is_file() else None, failed)
+    if failed:
+        raise UsageError(f"{len(failed)} of {len(plan.runs)} runs did not finish: "
+                         + ", ".join(map(str, failed)) + f"; see `python -m study status "
+                         f"{plan.sweep_dir}` and their run.log; re-run the sweep to resume them")
+    if not report.is_file():
+        raise UsageError(f"the report job {report_job.job_id} wrote no report; see its log in {folder}")
+    return 0
+
+
+def _print_result(plan, report, failed=()) -> None:
+    for path in plan.paths:
+        if path not in failed:
+            print(path)
+    if report is not None:
+        print(f"report: {report}")
+    sys.stdout.flush()
+
+
+def wait_for(plan, jobs: dict[str, str]) -> None:
+    """Wait until none of the jobs ({what: job id}) is queued or running, printing where the
+    runs stand."""
+    from study.status import summary
+    last, last_time = None, 0.0
+    while True:
+        states = job_states(list(jobs.values()))
+        if states is None:  # SLURM did not answer: ask again
+            time.sleep(WAIT_POLL_S)
+            continue
+        active = any(s in ACTIVE for counts in states.values() for s in counts)
+        runs = Counter(runstate.state_of(p) for p in plan.paths)
+        line = f"sweep: {summary(runs, len(plan.paths))}; " + "; ".join(
+            f"{what} job {j}: " + (", ".join(f"{n} {s.lower()}" for s, n in sorted(states[j].items()))
+                                   if states.get(j) else "ended") for what, j in jobs.items())
+        if line != last or time.monotonic() - last_time >= PROGRESS_S:
+            log(f"{time.strftime('%H:%M:%S')} {line}")
+            last, last_time = line, time.monotonic()
+        if not active:
+            return
+        time.sleep(WAIT_POLL_S)
+
+
+def job_states(job_ids: list[str]) -> dict[str, Counter] | None:
+    """{job id: Counter of its tasks' states} from squeue (a job SLURM no longer lists is
+    absent); None when squeue could not answer."""
+    if not job_ids or shutil.which("squeue") is None:
+        return {}
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "--states=all", "-j", ",".join(job_ids),
+                              "-o", "%i|%T"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:  # every job purged from SLURM's memory, or no controller
+        return {} if "invalid job id" in out.stderr.lower() else None
+    states: dict[str, Counter] = {}
+    for line in out.stdout.splitlines():
+        job, _, state = line.strip().partition("|")
+        if state:
+            states.setdefault(job.split("_")[0], Counter())[state.strip()] += 1
+    return states

@@ -1,0 +1,106 @@
+"""Studies as files: the shipped studies and a user's own TOML file run through `sweep study=`,
+`dry_run=true` lists runs, directories and state and writes nothing, `status` reads where the
+runs of a sweep stand, and a bad file is refused in one line."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from study import studies
+from study.core.errors import UsageError
+from study.sweep import parse
+from tests.conftest import run_cli
+
+OWN = """\
+description = "two architectures, two seeds"
+
+[settings]
+task = "counting"
+model = ["gru", "lstm"]
+seed = "0,1"
+scale = "smoke"
+"train.lr" = 0.01
+
+[settings.train]
+steps = 12
+
+[settings.slurm]
+cpus = 1
+"""
+
+
+def test_a_study_file_is_flattened_into_sweep_settings(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(OWN)
+    study = studies.load(str(path))
+    assert study.name == "mine" and study.description == "two architectures, two seeds"
+    assert study.settings == {"task": "counting", "model": "gru,lstm", "seed": "0,1",
+                              "scale": "smoke", "train.lr": "0.01", "train.steps": "12",
+                              "slurm.cpus": "1"}
+    plan, options = parse([f"study={path}", "seed=3"])  # the command line overrides the file
+    assert [(r.cfg.model, r.cfg.seed, r.cfg.train.steps, r.cfg.train.lr) for r in plan.runs] == \
+        [("gru", 3, 12, 0.01), ("lstm", 3, 12, 0.01)]
+    assert options.launcher == "local" and options.slurm.cpus == 1  # slurm.* from a file is no error
+    assert plan.report_dir.as_posix() == "runs/study-mine"
+
+
+def test_the_shipped_studies_are_files_of_the_package():
+    for name in studies.names():
+        study = studies.load(name)
+        assert study.path.parent == studies.STUDY_DIR and study.description
+        assert {"task", "model", "scale"} <= set(study.settings)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("[settings\ntask = 1", "not valid TOML"),
+    ("tasks = 'counting'", "unknown entry 'tasks'"),
+    ("[settings]\nmodel = { a = [1, {b = 2}] }", "not a string, number or boolean"),
+])
+def test_a_bad_study_file_is_refused_in_one_line(tmp_path, text, match):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=match):
+        studies.load(str(path))
+
+
+def test_an_unknown_study_names_the_choices():
+    with pytest.raises(UsageError, match="choose from .*demo"):
+        studies.load("nonesuch")
+    with pytest.raises(UsageError, match="no such file"):
+        studies.load("missing/study.toml")
+
+
+def test_dry_run_lists_runs_and_writes_nothing(tmp_path):
+    (tmp_path / "mine.toml").write_text(OWN)
+    r = run_cli("sweep", "study=mine.toml", "dry_run=true", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "study mine: two architectures, two seeds"
+    rows = [ln.split() for ln in lines[2:6]]
+    assert [(row[2], row[3], row[4]) for row in rows] == [
+        ("gru", "0", "pending"), ("gru", "1", "pending"), ("lstm", "0", "pending"), ("lstm", "1", "pending")]
+    assert all(row[5].startswith("runs/counting-") for row in rows)
+    assert "0 done, 0 running, 0 failed, 0 interrupted, 4 pending (of 4)" in r.stdout
+    assert r.stdout.strip().endswith("dry run: nothing was run or submitted")
+    slurm = run_cli("sweep", "study=mine.toml", "dry_run=true", "launcher=slurm", "slurm.gpus=1",
+                    "slurm.time=30", cwd=tmp_path)  # no SLURM needed to see what would be submitted
+    assert slurm.returncode == 0, slurm.stderr
+    assert "would submit 4 runs as one SLURM job array" in slurm.stdout and "1 GPU(s)" in slurm.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.toml"]
+
+
+def test_status_follows_a_sweep(tmp_path):
+    args = ["task=counting", "model=gru", "scale=smoke", "seed=0,1", "train.steps=8"]
+    before = run_cli("status", *args, cwd=tmp_path)
+    assert before.returncode == 0 and "0 done, 0 running, 0 failed, 0 interrupted, 2 pending" in before.stdout
+    done = run_cli("sweep", *[a for a in args if not a.startswith("seed=")], "seed=0", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    after = run_cli("status", *args, cwd=tmp_path)
+    assert "1 done, 0 running, 0 failed, 0 interrupted, 1 pending (of 2)" in after.stdout
+    sweep_dir = next((tmp_path / "runs").glob("sweep-*"))
+    record = json.loads((sweep_dir / "sweep.json").read_text())
+    assert record["launcher"] == "local" and len(record["runs"]) == 1
+    mine = run_cli("status", str(sweep_dir), cwd=tmp_path)
+    assert "1 done, 0 running, 0 failed, 0 interrupted, 0 pending (of 1)" in mine.stdout
+    assert mine.stdout.strip().splitlines()[-1].endswith("index.html")
