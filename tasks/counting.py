@@ -176,8 +176,11 @@ class CountingTask(Task):
                                                                           "up_up:full")
     train_presets: ClassVar[dict] = {
         "paper": _PAPER_TRAIN,
-        # [ours] a GRU (state 128) on a 2-core CPU within minutes
-        "small": dict(steps=2000, batch_size=128, lr=3e-3, warmup_steps=50, schedule="exp",
+        # [ours] a GRU (state 128) on a 2-core CPU within minutes. lr 5e-4 (the paper's 1e-4
+        # needs twice the steps): GRU, LSTM and rope2 reach the target as fast as at 3e-3
+        # (seed 0: 475, 125 and 125 steps), and the GRU's count is better aligned with an
+        # orthogonal map (OAF test IIA at k = 16 on changed pairs 0.92, against 0.67 at 3e-3)
+        "small": dict(steps=2000, batch_size=128, lr=5e-4, warmup_steps=50, schedule="exp",
                       decay_rate=0.5, decay_steps=400, min_lr=1e-5, target_accuracy=0.995,
                       loss_on="answer", eval_examples=500, eval_every=25),
         "smoke": dict(steps=20, batch_size=16, lr=1e-3, warmup_steps=2, eval_examples=64,

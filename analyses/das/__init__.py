@@ -57,6 +57,7 @@ from study.core.registry import register
 from study.core.settings import setting
 
 ALIGNMENTS = ("oaf", "laf", "random")
+LAF_FORMS = ("sd", "rotated")  # `laf_form`; the classes are in alignment.py
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,11 @@ class DasConfig:
     controls: bool = setting(
         True, "[ours] also search OAF and LAF on the step-0 (untrained) network: das_control")
     standardize: bool = setting(True, "[paper, Grant et al.] standardise the site before the alignment")
+    laf_form: str = setting(
+        "sd", "sd: the authors' LAF, A = (M M^T + 0.1 I) diag(s) [paper code: grantsrb/mas "
+        "SymmetricDefiniteMatrix]; rotated [ours]: R A with R orthogonal, which contains every "
+        "OAF (sd reaches orthogonal projections only onto standardised axes) and starts from "
+        "the OAF fitted at the same k")
     max_cond: float = setting(1e5, "[ours] LAF with cond(A) above this is refused (IIA NaN)")
     eval_batch_size: int = setting(1000, "pairs per forward pass when scoring IIA")
     save_pyvene: bool = setting(
@@ -112,6 +118,8 @@ class DasConfig:
                 bad("alignments", ",".join(self.alignments), f"choose from {', '.join(ALIGNMENTS)}")
         if not self.alignments:
             bad("alignments", "", "give at least one of " + ", ".join(ALIGNMENTS))
+        if self.laf_form not in LAF_FORMS:
+            bad("laf_form", self.laf_form, f"choose from {', '.join(LAF_FORMS)}")
         if not self.k or min(self.k) < 1:
             bad("k", ",".join(map(str, self.k)), "give one or more integers >= 1")
         if any(layer < 0 for layer in self.layers):
@@ -167,9 +175,10 @@ def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
     # one plain OAF/LAF pair); 1000 test pairs, so that ctx_distr:count (~12 % of its pairs
     # change the output) keeps ~120 changed ones, above min_changed
     "small": {"n_train": 2000, "n_test": 1000, "steps": 500, "lr": 5e-3, "batch_size": 64,
-              "patience": 100, "k": (1, 2, 4, 16), "restarts": 2},
+              "patience": 100, "k": (1, 2, 4, 16), "restarts": 2, "laf_form": "rotated"},
     "smoke": {"n_train": 64, "n_test": 32, "steps": 5, "batch_size": 32, "k": (2,),
-              "eval_batch_size": 64, "restarts": 2, "min_changed": 2, "n_boot": 200},
+              "eval_batch_size": 64, "restarts": 2, "min_changed": 2, "n_boot": 200,
+              "laf_form": "rotated"},
 })
 def run(ctx):
     """Distributed Alignment Search (OAF, LAF, random control) for the task's variables, and

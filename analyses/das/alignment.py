@@ -18,6 +18,15 @@ Every alignment acts on one site vector per example (base (batch, d), source (ba
   learned bias; A^-1(z) = z W^-1 - b with W^-1 = `torch.linalg.inv(W)` [paper].
   `condition_number()` reports cond(W); the DAS loop refuses (reports NaN) above a
   threshold, since the inverse is then not trustworthy in float32.
+- `RotatedLinearAlignment` (LAF, form `rotated`) [ours]: A(x) = (x + b) R W with R orthogonal
+  (torch's orthogonal parametrisation, as in OAF) and W the authors' matrix above. The
+  authors' W alone cannot express OAF: the interchange it defines is the projection
+  P_W = W D_k W^-1 (D_k keeps the first k coordinates; diag(s) and b cancel out of it), and
+  P_W is an orthogonal projection only when M M^T is block-diagonal, i.e. onto the first k
+  standardised axes themselves. So an exact OAF solution (as on the LSTM's [h, c]) can be out
+  of its reach. R W covers every invertible matrix (polar decomposition: A = R S, S
+  symmetric positive definite), and R = OAF's rotation with W = I (M = sqrt(0.9) I) is that
+  OAF exactly, which is where the search starts it (`init_from`).
 - random control: an `OrthogonalAlignment` frozen at a seeded random rotation (`random_oaf`).
 
 The classes live in this importable module so that pyvene and `load_alignment` can rebuild
@@ -171,6 +180,34 @@ class LinearAlignment(_Standardised, pv.TrainableIntervention,
         return "LinearAlignment()"
 
 
+class RotatedLinearAlignment(LinearAlignment):
+    """LAF of form `rotated` [ours]: A = R (M M^T + 0.1 I) diag(s), R orthogonal (see the
+    module docstring: it contains every OAF, which the authors' form does not)."""
+
+    def __init__(self, embed_dim: int, k: int | None = None, **kwargs):
+        super().__init__(embed_dim, k, **kwargs)
+        layer = pv.models.layers.RotateLayer(embed_dim)
+        self.rotate_layer = torch.nn.utils.parametrizations.orthogonal(layer)
+
+    def matrix(self) -> torch.Tensor:
+        """A (d, d) = R W: rotate first, then the authors' symmetric definite map."""
+        return self.rotate_layer.weight @ super().matrix()
+
+    @torch.no_grad()
+    def init_from(self, oaf: OrthogonalAlignment) -> None:
+        """Start at `oaf`'s solution: R = its rotation, W = I, b = 0, same standardisation."""
+        n = self.core.shape[0]
+        self.rotate_layer.weight = oaf.rotate_layer.weight.detach().clone()
+        self.core.copy_(math.sqrt(1 - LAF_EPS) * torch.eye(n, dtype=self.core.dtype))
+        self.signs.fill_(10.0)  # tanh(10) + 0.1 ~ 1.1: a positive scale, which cancels out
+        self.bias.zero_()
+        self.mu.copy_(oaf.mu)
+        self.sigma.copy_(oaf.sigma)
+
+    def __str__(self):
+        return "RotatedLinearAlignment()"
+
+
 @contextlib.contextmanager
 def cached_maps(inst):
     """Compute the alignment's matrices once for every call inside the block (autograd kept)."""
@@ -189,13 +226,14 @@ def cached_maps(inst):
 ALIGNMENTS = ("oaf", "laf", "random")
 
 
-def make_alignment(name: str, embed_dim: int, k: int, seed: int):
-    """A fresh alignment of the given kind (seeded)."""
+def make_alignment(name: str, embed_dim: int, k: int, seed: int, laf_form: str = "sd"):
+    """A fresh alignment of the given kind (seeded); `laf_form` picks the LAF's class."""
     if name == "random":
         return random_oaf(embed_dim, k, seed)
     torch.manual_seed(seed)
-    cls = {"oaf": OrthogonalAlignment, "laf": LinearAlignment}[name]
-    return cls(embed_dim, k)
+    if name == "laf":
+        return {"sd": LinearAlignment, "rotated": RotatedLinearAlignment}[laf_form](embed_dim, k)
+    return OrthogonalAlignment(embed_dim, k)
 
 
 def tensors_of(name: str, inst) -> dict[str, torch.Tensor]:
@@ -206,6 +244,8 @@ def tensors_of(name: str, inst) -> dict[str, torch.Tensor]:
     if name == "laf":
         out.update({"/core": inst.core.detach(), "/signs": inst.signs.detach(),
                     "/bias": inst.bias.detach()})
+    if isinstance(inst, RotatedLinearAlignment):
+        out["/rotation"] = inst.rotate_layer.weight.detach()
     return {k: v.detach().cpu().contiguous() for k, v in out.items()}
 
 
@@ -242,7 +282,9 @@ def load_alignment(path, key: str):
     t = load_file(str(path))
     name = key.split("/", 1)[0]
     mat = t[key]
-    inst = make_alignment("oaf" if name == "random" else name, mat.shape[0], int(t[key + "/k"]), 0)
+    form = "rotated" if key + "/rotation" in t else "sd"
+    inst = make_alignment("oaf" if name == "random" else name, mat.shape[0], int(t[key + "/k"]), 0,
+                          form)
     with torch.no_grad():
         inst.mu.copy_(t[key + "/mu"])
         inst.sigma.copy_(t[key + "/sigma"])
@@ -250,6 +292,8 @@ def load_alignment(path, key: str):
             inst.core.copy_(t[key + "/core"])
             inst.signs.copy_(t[key + "/signs"])
             inst.bias.copy_(t[key + "/bias"])
+            if form == "rotated":
+                inst.rotate_layer.weight = t[key + "/rotation"]
         else:
             inst.rotate_layer.weight = mat
     return inst

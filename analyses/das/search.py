@@ -219,22 +219,32 @@ class Fit:
 
 
 def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
-        label: str = "", variable: str = "") -> Fit:
+        label: str = "", variable: str = "", oaf=None) -> Fit:
     """Best of `cfg.restarts` trainings of one alignment at one k, chosen by training-split IIA
-    on changed pairs (never the test split) [ours]. With `warm` (the chosen alignment of the
-    next smaller k, same kind) the first restart starts from it: its first k dims contain the
-    smaller subspace, so a solution found at k stays reachable at larger k [ours]. The random
-    control is one untrained draw."""
+    on changed pairs (never the test split) [ours]. Restarts start, in turn, from:
+    - for a `rotated` LAF, `oaf` (the OAF chosen at this k): the LAF begins at that OAF's
+      solution, so what OAF found the LAF keeps [ours];
+    - `warm` (the chosen alignment of the next smaller k, same kind): its first k dims
+      contain the smaller subspace, so a solution found at k stays reachable at larger k
+      [ours];
+    - a fresh seeded draw (every further restart).
+    The random control is one untrained draw."""
     width = data.src_train.shape[1]
     changed = {s: getattr(data, s).changed.cpu().numpy() for s in ("train", "test")}
     n_restarts = 1 if name == "random" else max(1, cfg.restarts)
+    form = getattr(cfg, "laf_form", "sd")
+    starts = [("oaf", oaf)] if name == "laf" and form == "rotated" and oaf is not None else []
+    starts += [("warm", warm)] if warm is not None else []
     cands = []
     for r in range(n_restarts):
-        inst = make_alignment(name, width, k, seed + 104_729 * r).to(data.src_train.device)
+        inst = make_alignment(name, width, k, seed + 104_729 * r, form).to(data.src_train.device)
         if cfg.standardize:
             inst.fit_standardisation(data.fit_acts)
-        if r == 0 and warm is not None:
-            inst.load_state_dict(warm.state_dict())
+        start, src = starts[r] if r < len(starts) else (None, None)
+        if start == "oaf":
+            inst.init_from(src)
+        elif start == "warm":
+            inst.load_state_dict(src.state_dict())
             inst.set_interchange_dim(k)
         if name != "random":
             train(model, data, inst, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
@@ -282,10 +292,11 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
             if progress is not None:
                 progress.update(len(names))
             continue
-        for a_i, name in enumerate(names):
+        fitted = {}  # this k's chosen alignments, by kind (a rotated LAF starts from OAF's)
+        for a_i, name in enumerate(sorted(names, key=lambda n: n != "oaf")):
             a_seed = seed + 7919 * ALIGNMENT_INDEX.get(name, a_i) + k
             got = fit(model, data, name, k, cfg, a_seed, warm.get(name) if cfg.warm_start
-                      else None, label, variable)
+                      else None, label, variable, oaf=fitted.get("oaf"))
             for s_i, split in enumerate(("train", "test")):
                 if got.inst is None:
                     scores = iia_scores(np.zeros(0, bool), np.zeros(0, bool), cfg.min_changed)
@@ -303,7 +314,7 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
                 rows[-2].update(iia=float("nan"), iia_lo=float("nan"), iia_hi=float("nan"),
                                 too_few=True)
             if got.inst is not None:
-                warm[name] = got.inst
+                warm[name] = fitted[name] = got.inst
                 key = f"{name}/{variable}/{label}/k={k}"
                 saved.update({key + suffix: t for suffix, t in tensors_of(name, got.inst).items()})
                 if kept is not None:

@@ -13,8 +13,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from analyses.das.alignment import (LinearAlignment, OrthogonalAlignment, load_alignment, pv,
-                                 random_oaf)
+from analyses.das.alignment import (LinearAlignment, OrthogonalAlignment,
+                                    RotatedLinearAlignment, load_alignment, pv, random_oaf)
 from analyses.das.search import forward, search, site_data
 from analyses.common.interchange import pair_tensors
 from analyses.common.context import AnalysisContext
@@ -43,9 +43,10 @@ class Planted(nn.Module):
         q, _ = torch.linalg.qr(torch.randn(D, D, generator=g))
         angle = 2 * math.pi * torch.arange(C) / C
         self.register_buffer("protos", 3 * torch.stack([angle.cos(), angle.sin()], 1))  # (C, 2)
-        nuisance = 3 * torch.randn(M, D - 2, generator=g)
-        codes = torch.cat([self.protos.repeat_interleave(M, 0), nuisance.repeat(C, 1)], 1)
+        self.register_buffer("nuis", 3 * torch.randn(M, D - 2, generator=g))  # (M, D - 2)
+        codes = torch.cat([self.protos.repeat_interleave(M, 0), self.nuis.repeat(C, 1)], 1)
         self.register_buffer("emb", codes @ q.T)  # (C*M, D); token id = v*M + w
+        self.register_buffer("q", q)
         self.register_buffer("qv", q[:, :2])
         self.sites = Sites(resid=1)
 
@@ -158,6 +159,81 @@ def test_oaf_is_pyvenes_rotated_space_intervention_inside_the_standardisation():
     w = random_oaf(6, 2, seed=3).matrix()
     assert torch.allclose(w @ w.T, torch.eye(6), atol=1e-5)
     assert not any(p.requires_grad for p in random_oaf(6, 2, seed=3).parameters())
+
+
+class PlantedPair(Planted):
+    """Planted, but the output names (v, w): logit[v * M + w] reads both the variable's plane
+    span(Q[:, :2]) and the nuisance in its orthogonal complement, so an interchange must
+    move exactly that plane: an orthogonal projection, which the authors' LAF form only
+    approximates."""
+
+    def forward(self, ids):
+        h = self.sites.resid[0](self.emb[ids]) @ self.q  # (batch, pos, D), Q's coordinates
+        dv = -((h[..., None, :2] - self.protos) ** 2).sum(-1)  # (batch, pos, C)
+        dn = -((h[..., None, 2:] - self.nuis) ** 2).sum(-1)  # (batch, pos, M)
+        return (dv[..., :, None] + dn[..., None, :]).flatten(-2)  # (batch, pos, C * M)
+
+
+def pair_pairs(n, seed):
+    """As planted_pairs, with the (v, w) label: the counterfactual keeps the base's w."""
+    p = planted_pairs(n, seed)
+    rng = np.random.default_rng(seed + 1)
+    wb, ws = rng.integers(M, size=n), rng.integers(M, size=n)
+    vb, vs = p.base_labels[:, 0], p.cf_labels[:, 0]
+    base, source = (vb * M + wb)[:, None], (vs * M + ws)[:, None]
+    return Pairs("v", base, source, base.copy(), (vs * M + wb)[:, None], p.base_pos,
+                 p.source_pos)
+
+
+def test_a_rotated_laf_started_from_an_oaf_is_that_oaf():
+    oaf = random_oaf(10, 3, seed=4)
+    oaf.fit_standardisation(2 * torch.randn(300, 10) + 1)
+    laf = RotatedLinearAlignment(10, 3)
+    laf.init_from(oaf)
+    g = torch.Generator().manual_seed(0)
+    base, source = torch.randn(6, 10, generator=g), torch.randn(6, 10, generator=g)
+    with torch.no_grad():
+        assert torch.allclose(laf(base, source), oaf(base, source), atol=1e-5)
+
+
+def test_the_authors_laf_form_moves_no_plane_orthogonally_but_a_rotated_one_does():
+    """P = W D_k W^-1 (the authors' W = (M M^T + 0.1 I) diag(s)) is an orthogonal projection
+    only for a block-diagonal M M^T; a rotated LAF's R W reaches any plane's."""
+    d_k = torch.diag(torch.tensor([1.0] * 2 + [0.0] * 6))
+    for seed in range(5):
+        torch.manual_seed(seed)
+        w = LinearAlignment(8, 2).matrix().detach()
+        proj = w @ d_k @ torch.linalg.inv(w)
+        assert (proj - proj.T).abs().max() > 1e-2
+    oaf = random_oaf(8, 2, seed=0)
+    laf = RotatedLinearAlignment(8, 2)
+    laf.init_from(oaf)
+    w = laf.matrix().detach()
+    proj = w @ d_k @ torch.linalg.inv(w)
+    assert (proj - proj.T).abs().max() < 1e-5 and (proj @ proj - proj).abs().max() < 1e-5
+
+
+def test_the_search_starts_a_rotated_laf_at_the_oaf_and_keeps_what_it_found(tmp_path):
+    model = PlantedPair().eval()
+    data = site_data(model, pair_pairs(512, 0), pair_pairs(256, 1), "resid", 0, -1, "cpu")
+    got = {}
+    for form in ("sd", "rotated"):
+        cfg = DasConfig(k=(2,), steps=150, batch_size=64, lr=1e-2, restarts=1,
+                        standardize=False, laf_form=form)
+        rows, saved = search(model, data, "v", -1, cfg, seed=0, checkpoint=0)
+        got[form] = {r["alignment"]: r["iia"] for r in rows if r["split"] == "test"}
+    assert got["rotated"]["oaf"] >= 0.95, got
+    assert got["rotated"]["laf"] >= got["rotated"]["oaf"] - 0.01, got
+    assert got["sd"]["laf"] < got["rotated"]["laf"] - 0.05, got  # the authors' form lags here
+    path = tmp_path / "alignments.safetensors"  # the rotated LAF is saved and rebuilt whole
+    save_file(saved, str(path))
+    inst = load_alignment(path, "laf/v/resid[0]@pair/k=2")
+    assert isinstance(inst, RotatedLinearAlignment)
+    sub = data.test.take(slice(0, 64))
+    with torch.no_grad():
+        right = (forward(model, data, inst, sub, data.src_test[:64]).argmax(-1)[:, 0]
+                 == sub.cf_labels[:, 0]).float().mean()
+    assert right >= 0.95
 
 
 # ----------------------------------------------------------------------------- against pyvene
