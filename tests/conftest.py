@@ -1,4 +1,5 @@
 """Shared test set-up: datasets and runs go to a per-session temporary cache."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -73,3 +74,16 @@ def trained_runs(tmp_path_factory):
         return made[model]
 
     return get
+
+
+@contextlib.contextmanager
+def step_loop(model):
+    """Inside: a recurrent network runs its step loop, as under any analysis (a no-op hook on
+    one state site; without one it may take its fused kernel, equal only to float tolerance)."""
+    sites = getattr(getattr(model, "sites", None), "state", None)
+    handle = sites[0].register_forward_hook(lambda _m, _a, y: y) if sites else None
+    try:
+        yield model
+    finally:
+        if handle is not None:
+            handle.remove()

@@ -37,8 +37,8 @@ not); without it (`model_at` None, or no step-0 checkpoint) the table is empty a
 says why. It is a separate table so that the `das` table of every analysed checkpoint stays
 one checkpoint's. With `controls=false` it is skipped.
 Learned alignments go to `alignments.safetensors` under `<alignment>/<variable>/<site>/k=<k>`
-(the matrix: R for OAF/random, W for LAF; suffix keys /mu /sigma /k and, for LAF, /core
-/signs /bias); `analyses.das.alignment.load_alignment(path, key)` rebuilds one. The file holds
+(the matrix: R for OAF/random, A for LAF; suffix keys /mu /sigma /k and, for LAF, /core
+/signs /bias, and /rotation for a LAF of form `rotated`); `analyses.das.alignment.load_alignment(path, key)` rebuilds one. The file holds
 the latest analysed checkpoint (metadata "checkpoint"); an earlier checkpoint's file is kept
 as `alignments-<step>.safetensors`. With `save_pyvene` (default) each variable's OAF and LAF at
 their chosen k (the smallest within 0.01 of the best test IIA) are also written in pyvene's

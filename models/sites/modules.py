@@ -34,3 +34,14 @@ class Sites(nn.Module):
     def kinds(self) -> dict[str, int]:
         """{kind: number of modules}."""
         return {name: len(mods) for name, mods in self.named_children()}
+
+    def hooked(self, kind: str) -> bool:
+        """Whether anything reads or replaces a site of `kind`: a forward (pre-)hook on one
+        of its modules, or a global module hook. A network may then skip the kind's sites
+        (a fused kernel) only when this is False."""
+        from torch.nn.modules import module as _m
+
+        if _m._global_forward_hooks or _m._global_forward_pre_hooks:
+            return True
+        return any(site._forward_hooks or site._forward_pre_hooks
+                   for site in getattr(self, kind, ()))

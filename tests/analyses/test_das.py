@@ -23,7 +23,7 @@ from models.nets.pyvene_sites import interchange, intervenable
 from models.sites.intervene import intervene
 from models.sites.modules import Sites
 from study.core.registry import get
-from tests.conftest import frozen_smoke_model as _smoke
+from tests.conftest import frozen_smoke_model as _smoke, step_loop
 from tasks.base import Pairs
 
 
@@ -295,7 +295,8 @@ def test_a_state_intervention_at_step_t_leaves_every_earlier_output_unchanged(ba
     t = 5
     pos = torch.full((batch,), t)
     with torch.no_grad():
-        plain = model(ids)
+        with step_loop(model):  # as under the intervention (no fused kernel)
+            plain = model(ids)
         with intervene(model, "state", 0, pos, lambda rows, v: inst(v, src[rows])):
             ours = model(ids)
         iv = intervenable(model, "state", t, inst)

@@ -428,3 +428,71 @@ def test_bridge_rejects_bad_sites():
         ps.intervenable(model, "resid", 3)
     with pytest.raises(ValueError, match="embed_dim"):
         ps.intervenable(model, "resid", 0, ps.pyvene().VanillaIntervention(embed_dim=5))
+
+
+# ----------------------------------------------------------------------------- fused kernel
+
+def _step_loop(model):
+    """A no-op hook on one state site: the network must then run its step loop."""
+    return model.sites.state[0].register_forward_hook(lambda _m, _a, y: y)
+
+
+def _grads(model, logits):
+    model.zero_grad()
+    (logits ** 2).mean().backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_with_no_site_hooked_the_fused_kernel_runs_and_equals_the_step_loop(cell, monkeypatch):
+    model = _model(cell, seed=5)
+    ids = _ids(5, 4)
+    handle = _step_loop(model)
+    want = model(ids)
+    want_grads = _grads(model, want)
+    handle.remove()
+
+    def no_loop(*_a, **_k):
+        raise AssertionError("the step loop ran with no site hooked")
+
+    monkeypatch.setattr(model, "_step", no_loop)
+    got = model(ids)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    got_grads = _grads(model, got)
+    assert got_grads.keys() == want_grads.keys()
+    for name in want_grads:
+        torch.testing.assert_close(got_grads[name], want_grads[name], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_free_running_by_fused_fixed_point_passes_equals_the_step_loop(cell, monkeypatch):
+    import models.nets.rnn as rnn
+
+    monkeypatch.setattr(rnn, "SETTLE_PASSES", SEQ)  # a random network needs many passes
+    monkeypatch.setattr(rnn, "FUSED_FREE_DEVICES", ("cpu", "cuda"))  # the GPU path, here
+    model = _model(cell, seed=3)
+    ids = _ids(6, 11)
+    feed = torch.zeros_like(ids, dtype=torch.bool)
+    feed[:, 4:8] = True
+    handle = _step_loop(model)
+    want = model(ids, feed=feed)
+    want_grads = _grads(model, want)
+    handle.remove()
+    assert model._free_fused(ids, feed, None) is not None  # settled: the fused path is taken
+    got = model(ids, feed=feed)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    for name, g in _grads(model, got).items():
+        torch.testing.assert_close(g, want_grads[name], rtol=1e-4, atol=1e-6)
+    # a batch that does not settle within the passes falls back to the loop, same result
+    monkeypatch.setattr(rnn, "SETTLE_PASSES", 1)
+    assert model._free_fused(ids, feed, None) is None
+    torch.testing.assert_close(model(ids, feed=feed), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_hooked_state_site_sees_every_step():
+    model = _model("gru")
+    calls = []
+    handle = model.sites.state[3].register_forward_hook(lambda _m, _a, y: calls.append(1))
+    model(_ids(2, 0))
+    handle.remove()
+    assert len(calls) == 1 and not model.sites.hooked("state")

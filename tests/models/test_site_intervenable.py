@@ -12,7 +12,7 @@ from models.nets import pyvene_sites as ps
 from models.nets.pyvene_interventions import PatchIntervention, gate_rows
 from models.sites.capture import gather_site, state_at
 from models.sites.intervene import intervene, replace_fn
-from tests.conftest import frozen_smoke_model
+from tests.conftest import frozen_smoke_model, step_loop
 
 
 def _ids(model, batch, seed, n_pos=None):
@@ -43,8 +43,10 @@ def test_every_example_at_its_own_step_in_one_forward_equals_hooks(model_name, c
         want = model(base)
     torch.testing.assert_close(out, want, atol=1e-6, rtol=1e-6)
     assert not torch.allclose(out, model(base), atol=1e-4)  # the intervention did something
+    with step_loop(model):
+        plain = model(base)
     for i, t in enumerate(bpos.tolist()):  # nothing changes before each row's own step
-        torch.testing.assert_close(out[i, :t], model(base)[i:i + 1, :t][0], atol=0, rtol=0)
+        torch.testing.assert_close(out[i, :t], plain[i:i + 1, :t][0], atol=0, rtol=0)
     # from source sequences: pyvene path (source states read per example) gives the same
     torch.testing.assert_close(ps.interchange(iv, base, source, base_pos=bpos, source_pos=spos),
                                want, atol=1e-6, rtol=1e-6)

@@ -14,6 +14,7 @@ from models.sites.intervene import intervene, replace_fn
 from models.sites.modules import Sites
 from study.core.errors import UsageError
 from study.core.registry import entries
+from tests.conftest import step_loop
 
 VOCAB, SEQ, BATCH = 11, 9, 4
 FAMILIES = list(entries("model"))
@@ -46,7 +47,8 @@ def _no_hooks(model):
 def test_identity_swap_at_every_site_changes_nothing(name):
     model = _model(name)
     ids, pos = _ids(1), torch.tensor([0, 3, 5, SEQ - 1])
-    clean = model(ids)
+    with step_loop(model):  # the clean run on the path an intervention takes, bit for bit
+        clean = model(ids)
     for kind, layer in _sites(model):
         own = gather_site(model, ids, kind, layer, pos)  # (BATCH, width)
         with intervene(model, kind, layer, pos, replace_fn(own)):
