@@ -16,15 +16,40 @@ from study.core.rundir import atomic_write_bytes
 from reports.markdown import markdown_table
 
 DEFAULTS = {"train": {"task": "binding", "model": "gpt12"}, "das": {"task": "counting", "model": "gru"}}
+# `model=all`: every family on the task of its paper (Wu et al.: gpt12 on binding; Exoo et al.:
+# attn2 on assign_add; Grant et al.: the GRU, the LSTM and the 2-layer transformer on counting)
+HOME_TASKS = {"gpt12": "binding", "attn2": "assign_add", "rope2": "counting", "gru": "counting",
+              "lstm": "counting"}
 
 
 def main(kind: str, kv: dict[str, str]) -> Path:
+    every = kv.get("model") == "all"
+    if every and "task" in kv:
+        raise UsageError("model=all benchmarks each family on its own paper's task; drop task=")
     kv = {**DEFAULTS[kind], **kv}
     steps = coerce("steps", kv.pop("steps", "30"), int)
     if steps < 2:
         raise UsageError(f"steps={steps}: expected at least 2")
-    out = Path(kv.pop("out", f"runs/bench/{kind}-{kv['task']}-{kv['model']}-{time.strftime('%Y%m%d-%H%M%S')}.md"))
-    cfg = resolve(kv)
+    out = Path(kv.pop("out", f"runs/bench/{kind}-{'all' if every else kv['task'] + '-' + kv['model']}"
+                             f"-{time.strftime('%Y%m%d-%H%M%S')}.md"))
+    pairs = [{**kv, "model": m, "task": t} for m, t in HOME_TASKS.items()] if every else [kv]
+    configs = [resolve(p) for p in pairs]  # every setting checked before anything runs
+    tables = [_one(kind, cfg, steps) for cfg in configs]
+    import pandas as pd
+    table = pd.concat(tables, ignore_index=True)
+    cfg = configs[0]
+    what = "every family on its paper's task" if every else f"task={cfg.task} model={cfg.model}"
+    header = (f"# bench {kind}: {what} scale={cfg.scale} "
+              f"({time.strftime('%Y-%m-%d')})\n\n")
+    atomic_write_bytes(out, (header + markdown_table(table) + "\n").encode())
+    atomic_write_bytes(out.with_suffix(".csv"), table.to_csv(index=False).encode())
+    print(header + markdown_table(table))
+    print(f"\nwritten to {out}")
+    return out
+
+
+def _one(kind: str, cfg, steps: int):
+    """One (task, model)'s bench table, with the task and model as its first columns."""
     task = registry.get("task", cfg.task).obj(cfg.task_config)
     model_entry = registry.get("model", cfg.model)
     device = cfg.train.device
@@ -37,10 +62,6 @@ def main(kind: str, kv: dict[str, str]) -> Path:
     else:
         from study.bench_das import bench_das
         table = bench_das(task, model_entry, cfg.model_config, steps=steps, device=device)
-    header = (f"# bench {kind}: task={cfg.task} model={cfg.model} scale={cfg.scale} "
-              f"({time.strftime('%Y-%m-%d')})\n\n")
-    atomic_write_bytes(out, (header + markdown_table(table) + "\n").encode())
-    atomic_write_bytes(out.with_suffix(".csv"), table.to_csv(index=False).encode())
-    print(header + markdown_table(table))
-    print(f"\nwritten to {out}")
-    return out
+    table.insert(0, "model", cfg.model)
+    table.insert(0, "task", cfg.task)
+    return table

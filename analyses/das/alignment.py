@@ -109,6 +109,23 @@ class OrthogonalAlignment(_Standardised, pv.RotatedSpaceIntervention):
     def condition_number(self) -> float:
         return 1.0
 
+    @torch.no_grad()
+    def extend_from(self, prev: "OrthogonalAlignment", acts: torch.Tensor) -> None:
+        """Start from `prev` (a smaller k) [ours]: its k_prev aligned dims first, then the
+        directions outside them in which the standardised activations `acts` (n, d) vary
+        least, least first. Swapping a direction the site hardly uses changes little, so the
+        search at this k starts near the IIA `prev` reached instead of below it."""
+        d, kp = self.rotate_layer.weight.shape[0], prev.k
+        keep = prev.matrix().detach()[:, :kp]  # (d, kp) orthonormal
+        basis, _ = torch.linalg.qr(torch.cat([keep, torch.eye(d, dtype=keep.dtype)], 1))
+        rest = basis[:, kp:d]  # (d, d - kp): an orthonormal basis of keep's complement
+        x = prev._std(acts.float().to(keep.device))
+        x = (x - x.mean(0)) @ rest  # (n, d - kp)
+        _, vecs = torch.linalg.eigh(x.T @ x / max(len(x), 1))  # ascending variance
+        self.rotate_layer.weight = torch.cat([keep, rest @ vecs], 1)
+        self.mu.copy_(prev.mu)
+        self.sigma.copy_(prev.sigma)
+
 
 def random_oaf(embed_dim: int, k: int, seed: int) -> OrthogonalAlignment:
     """The random control: a fixed (untrained) seeded random rotation."""

@@ -39,7 +39,8 @@ import torch
 import torch.nn.functional as F
 
 from analyses.common.stats import changed_iia, iia_scores
-from analyses.das.alignment import ALIGNMENTS, cached_maps, make_alignment, tensors_of
+from analyses.das.alignment import (ALIGNMENTS, OrthogonalAlignment, cached_maps,
+                                    make_alignment, tensors_of)
 from analyses.common.interchange import PairTensors, pair_tensors, scored_end
 from models.sites import check_site
 from models.sites.capture import gather_site
@@ -226,15 +227,16 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
       solution, so what OAF found the LAF keeps [ours];
     - `warm` (the chosen alignment of the next smaller k, same kind): its first k dims
       contain the smaller subspace, so a solution found at k stays reachable at larger k
-      [ours];
+      [ours]; an OAF's added dims are the site's least-varying directions outside it
+      (`OrthogonalAlignment.extend_from`), so the search starts near the smaller k's IIA;
     - a fresh seeded draw (every further restart).
-    The random control is one untrained draw."""
+    The random control is one untrained draw per k, never warm-started."""
     width = data.src_train.shape[1]
     changed = {s: getattr(data, s).changed.cpu().numpy() for s in ("train", "test")}
     n_restarts = 1 if name == "random" else max(1, cfg.restarts)
     form = getattr(cfg, "laf_form", "sd")
     starts = [("oaf", oaf)] if name == "laf" and form == "rotated" and oaf is not None else []
-    starts += [("warm", warm)] if warm is not None else []
+    starts += [("warm", warm)] if warm is not None and name != "random" else []
     cands = []
     for r in range(n_restarts):
         inst = make_alignment(name, width, k, seed + 104_729 * r, form).to(data.src_train.device)
@@ -243,6 +245,8 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
         start, src = starts[r] if r < len(starts) else (None, None)
         if start == "oaf":
             inst.init_from(src)
+        elif start == "warm" and isinstance(inst, OrthogonalAlignment) and inst.k > src.k:
+            inst.extend_from(src, data.fit_acts)
         elif start == "warm":
             inst.load_state_dict(src.state_dict())
             inst.set_interchange_dim(k)

@@ -236,6 +236,31 @@ def test_the_search_starts_a_rotated_laf_at_the_oaf_and_keeps_what_it_found(tmp_
     assert right >= 0.95
 
 
+def test_a_larger_k_starts_at_the_smaller_ks_iia_not_below_it():
+    """At k = 4 warm-started from a k = 2 OAF the two added dims are the site's quietest
+    directions: before any training the IIA is the k = 2 one. Copying the k = 2 rotation as
+    it is would also swap two arbitrary dims, which carry the nuisance the output reads."""
+    from analyses.das.alignment import make_alignment
+    from analyses.das.search import iia, train
+
+    model = PlantedPair().eval()
+    data = site_data(model, pair_pairs(512, 0), pair_pairs(256, 1), "resid", 0, -1, "cpu")
+    small = make_alignment("oaf", D, 2, seed=0)
+    train(model, data, small, steps=300, batch_size=64, lr=1e-2, stop_iia=0.995, seed=0)
+    at_2 = iia(model, data, small, "test")
+    grown = make_alignment("oaf", D, 4, seed=1)
+    grown.extend_from(small, data.fit_acts)
+    copied = make_alignment("oaf", D, 4, seed=1)
+    copied.load_state_dict(small.state_dict())
+    copied.set_interchange_dim(4)
+    assert at_2 >= 0.95
+    assert iia(model, data, grown, "test") >= at_2 - 0.01
+    assert iia(model, data, copied, "test") < at_2 - 0.1
+    r2, r4 = small.matrix().detach(), grown.matrix().detach()
+    assert torch.allclose(r4[:, :2], r2[:, :2], atol=1e-5)  # the k = 2 subspace, kept
+    assert torch.allclose(r4.T @ r4, torch.eye(D), atol=1e-4)
+
+
 # ----------------------------------------------------------------------------- against pyvene
 
 

@@ -104,6 +104,23 @@ def test_bench_writes_a_table_with_the_ratio_to_the_naive_baseline(tmp_path, kin
     assert out.with_suffix(".csv").exists()
 
 
+def test_bench_train_for_every_family_gives_each_its_papers_task_and_the_peak(tmp_path):
+    out = tmp_path / "all.md"
+    r = run_cli("bench", "train", "model=all", "scale=smoke", "steps=2", f"out={out}")
+    assert r.returncode == 0, r.stderr
+    import pandas as pd
+
+    df = pd.read_csv(out.with_suffix(".csv"))
+    got = sorted(set(zip(df["model"], df["task"])))
+    assert got == sorted({"gpt12": "binding", "attn2": "assign_add", "rope2": "counting",
+                          "gru": "counting", "lstm": "counting"}.items())
+    assert sorted(df["variant"].unique()) == ["engine", "naive"] and len(df) == 10
+    assert (df["peak_gflop_per_s"] > 0).all() and (df["frac_of_peak"] > 0).all()
+    bad = run_cli("bench", "train", "model=all", "task=counting", f"out={tmp_path / 'x.md'}")
+    assert bad.returncode == 2 and "drop task=" in bad.stderr
+    assert not (tmp_path / "x.md").exists()
+
+
 # --- every setting is checked when the command line is parsed ------------------------------
 BAD_SETTINGS = [
     (["analyses=das", "das.k=abc"], "das.k='abc'"),
