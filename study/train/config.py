@@ -52,7 +52,9 @@ class TrainConfig:
         0.0, "stop (evaluated, checkpointed) after this much wall time; 0 = no limit")
     device: str = setting("auto", "auto | cpu | cuda | cuda:N")
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA")
-    compile: Literal["auto", "on", "off"] = setting("auto", "auto: torch.compile on CUDA")
+    compile: Literal["auto", "on", "off"] = setting(
+        "auto", "auto: torch.compile on CUDA; if compiling fails, one line on stderr and "
+        "training goes on eagerly")
     fused: Literal["auto", "on", "off"] = setting("auto", "AdamW's fused kernel; auto: on CUDA")
     eval_every: int = setting(
         0, "extra evaluations between checkpoints (they also drive early stopping); 0 = auto: "

@@ -37,6 +37,8 @@ class Engine:
         compiled = runtime.compiled and (not self.free or self._native_feed)
         self._loss = (torch.compile(self._forward_loss, dynamic=False) if compiled
                       else self._forward_loss)
+        self._first_compiled_call = compiled
+        self.compiled = compiled  # False again if compiling failed and training went eager
 
     def load_optimizer(self, saved: dict) -> None:
         """Restore a saved optimiser state; the kernel choice (fused/foreach) stays this
@@ -78,10 +80,30 @@ class Engine:
             feed = torch.zeros_like(ids, dtype=torch.bool)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        loss = self._loss(ids, targets, feed)
+        loss = self._compiled_or_eager(ids, targets, feed)
         loss.backward()
         norm = (torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
                 if self.cfg.grad_clip > 0 else None)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss.detach(), norm
+
+    def _compiled_or_eager(self, ids, targets, feed):
+        """The forward + loss; the first compiled call compiles, and if compiling fails (no
+        C++ compiler for inductor, an unsupported op) training goes on eagerly after one line
+        on stderr naming the cause [ours]. The eager result is the same computation."""
+        if not self._first_compiled_call:
+            return self._loss(ids, targets, feed)
+        self._first_compiled_call = False
+        try:
+            return self._loss(ids, targets, feed)
+        except Exception as err:  # noqa: BLE001 - any compiler failure falls back
+            import sys
+
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            print(f"train.compile: torch.compile failed ({type(err).__name__}: {first}); "
+                  f"training continues without it", file=sys.stderr)
+            self._loss, self.compiled = self._forward_loss, False
+            self._readout = takes_readout(self.model)  # as an eager run from the start
+            self.optimizer.zero_grad(set_to_none=True)
+            return self._loss(ids, targets, feed)

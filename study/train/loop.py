@@ -75,7 +75,7 @@ def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, 
         s.save(resume=False)
     s.start(task.name, model_entry.name)
     _run_steps(s, callback)
-    return write_summary(run, state.rows, state, info)
+    return write_summary(run, state.rows, state, {**info, "compiled": engine.compiled})
 
 
 def _say(line: str) -> None:

@@ -65,6 +65,23 @@ def test_the_gpu_code_path_trains_on_the_cpu(tmp_path, monkeypatch):
     print(f"GPU code path on the CPU: {took:.1f} s with compilation")
 
 
+def test_a_compiler_that_fails_leaves_one_line_and_eager_training_identical(tmp_path, monkeypatch,
+                                                                             capsys):
+    def broken(fn, **_kwargs):
+        def call(*_a, **_k):
+            raise RuntimeError("InductorError: no working C++ compiler found\nmore detail")
+        return call
+
+    monkeypatch.setattr(torch, "compile", broken)
+    failed, failed_losses = _train(tmp_path / "failed", {**PLAIN, "compile": "on"})
+    err = capsys.readouterr().err
+    notices = [ln for ln in err.splitlines() if ln.startswith("train.compile:")]
+    assert len(notices) == 1 and "no working C++ compiler" in notices[0], err
+    assert "Traceback" not in err and failed["compiled"] is False
+    plain, plain_losses = _train(tmp_path / "plain", PLAIN)
+    assert failed_losses == plain_losses and failed["steps_done"] == plain["steps_done"] == 30
+
+
 def test_runtime_resolution_on_this_machine():
     from study.train.config import TrainConfig
     rt = resolve_runtime(TrainConfig(**GPU_PATH))
