@@ -2,7 +2,9 @@
 
 The naive loop is what a first script looks like: fp32, eager, the paper's batch, every
 batch gathered on the CPU at the task's full padded length and copied to the device, plain
-AdamW, `loss.item()` every step. The engine variant runs `study.train.engine.Engine` and the
+AdamW, `loss.item()` every step, logits at every position. It feeds the network the same
+inputs as the engine (its own outputs where `train.feed_outputs` runs free), so that both
+do the same work. The engine variant runs `study.train.engine.Engine` and the
 engine's own data streams (device-resident, trimmed, shuffled by index; on CUDA bf16 autocast,
 fused AdamW, torch.compile), optionally at a larger batch. Both are timed after warm-up steps
 (which absorb compilation) between device synchronisations.
@@ -27,6 +29,7 @@ import torch.nn.functional as F
 from study.flops import matmul_peak, train_flops_per_position
 from study.train.streams import OnTheFlyStream, ShuffledStream, loss_targets, to_width
 from study.train.engine import Engine
+from study.train.feed import feed_mask, free_logits, runs_free
 from study.train.meter import LossMeter
 from study.train.runtime import sync, resolve_runtime
 from study.train.schedule import lr_at
@@ -62,10 +65,13 @@ def _naive(task, entry, model_cfg, cfg: TrainConfig, ids, labels, device, steps,
     tgt_cpu = loss_targets(ids_cpu, labels_cpu, cfg.loss_on, task.pad_id)
     gen = torch.Generator().manual_seed(0)
 
+    free = runs_free(cfg.feed_outputs, model)  # the same inputs as the engine's: own outputs
+    feed_cpu = feed_mask(labels_cpu)  # (n, seq_len) bool, from the task's labels as training
+
     def one() -> float:
         idx = torch.randint(len(ids_cpu), (cfg.batch_size,), generator=gen)
         x, y = ids_cpu[idx].to(device), tgt_cpu[idx].to(device)  # (B, seq_len)
-        logits = model(x)
+        logits = free_logits(model, x, feed_cpu[idx].to(device)) if free else model(x)
         loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
         opt.zero_grad()
         loss.backward()
