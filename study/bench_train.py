@@ -13,8 +13,8 @@ tokens_per_s counts the non-PAD tokens of the examples consumed, so both variant
 measured in the same unit of useful work and `ratio_vs_naive` compares tokens/s. The table
 also gives how far each is from the machine (`study/flops.py`): `model_gflop_per_s` is tokens/s
 times the model's forward + backward FLOPs per position, `peak_gflop_per_s` a square matmul
-timed in the same process and threads (fp32 on the CPU, bf16 on CUDA), `frac_of_peak` their
-ratio.
+timed in the same process and threads in the row's precision (fp32, or bf16 where the variant
+runs under bf16 autocast), `frac_of_peak` their ratio.
 """
 from __future__ import annotations
 
@@ -147,10 +147,12 @@ def bench_train(task, model_entry, model_cfg, train_cfg: TrainConfig, steps: int
     df.insert(2, "threads", torch.get_num_threads())
     df["ratio_vs_naive"] = df["tokens_per_s"] / df.loc[0, "tokens_per_s"]
     flops = _flops_per_position(task, model_entry, model_cfg, train_cfg, ids, labels, dev)
-    peak = matmul_peak(dev, torch.bfloat16 if dev.type == "cuda" else torch.float32,
-                       peak_seconds)
+    peaks = {}  # each row's peak in the precision its matmuls run in (fp32 naive, bf16 under autocast)
+    for precision in df["precision"].unique():
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        peaks[precision] = matmul_peak(dev, dtype, peak_seconds) / 1e9
     df["model_gflop_per_s"] = df["tokens_per_s"] * flops / 1e9
-    df["peak_gflop_per_s"] = peak / 1e9
+    df["peak_gflop_per_s"] = df["precision"].map(peaks)
     df["frac_of_peak"] = df["model_gflop_per_s"] / df["peak_gflop_per_s"]
     return df
 

@@ -373,6 +373,16 @@ def test_bench_train_reports_both_variants(on_the_fly):
     assert df["peak_gflop_per_s"].nunique() == 1 and (df["frac_of_peak"] > 0).all()
 
 
+def test_bench_train_measures_each_rows_peak_in_its_own_precision():
+    df = bench_train(Recall(RecallConfig()), get("model", "test_fake_gru"), FakeNetConfig(),
+                     TrainConfig(batch_size=16, precision="bf16"), steps=2, device="cpu",
+                     warmup=1, peak_seconds=0.05)
+    assert list(df["precision"]) == ["fp32", "bf16"]
+    naive, engine = df["peak_gflop_per_s"]
+    assert naive > 0 and engine > 0 and naive != engine  # two matmuls timed, one per dtype
+    assert (df["frac_of_peak"] == df["model_gflop_per_s"] / df["peak_gflop_per_s"]).all()
+
+
 def test_free_running_gru_resumes_bit_exactly(tmp_path):
     """A recurrent family trains free-running (auto) on counting; resuming stays exact."""
     te, me = get("task", "counting"), get("model", "gru")
