@@ -133,6 +133,7 @@ BAD_SETTINGS = [
     (["analyses=das", "das.steps=-1"], "das.steps=-1"),
     (["analyses=das", "das.variables=bogus"], "'bogus' is not a causal variable of counting"),
     (["analyses=das", "das.lr=nan"], "das.lr='nan'"),
+    (["analyses=das", "das.laf_form=bogus"], "das.laf_form=bogus: choose from sd, rotated"),
     (["analyses=patching", "patching.kinds=bogus"], "not a counterfactual kind of counting"),
     (["analyses=probes", "probes.n_examples=-1"], "probes.n_examples=-1"),
     (["analyses=probes", "probes.variables=bogus"], "'bogus' is not a variable of task counting"),
