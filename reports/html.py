@@ -18,7 +18,7 @@ body { font: 14px/1.45 system-ui, -apple-system, 'Segoe UI', sans-serif; margin:
        max-width: 1400px; padding: 0 24px 48px; color: #1d1d1f; }
 h1 { font-size: 22px; margin: 24px 0 4px; } h2 { font-size: 19px; margin-top: 36px;
   border-bottom: 1px solid #ddd; padding-bottom: 4px; } h3 { font-size: 16px; margin-top: 26px; }
-.meta, figcaption { color: #555; } nav ul { columns: 3; font-size: 13px; }
+.meta, figcaption { color: #555; } nav > ul { padding-left: 18px; } nav ul ul { columns: 3; font-size: 13px; margin-bottom: 6px; } nav li { break-inside: avoid; }
 figure { margin: 14px 0 26px; } figcaption b { color: #1d1d1f; }
 .chart { overflow-x: auto; margin-top: 8px; }
 table { border-collapse: collapse; font-size: 12.5px; margin-top: 8px; }

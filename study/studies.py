@@ -8,8 +8,20 @@
     [settings.train]              # a table is a group: train.max_minutes
     max_minutes = 2.5
 
+A study of several sweeps (the reproductions of different papers side by side) lists them
+as parts; each part's settings go over `[settings]`, and the study's runs are the union:
+
+    [settings]
+    scale = "small"
+    [[part]]
+    task = "binding"
+    model = "gpt12"
+    [[part]]
+    task = "counting"
+    model = "gru,lstm"
+
 The values are the defaults of `python -m study sweep study=...`; the command line overrides
-them. Numbers and booleans are written as the command line would (`2.5`, `true`); a list is a
+them (in every part). Numbers and booleans are written as the command line would (`2.5`, `true`); a list is a
 comma list. The predefined studies ship with the package (`study/studies/NAME.toml`:
 `study=demo`); `study=PATH` runs a user's own file. A study's comparative report goes to
 `runs/study-NAME/`, NAME being the file's stem.
@@ -28,7 +40,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 STUDY_DIR = Path(__file__).resolve().with_name("studies")
-TOP_LEVEL = ("description", "settings")
+TOP_LEVEL = ("description", "settings", "part")
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,11 @@ class Study:
     path: Path
     description: str = ""
     settings: dict[str, str] = field(default_factory=dict)  # key=value, as on the command line
+    parts: tuple[dict[str, str], ...] = ()  # each [[part]]'s own settings; () = one sweep
+
+    def sweeps(self) -> list[dict[str, str]]:
+        """The settings of each sweep the study runs: [settings] under each part's."""
+        return [{**self.settings, **part} for part in self.parts] or [dict(self.settings)]
 
     @property
     def report_dir(self) -> str:
@@ -73,7 +90,12 @@ def load(ref: str) -> Study:
     settings = data.get("settings", {})
     if not isinstance(settings, dict):
         raise UsageError(f"study={ref}: settings in {path} must be a table of key = value")
-    return Study(path.stem, path, description, flatten(settings, f"study={ref}: {path}"))
+    where = f"study={ref}: {path}"
+    parts = data.get("part", [])
+    if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
+        raise UsageError(f"{where}: part must be [[part]] tables of key = value")
+    return Study(path.stem, path, description, flatten(settings, where),
+                 tuple(flatten(p, f"{where} [[part]] {i + 1}") for i, p in enumerate(parts)))
 
 
 def flatten(table: dict, where: str, prefix: str = "") -> dict[str, str]:

@@ -99,13 +99,20 @@ def parse(args: list[str]) -> tuple[Plan, SweepOptions]:
     """The sweep a command line describes, every run resolved and every option checked."""
     kv = split_args(args)
     study = None
-    from_study: frozenset[str] = frozenset()
+    sweeps: list[tuple[dict[str, str], frozenset[str]]] = [(kv, frozenset())]
     if "study" in kv:
         study = studies.load(kv.pop("study"))
-        from_study = frozenset(k for k in study.settings if k not in kv)
-        kv = {**study.settings, **kv}
-    options, run_kv = split_options(kv, from_study)
-    combos = expand(run_kv)
+        sweeps = [({**settings, **kv}, frozenset(k for k in settings if k not in kv))
+                  for settings in study.sweeps()]
+    combos, seen = [], []
+    for run_kv_all, from_study in sweeps:
+        options, run_kv = split_options(run_kv_all, from_study)
+        seen.append(options)
+        combos += expand(run_kv)
+    if any(o != seen[0] for o in seen):
+        raise UsageError(f"study={study.name}: its parts set different sweep options "
+                         f"({', '.join(SWEEP_KEYS)}); set them once, under [settings]")
+    options = seen[0]
     try:
         runs = tuple(Planned(c, resolve(c)) for c in combos)  # every run checked before any starts
     except UsageError as e:

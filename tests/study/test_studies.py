@@ -49,7 +49,50 @@ def test_the_shipped_studies_are_files_of_the_package():
     for name in studies.names():
         study = studies.load(name)
         assert study.path.parent == studies.STUDY_DIR and study.description
-        assert {"task", "model", "scale"} <= set(study.settings)
+        assert all({"task", "model", "scale"} <= set(sweep) for sweep in study.sweeps())
+        parse([f"study={name}", "dry_run=true"])  # every run of every shipped study resolves
+
+
+PARTS = """\
+description = "two papers side by side"
+[settings]
+scale = "smoke"
+seed = "0"
+[[part]]
+task = "binding"
+model = "gpt12"
+[[part]]
+task = "counting"
+model = "gru,lstm"
+"train.lr" = 0.01
+"""
+
+
+def test_a_study_of_parts_runs_the_union_with_each_parts_own_settings(tmp_path):
+    path = tmp_path / "parts.toml"
+    path.write_text(PARTS)
+    assert len(studies.load(str(path)).parts) == 2
+    plan, _ = parse([f"study={path}", "seed=4"])  # the command line goes into every part
+    got = [(r.cfg.task, r.cfg.model, r.cfg.seed, r.cfg.train.lr) for r in plan.runs]
+    binding_lr = parse(["task=binding", "model=gpt12", "scale=smoke"])[0].runs[0].cfg.train.lr
+    assert got == [("binding", "gpt12", 4, binding_lr), ("counting", "gru", 4, 0.01),
+                   ("counting", "lstm", 4, 0.01)]  # the counting part's lr stays in its part
+    assert binding_lr != 0.01 and plan.report_dir.as_posix() == "runs/study-parts"
+    laptop = [(r.cfg.task, r.cfg.model) for r in parse(["study=laptop", "dry_run=true"])[0].runs]
+    assert laptop == [("binding", "gpt12"), ("assign_add", "attn2"), ("counting", "gru"),
+                      ("counting", "lstm"), ("counting", "rope2")]
+
+
+@pytest.mark.parametrize("text, match", [
+    (PARTS + "[[part]]\ntask = 'counting'\nmodel = 'gru'\njobs = 2\n",
+     "parts set different sweep options"),
+    ("part = 3\n", "part must be"),
+])
+def test_bad_parts_are_refused_in_one_line(tmp_path, text, match):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=match):
+        parse([f"study={path}", "dry_run=true"])
 
 
 @pytest.mark.parametrize("text, match", [
