@@ -46,7 +46,9 @@ class TrainConfig:
         "Grant et al.'s code trains them; evaluation always runs free, as they validate "
         "(study/train/feed.py)")
     checkpoints: int = setting(24, "number of log-spaced checkpoints (dense early, sparse late)")
-    eval_examples: int = setting(2000, "per evaluation split at each checkpoint (0 = whole split)")
+    eval_examples: int = setting(
+        2000, "per evaluation split at each checkpoint, evenly spaced over the split (0 = whole "
+        "split)")
     target_accuracy: Optional[float] = setting(None, "stop once every eval split reaches it")
     max_minutes: float = setting(
         0.0, "stop (evaluated, checkpointed) after this much wall time; 0 = no limit")

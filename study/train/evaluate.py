@@ -34,8 +34,8 @@ class Evaluator:
         self.batch = max(256, cfg.batch_size)
         for name in task.eval_splits:
             ex = task.split(name)
-            if cfg.eval_examples:
-                ex = ex.take(slice(0, cfg.eval_examples))
+            if cfg.eval_examples and cfg.eval_examples < len(ex):
+                ex = ex.take(spread(len(ex), cfg.eval_examples))
             L = used_length(ex.ids, ex.labels, task.pad_id)
             groups = [("all", np.ones(len(ex), bool))]
             for key, values in ex.strata.items():
@@ -101,3 +101,10 @@ def reached(acc: dict[str, float], target: float | None) -> bool:
     """Early-stop test: every eval split except generalisation sets ("heldout*", "gen*")."""
     gate = {k: v for k, v in acc.items() if not k.startswith(("heldout", "gen"))}
     return target is not None and bool(gate) and all(v >= target for v in gate.values())
+
+
+def spread(n: int, k: int) -> np.ndarray:
+    """k of n indices, evenly spaced over the whole split (k < n): a split stacked from parts
+    (assign_add's `test`, the nine pools one after another) keeps every part in proportion,
+    where its first k examples would be one pool only."""
+    return np.linspace(0, n - 1, k).round().astype(np.int64)  # strictly increasing for k < n

@@ -402,3 +402,19 @@ def test_free_running_gru_resumes_bit_exactly(tmp_path):
     ma = pd.read_parquet(tmp_path / "a" / "metrics.parquet")
     pd.testing.assert_frame_equal(ma, pd.read_parquet(tmp_path / "b" / "metrics.parquet"),
                                   check_exact=True)
+
+
+def test_a_capped_evaluation_covers_every_part_of_a_stacked_split():
+    """assign_add's `test` is the nine pools one after another: an evaluation capped at fewer
+    examples than the split must still score every pool, not the first one only."""
+    from study.train.evaluate import Evaluator
+    from study.train.runtime import resolve_runtime
+
+    entry = get("task", "assign_add")
+    task = entry.obj(entry.make_config("smoke"))
+    n = len(task.split("test"))
+    cfg = TrainConfig(eval_examples=n // 4)
+    ev = Evaluator(task, cfg, resolve_runtime(cfg))
+    ids, _, groups = ev.splits["test"]
+    pools = sorted(name for name, _ in groups if name.startswith("pool="))
+    assert len(ids) == n // 4 and pools == [f"pool={i}" for i in range(9)]
