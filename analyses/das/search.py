@@ -234,7 +234,7 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
     width = data.src_train.shape[1]
     changed = {s: getattr(data, s).changed.cpu().numpy() for s in ("train", "test")}
     n_restarts = 1 if name == "random" else max(1, cfg.restarts)
-    form = getattr(cfg, "laf_form", "sd")
+    form = cfg.laf_form
     starts = [("oaf", oaf)] if name == "laf" and form == "rotated" and oaf is not None else []
     starts += [("warm", warm)] if warm is not None and name != "random" else []
     cands = []

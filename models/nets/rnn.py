@@ -50,6 +50,7 @@ from torch import nn
 
 from models.sites import SiteKind
 from models.sites.modules import Sites
+from study.core.fixed_point import settle_inputs
 
 _ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 SETTLE_PASSES = 3  # no-gradient passes a free-running batch may take to settle
@@ -140,16 +141,9 @@ class RecurrentLM(nn.Module):
         if self.training and p > 0:  # one dropout mask for all passes, as one unroll draws
             keep = torch.full((*ids.shape, self.head[0].out_features), 1 - p, device=ids.device)
             mask = torch.bernoulli(keep) / (1 - p)  # (batch, pos, d_mlp)
-        cur, settled = ids, False
-        with torch.no_grad():
-            for _ in range(SETTLE_PASSES):
-                pred = self._head(self._fused(self.embed(cur)), mask).argmax(-1)  # (batch, pos)
-                nxt = cur.clone()
-                nxt[:, 1:] = torch.where(feed[:, 1:], pred[:, :-1], ids[:, 1:])
-                if torch.equal(nxt, cur):
-                    settled = True
-                    break
-                cur = nxt
+        cur, settled = settle_inputs(
+            lambda x: self._head(self._fused(self.embed(x)), mask).argmax(-1), ids, feed,
+            SETTLE_PASSES)
         if not settled:
             return None
         h = self._fused(self.embed(cur))  # (batch, pos, d_hidden)

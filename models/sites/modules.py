@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn.modules import module as _torch_module
 
 from models.sites import KINDS
 
@@ -39,9 +40,7 @@ class Sites(nn.Module):
         """Whether anything reads or replaces a site of `kind`: a forward (pre-)hook on one
         of its modules, or a global module hook. A network may then skip the kind's sites
         (a fused kernel) only when this is False."""
-        from torch.nn.modules import module as _m
-
-        if _m._global_forward_hooks or _m._global_forward_pre_hooks:
+        if _torch_module._global_forward_hooks or _torch_module._global_forward_pre_hooks:
             return True
         return any(site._forward_hooks or site._forward_pre_hooks
                    for site in getattr(self, kind, ()))

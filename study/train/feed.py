@@ -33,6 +33,7 @@ import inspect
 import torch
 
 from study.core.errors import UsageError
+from study.core.fixed_point import settle_inputs
 from study.core.labels import IGNORE
 
 FEED_MODES = ("auto", "teacher", "free")
@@ -76,19 +77,12 @@ def _call(model, ids, readout):
 def settle(model, ids: torch.Tensor, feed: torch.Tensor) -> torch.Tensor:
     """(B, L) ids with every fed position replaced by the model's free-running argmax,
     computed without gradients by passes to the fixed point."""
-    rows = feed.any(1)
-    if not bool(rows.any()):
+    if not bool(feed.any()):
         return ids
-    cur = ids
-    with torch.no_grad():
-        for _ in range(int(feed.sum(1).max())):
-            pred = _call(model, cur, None).argmax(-1)  # (B, L)
-            nxt = cur.clone()
-            nxt[:, 1:] = torch.where(feed[:, 1:], pred[:, :-1], ids[:, 1:])
-            if torch.equal(nxt, cur):
-                break
-            cur = nxt
-    return cur
+    # as many passes as fed positions: a causal model has settled by then, confirmed or not
+    settled, _ = settle_inputs(lambda x: _call(model, x, None).argmax(-1), ids, feed,
+                               int(feed.sum(1).max()))
+    return settled
 
 
 def free_logits(model, ids: torch.Tensor, feed: torch.Tensor,
