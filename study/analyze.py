@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import sys
 
-from study.config import analysis_configs, from_dict
+from study.config import analysis_configs, from_dict, json_settings
 from study.core import registry
 from study.core.claim import claim
 from study.core.damage import set_aside_damaged
 from study.core.diskfull import reporting_disk_full
 from study.core.errors import UsageError
 from study.core.rundir import RunDir
+from study.runstate import SETTINGS
 
 META_KEYS = ("model", "model_config", "vocab_size", "seq_len", "step")
 
@@ -94,6 +95,7 @@ def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None
             assert isinstance(df, pd.DataFrame), f"{name}.{table} is not a DataFrame"
             df = _merge_checkpoints(out / f"{table}.parquet", df, ctx.checkpoint)
             rd.write_parquet(f"analyses/{name}/{table}.parquet", df)
+        rd.write_json(f"analyses/{name}/{SETTINGS}", json_settings(acfg))
 
 
 def _merge_checkpoints(path, df, step: int):

@@ -73,6 +73,11 @@ class RunConfig:
     def hash8(self) -> str:
         return hash8(self.identity())
 
+    def analysis_settings(self) -> dict[str, dict]:
+        """Each asked analysis's resolved settings, as its tables' `settings.json` holds them."""
+        return {n: json_settings(c) if (c := self.analysis_configs.get(n)) is not None else None
+                for n in self.analyses}
+
     def legacy_hash8(self) -> str:
         """The hash runs were given while runtime-only settings still counted (their default
         directories and markers carry it)."""
@@ -100,6 +105,11 @@ def identity_of(saved: dict) -> dict:
     if isinstance(out["train"], dict):
         out["train"] = without_runtime(out["train"])
     return out
+
+
+def json_settings(config) -> dict:
+    """A config dataclass as JSON reads it back (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
 
 
 def hash8(identity: dict) -> str:

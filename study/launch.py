@@ -157,7 +157,7 @@ def _loop(runs: deque, total: int, pool) -> Outcome:
 def _consider(run: _Run, runs: deque, out: Outcome, pool, total: int) -> None:
     """Start `run` unless it is finished or held elsewhere."""
     tag = f"[{run.index}/{total}] {run.cfg.task} × {run.cfg.model} seed {run.cfg.seed}"
-    if runstate.complete(run.path, run.cfg.analyses, run.cfg.hash8()) and not run.cfg.force:
+    if runstate.complete(run.path, run.cfg.analysis_settings(), run.cfg.hash8()) and not run.cfg.force:
         out.done.append(run.path)
         log(f"{tag}: already finished ({run.path})")
         return
@@ -186,13 +186,13 @@ def _wait_elsewhere(run: _Run, runs: deque) -> None:
 def _ended(run: _Run, how: str | None, runs: deque, out: Outcome, total: int) -> None:
     """Book a run that ended: `how` is None when it succeeded, else why it did not."""
     tag = f"[{run.index}/{total}] {run.cfg.model} seed {run.cfg.seed}"
-    if how is None and runstate.complete(run.path, run.cfg.analyses, run.cfg.hash8()):
+    if how is None and runstate.complete(run.path, run.cfg.analysis_settings(), run.cfg.hash8()):
         out.done.append(run.path)
         log(f"{tag}: finished")
     elif runstate.holder(run.path) is not None:  # another machine claimed it first
         _wait_elsewhere(run, runs)
         log(f"{tag}: taken by another process first; waiting for it")
-    elif runstate.complete(run.path, run.cfg.analyses, run.cfg.hash8()):
+    elif runstate.complete(run.path, run.cfg.analysis_settings(), run.cfg.hash8()):
         out.done.append(run.path)
     else:
         out.failed.append((run.path, how or "ended unfinished"))

@@ -12,9 +12,11 @@ import socket
 import sys
 import time
 import traceback
+from pathlib import Path
 
 from study.core import registry
 from study.config import RunConfig, hash8, identity_of
+from study import runstate
 from study.core import placement, runlog
 from study.core.claim import claim
 from study.core.damage import readable, set_aside, set_aside_damaged
@@ -204,11 +206,29 @@ def _train(cfg: RunConfig, rd: RunDir, task) -> None:
     log(f"trained {cfg.model} on {cfg.task}: " + (f"test accuracy {acc:.4f}" if acc is not None else "done"))
 
 
+def _supersede(rd: RunDir, name: str) -> Path:
+    """Move analysis `name`'s folder to `superseded/<name>-<n>` (outside `analyses/`, so
+    reports never read it); returns where."""
+    (rd.path / "superseded").mkdir(exist_ok=True)
+    n = 1
+    while (target := rd.path / "superseded" / f"{name}-{n}").exists():
+        n += 1
+    rd.analysis_dir(name).replace(target)
+    return target
+
+
 def _analyses(cfg: RunConfig, rd: RunDir) -> None:
     """Run the requested analyses that have no tables yet (a re-run skips finished ones)."""
     for name in cfg.analyses:  # a damaged table counts as missing: set aside, then recomputed
         set_aside_damaged(rd.analysis_dir(name), "; recomputing it")
-    todo = tuple(n for n in cfg.analyses if not any(rd.analysis_dir(n).glob("*.parquet")))
+    settings = cfg.analysis_settings()
+    for name in cfg.analyses:  # tables made with other settings: kept aside, then recomputed
+        change = settings[name] is not None and runstate.settings_change(rd, name, settings[name])
+        if change and any(rd.analysis_dir(name).glob("*.parquet")):
+            kept = _supersede(rd, name)
+            log(f"analysis {name}: asked with other settings than its tables were made with "
+                f"({change}); recomputing it, the old tables kept in {kept}")
+    todo = tuple(n for n in cfg.analyses if not runstate.analysed(rd, n, settings[n]))
     if todo:
         from study.analyze import analyze
         analyze(rd, {n: cfg.analysis_configs[n] for n in todo})

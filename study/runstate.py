@@ -49,11 +49,46 @@ def detail(path) -> str:
     return str(status.get("error", ""))[:200] if isinstance(status, dict) else ""
 
 
+SETTINGS = "settings.json"  # beside an analysis's tables: the settings they were made with
+
+
+def recorded_settings(rd: RunDir, name: str) -> dict | None:
+    """The settings analysis `name`'s tables were made with; None where none were recorded
+    (tables written before the record existed) or the record is unreadable."""
+    try:
+        got = RunDir(rd.analysis_dir(name)).read_json(SETTINGS)
+    except (OSError, UsageError):
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def settings_change(rd: RunDir, name: str, settings: dict) -> str | None:
+    """How `settings` differ from those analysis `name`'s tables were made with, e.g.
+    "k: [1, 2, 4, 16] -> [1, 2, 4, 8, 16]"; None when they are the same or unrecorded."""
+    old = recorded_settings(rd, name)
+    if old is None or old == settings:
+        return None
+    keys = sorted(set(old) | set(settings), key=lambda k: (k not in settings, k))
+    return "; ".join(f"{k}: {old.get(k, '(unset)')} -> {settings.get(k, '(unset)')}"
+                     for k in keys if old.get(k) != settings.get(k))
+
+
+def analysed(rd: RunDir, name: str, settings: dict | None = None) -> bool:
+    """Analysis `name` has tables and, given `settings` (its asked settings, JSON-shaped),
+    they were made with those settings (unrecorded settings count as the same)."""
+    if not any(rd.analysis_dir(name).glob("*.parquet")):
+        return False
+    return settings is None or settings_change(rd, name, settings) is None
+
+
 def complete(path, analyses=(), config_hash: str | None = None) -> bool:
     """Done, with a table of each of `analyses` (a sweep that asks for another analysis of a
     finished run still runs it), and, given `config_hash`, the run its directory's marker
-    names (a folder holding another run is not this run finished)."""
+    names (a folder holding another run is not this run finished). `analyses` is names, or
+    name -> asked settings (`RunConfig.analysis_settings`): tables made with other settings
+    are then not finished (a sweep whose das.k changed runs das again)."""
     rd = RunDir(path)
     if config_hash is not None and (rd.marker() or {}).get("hash") != config_hash:
         return False
-    return state_of(path) == "done" and all(any(rd.analysis_dir(a).glob("*.parquet")) for a in analyses)
+    asked = analyses if isinstance(analyses, dict) else dict.fromkeys(analyses)
+    return state_of(path) == "done" and all(analysed(rd, a, s) for a, s in asked.items())

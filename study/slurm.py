@@ -55,7 +55,9 @@ class RunTask:
     def __init__(self, args: list[str], path: str, cwd: str, analyses=(), config_hash=None,
                  grace_s: float = 60.0, gpus: int = 0):
         self.args, self.path, self.cwd = list(args), path, cwd
-        self.analyses, self.config_hash = tuple(analyses), config_hash
+        # analysis names, or name -> asked settings (`RunConfig.analysis_settings`)
+        self.analyses = dict(analyses) if isinstance(analyses, dict) else tuple(analyses)
+        self.config_hash = config_hash
         self.grace_s, self.gpus = grace_s, gpus
         self._proc: subprocess.Popen | None = None
         self._ended: threading.Event | None = None
@@ -125,7 +127,7 @@ class RunTask:
 class ReportTask:
     """The report job: compare and report the runs of the sweep that finished."""
 
-    def __init__(self, runs: list[tuple[str, list, str]], out: str, cwd: str):
+    def __init__(self, runs: list[tuple[str, dict, str]], out: str, cwd: str):
         self.runs, self.out, self.cwd = runs, out, cwd  # runs: (path, analyses, config hash)
 
     def __call__(self) -> str:
@@ -141,7 +143,7 @@ class ReportTask:
 
 
 def finished(planned) -> bool:
-    return runstate.complete(planned.path, planned.cfg.analyses, planned.cfg.hash8())
+    return runstate.complete(planned.path, planned.cfg.analysis_settings(), planned.cfg.hash8())
 
 
 def _say(line: str) -> None:
@@ -204,12 +206,12 @@ def submit_sweep(plan, options) -> int:
                         max_requeues=cfg.max_requeues)
     try:
         with runs_ex.batch():
-            jobs = [runs_ex.submit(RunTask(r.args, str(r.path.resolve()), cwd, r.cfg.analyses,
+            jobs = [runs_ex.submit(RunTask(r.args, str(r.path.resolve()), cwd, r.cfg.analysis_settings(),
                                            r.cfg.hash8(), grace, cfg.gpus)) for r in todo]
         array = jobs[0].job_id.split("_")[0]
         report_ex = _executor(folder, cfg, name=f"study-{plan.name}-report", time_min=cfg.report_time,
                               gpus=0, max_requeues=0, dependency=f"afterany:{array}")
-        runs = [(str(r.path.resolve()), list(r.cfg.analyses), r.cfg.hash8()) for r in plan.runs]
+        runs = [(str(r.path.resolve()), r.cfg.analysis_settings(), r.cfg.hash8()) for r in plan.runs]
         report_job = report_ex.submit(ReportTask(runs, str(plan.report_dir.resolve()), cwd))
     except (OSError, subprocess.SubprocessError, RuntimeError) as e:
         raise UsageError(f"sbatch refused the sweep: {' '.join(str(e).split())[:400]}") from None

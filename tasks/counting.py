@@ -172,8 +172,10 @@ class CountingTask(Task):
         "up_down:count", "up_down:phase", "up_up:demo_count", "up_up:resp_count",
         "up_up:phase", "ctx_distr:count")
     probe_variable_names: ClassVar[tuple[str, ...]] = causal_variables
-    counterfactual_kinds: ClassVar[tuple[str, ...]] = causal_variables + ("up_down:full",
-                                                                          "up_up:full")
+    # [paper code: grantsrb/mas configs/*_das.yaml, swap_keys: full] the authors' alignment
+    # searches interchange an algorithm's whole state (count and phase) at once
+    joint_variables: ClassVar[tuple[str, ...]] = ("up_down:full", "up_up:full")
+    counterfactual_kinds: ClassVar[tuple[str, ...]] = causal_variables + joint_variables
     train_presets: ClassVar[dict] = {
         "paper": _PAPER_TRAIN,
         # [ours] a GRU (state 128) on a 2-core CPU within minutes. lr 5e-4 (the paper's 1e-4

@@ -2,8 +2,9 @@
 orthogonal (OAF), a linear (LAF) and a random-subspace control alignment, k swept, and the
 same OAF/LAF search on the untrained network (step 0) as a second control.
 
-For each causal variable of the task (`task.causal_variables`), train pairs come from the
-`train` split and test pairs from `test` (`task.counterfactuals(variable, n, split, seed)`).
+For each causal variable of the task (`task.causal_variables`; a joint variable such as
+counting's `up_down:full`, several variables interchanged at once, when named in
+`das.variables`), train pairs come from the `train` split and test pairs from `test` (`task.counterfactuals(variable, n, split, seed)`).
 At each chosen site the model stays frozen; the alignment maps the (standardised) site
 vector, the first k dims come from the source and the rest from the base, and it is mapped
 back (`analyses/das/alignment.py`). OAF and LAF are trained (`analyses/das/search.py`); the
@@ -62,7 +63,9 @@ LAF_FORMS = ("sd", "rotated")  # `laf_form`; the classes are in alignment.py
 
 @dataclass(frozen=True)
 class DasConfig:
-    variables: tuple[str, ...] = setting((), "() = every causal variable of the task")
+    variables: tuple[str, ...] = setting(
+        (), "() = every causal variable of the task; a joint variable (counting: "
+        "up_down:full, up_up:full, the algorithm's whole state) only by name")
     sites: tuple[str, ...] = setting((), "() = state (recurrent) or resid (transformers)")
     layers: tuple[int, ...] = setting((), "() = 0 for state, n_layers // 2 for resid")
     positions: tuple[int, ...] = setting(
@@ -148,12 +151,18 @@ class DasConfig:
             bad("max_cond", self.max_cond, "must be greater than 1")
 
 
+def das_variables(task) -> tuple[str, ...]:
+    """What `das.variables` may name: the task's causal variables, then its joint ones
+    (several variables interchanged at once, e.g. counting's `up_down:full`)."""
+    return (*task.causal_variables, *task.joint_variables)
+
+
 def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
     """Before training: the asked variables are the task's, the asked sites and layers the
     model's (the same rules `default_sites` applies to the built network)."""
     from analyses.common.context import check_sites, chosen
     from models.sites import declared_kinds
-    chosen("das.variables", cfg.variables, task_cls.causal_variables,
+    chosen("das.variables", cfg.variables, das_variables(task_cls),
            f"a causal variable of {task_cls.name}")
     check_sites("das.sites", cfg.sites, model_entry)
     kinds = cfg.sites or (("state",) if "state" in declared_kinds(model_entry.capabilities) else ("resid",))
@@ -193,8 +202,8 @@ def run(ctx):
     from models.sites import default_sites
 
     cfg, model, task = ctx.config, ctx.model, ctx.task
-    variables = chosen("das.variables", cfg.variables, task.causal_variables,
-                       f"a causal variable of {task.name}")
+    variables = chosen("das.variables", cfg.variables or task.causal_variables,
+                       das_variables(task), f"a causal variable of {task.name}")
     sites = default_sites(model, cfg.sites, cfg.layers, every_layer=False, setting="das")
     seed = ctx.seed + cfg.seed
     untrained = _step0(ctx) if cfg.controls else None

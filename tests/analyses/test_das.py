@@ -336,7 +336,7 @@ def test_a_state_intervention_at_step_t_leaves_every_earlier_output_unchanged(ba
 def test_das_analysis_writes_its_table_and_alignments(tmp_path):
     task, model, entry = _smoke("counting", "gru")
     cfg = replace(get("analysis", "das").make_config("smoke"),
-                  variables=("up_down:count", "up_down:phase"), controls=False)
+                  variables=("up_down:count", "up_down:full"), controls=False)
     ctx = AnalysisContext(model, task, cfg, "gru", 7, torch.device("cpu"),
                           tmp_path)
     df = get("analysis", "das").obj(ctx)["das"]
@@ -348,7 +348,9 @@ def test_das_analysis_writes_its_table_and_alignments(tmp_path):
     scored = df[~df["too_few"]]
     assert scored["iia"].between(0, 1).all() and (df["checkpoint"] == 7).all()
     assert df["iia_all"].between(0, 1).all() and (df["n_changed"] <= df["n_pairs"]).all()
-    inst = load_alignment(tmp_path / "alignments.safetensors", "laf/up_down:phase/state@pair/k=2")
+    # a joint variable (count and phase at once, the authors' `swap_keys: full`) is searched
+    # and saved like any other
+    inst = load_alignment(tmp_path / "alignments.safetensors", "laf/up_down:full/state@pair/k=2")
     assert isinstance(inst, LinearAlignment) and inst.k == 2
     # analysing another checkpoint keeps this one's alignments beside the new ones
     get("analysis", "das").obj(replace(ctx, checkpoint=9))

@@ -132,6 +132,7 @@ BAD_SETTINGS = [
     (["analyses=das", "das.bogus=1"], "unknown key 'das.bogus'; valid: das.variables"),
     (["analyses=das", "das.steps=-1"], "das.steps=-1"),
     (["analyses=das", "das.variables=bogus"], "'bogus' is not a causal variable of counting"),
+    (["analyses=das", "das.variables=up_down:bogus"], "choose from up_down:count, up_down:phase"),
     (["analyses=das", "das.lr=nan"], "das.lr='nan'"),
     (["analyses=das", "das.laf_form=bogus"], "das.laf_form=bogus: choose from sd, rotated"),
     (["analyses=patching", "patching.kinds=bogus"], "not a counterfactual kind of counting"),

@@ -33,3 +33,30 @@ def test_a_run_dir_holding_another_config_is_refused(tmp_path):
     r = run_cli("run", "task=counting", "model=lstm", "scale=smoke", f"run_dir={run_dir}")
     assert r.returncode == 2 and "different config" in r.stderr
     assert json.loads((run_dir / "config.json").read_text())["model"] == "gru"
+
+
+def test_a_finished_analysis_asked_with_other_settings_runs_again_and_keeps_the_old_tables(tmp_path):
+    from study import runstate
+    from study.core.rundir import RunDir
+
+    run_dir = tmp_path / "r"
+    args = ("run", "task=counting", "model=gru", "scale=smoke", "analyses=probes",
+            f"run_dir={run_dir}")
+    assert run_cli(*args, cwd=tmp_path).returncode == 0
+    probes = run_dir / "analyses" / "probes"
+    first = json.loads((probes / "settings.json").read_text())
+    weights = {p: p.stat().st_mtime_ns for p in (run_dir / "checkpoints").rglob("*") if p.is_file()}
+    asked = {"probes": {**first, "n_examples": first["n_examples"] + 16}}
+    assert runstate.complete(run_dir, {"probes": first})  # same settings: finished
+    assert not runstate.complete(run_dir, asked)  # other settings: not this analysis's tables
+    assert runstate.complete(run_dir, ("probes",))  # names alone: any tables will do
+
+    again = run_cli(*args, f"probes.n_examples={first['n_examples'] + 16}", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert f"n_examples: {first['n_examples']} -> {first['n_examples'] + 16}" in again.stderr
+    assert "analysis probes" in again.stderr  # recomputed, not skipped
+    assert json.loads((probes / "settings.json").read_text()) == asked["probes"]
+    old = run_dir / "superseded" / "probes-1"
+    assert json.loads((old / "settings.json").read_text()) == first and any(old.glob("*.parquet"))
+    assert runstate.complete(run_dir, asked) and RunDir(run_dir).status() == "done"
+    assert weights == {p: p.stat().st_mtime_ns for p in weights}  # nothing retrained
