@@ -98,7 +98,9 @@ def build(runs) -> list[Figure]:
             tooltip=["counterfactual:N", "site_layer:N", "label:N",
                      alt.Tooltip("value:Q", format=".3f", title="flip rate")],
         ).properties(width=max(WIDTH, 9 * len(order)), height=max(60, 16 * len(layers))).facet(
-            row=alt.Row("counterfactual:N", title=None))
+            # labels read horizontally: a rotated one longer than its row overlaps the next
+            row=alt.Row("counterfactual:N", title=None,
+                        header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="left")))
         figs.append(Figure(
             key=slug("patching", r.label), title=f"Patching heatmap: {r.label}",
             caption=("Share of the pairs whose answer must change that flip to the "
