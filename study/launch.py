@@ -157,7 +157,8 @@ def _loop(runs: deque, total: int, pool) -> Outcome:
 def _consider(run: _Run, runs: deque, out: Outcome, pool, total: int) -> None:
     """Start `run` unless it is finished or held elsewhere."""
     tag = f"[{run.index}/{total}] {run.cfg.task} × {run.cfg.model} seed {run.cfg.seed}"
-    if runstate.complete(run.path, run.cfg.analysis_settings(), run.cfg.hash8()) and not run.cfg.force:
+    finished = runstate.complete(run.path, run.cfg.analysis_settings(), run.cfg.hash8())
+    if finished and not run.cfg.force:
         out.done.append(run.path)
         log(f"{tag}: already finished ({run.path})")
         return

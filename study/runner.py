@@ -221,14 +221,13 @@ def _analyses(cfg: RunConfig, rd: RunDir) -> None:
     """Run the requested analyses that have no tables yet (a re-run skips finished ones)."""
     for name in cfg.analyses:  # a damaged table counts as missing: set aside, then recomputed
         set_aside_damaged(rd.analysis_dir(name), "; recomputing it")
-    settings = cfg.analysis_settings()
-    for name in cfg.analyses:  # tables made with other settings: kept aside, then recomputed
-        change = settings[name] is not None and runstate.settings_change(rd, name, settings[name])
-        if change and any(rd.analysis_dir(name).glob("*.parquet")):
+    for name, asked in cfg.analysis_settings().items():  # made with other settings: moved
+        change = asked is not None and runstate.settings_change(rd, name, asked)
+        if change:
             kept = _supersede(rd, name)
             log(f"analysis {name}: asked with other settings than its tables were made with "
                 f"({change}); recomputing it, the old tables kept in {kept}")
-    todo = tuple(n for n in cfg.analyses if not runstate.analysed(rd, n, settings[n]))
+    todo = tuple(n for n in cfg.analyses if not any(rd.analysis_dir(n).glob("*.parquet")))
     if todo:
         from study.analyze import analyze
         analyze(rd, {n: cfg.analysis_configs[n] for n in todo})

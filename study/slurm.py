@@ -206,12 +206,14 @@ def submit_sweep(plan, options) -> int:
                         max_requeues=cfg.max_requeues)
     try:
         with runs_ex.batch():
-            jobs = [runs_ex.submit(RunTask(r.args, str(r.path.resolve()), cwd, r.cfg.analysis_settings(),
-                                           r.cfg.hash8(), grace, cfg.gpus)) for r in todo]
+            jobs = [runs_ex.submit(RunTask(r.args, str(r.path.resolve()), cwd,
+                                           r.cfg.analysis_settings(), r.cfg.hash8(), grace,
+                                           cfg.gpus)) for r in todo]
         array = jobs[0].job_id.split("_")[0]
         report_ex = _executor(folder, cfg, name=f"study-{plan.name}-report", time_min=cfg.report_time,
                               gpus=0, max_requeues=0, dependency=f"afterany:{array}")
-        runs = [(str(r.path.resolve()), r.cfg.analysis_settings(), r.cfg.hash8()) for r in plan.runs]
+        runs = [(str(r.path.resolve()), r.cfg.analysis_settings(), r.cfg.hash8())
+                for r in plan.runs]
         report_job = report_ex.submit(ReportTask(runs, str(plan.report_dir.resolve()), cwd))
     except (OSError, subprocess.SubprocessError, RuntimeError) as e:
         raise UsageError(f"sbatch refused the sweep: {' '.join(str(e).split())[:400]}") from None

@@ -4,7 +4,8 @@ same OAF/LAF search on the untrained network (step 0) as a second control.
 
 For each causal variable of the task (`task.causal_variables`; a joint variable such as
 counting's `up_down:full`, several variables interchanged at once, when named in
-`das.variables`), train pairs come from the `train` split and test pairs from `test` (`task.counterfactuals(variable, n, split, seed)`).
+`das.variables`), train pairs come from the `train` split and test pairs from `test`
+(`task.counterfactuals(variable, n, split, seed)`).
 At each chosen site the model stays frozen; the alignment maps the (standardised) site
 vector, the first k dims come from the source and the rest from the base, and it is mapped
 back (`analyses/das/alignment.py`). OAF and LAF are trained (`analyses/das/search.py`); the

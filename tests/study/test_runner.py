@@ -35,7 +35,7 @@ def test_a_run_dir_holding_another_config_is_refused(tmp_path):
     assert json.loads((run_dir / "config.json").read_text())["model"] == "gru"
 
 
-def test_a_finished_analysis_asked_with_other_settings_runs_again_and_keeps_the_old_tables(tmp_path):
+def test_an_analysis_asked_with_other_settings_runs_again_and_keeps_the_old_tables(tmp_path):
     from study import runstate
     from study.core.rundir import RunDir
 
