@@ -54,16 +54,17 @@ token for token apart from those values or that variable token: pairs are aligne
 carries the target operand's value in the source (13/14 for a number operand, else the value
 token of its assignment), the natural single-position patching site.
 
-What analyses read (probe variables, attention targets, the facts behind the authors'
-progress measures; the `pool` stratum reads as the pool's name) is in
-`tasks/assign_add_views.py`.
+The pairs are built in `tasks/assign_add_pairs.py`, the shortcut rules scored in
+`tasks/assign_add_shortcuts.py`. What analyses read (probe variables, attention targets, the
+facts behind the authors' progress measures; the `pool` stratum reads as the pool's name) is
+in `tasks/assign_add_views.py`.
 """
 from __future__ import annotations
 
 import math
 import random
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 import numpy as np
@@ -438,163 +439,15 @@ class AssignAddTask(Task):
             value_of[np.flatnonzero(m), ids[m, j] - self.var0] = ids[m, j + 1]
         return value_of
 
+    # --- counterfactual pairs (tasks/assign_add_pairs.py) ---------------------------------
     def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
-        kind = {"x": "lhs_value", "y": "rhs_value"}.get(kind, kind)
-        if n < 1:
-            raise UsageError(f"n={n}: need at least one counterfactual pair")
-        if kind not in self.counterfactual_kinds:
-            raise UsageError(f"kind={kind!r} is not a counterfactual kind of {self.name}; "
-                             f"choose from {', '.join(self.counterfactual_kinds)}, x, y")
-        specs = self._specs(split)
-        if kind in ("binding", "operand_var"):  # needs a variable operand: drop +n n
-            specs = [(s, replace(sp, forms=(0.0, *sp.forms[1:]))) for s, sp in specs
-                     if sum(sp.forms[1:]) > 0]
-            if not specs:
-                raise UsageError(f"kind={kind} needs variable operands; split {split} has none")
-        rng = np.random.default_rng(_stream(self.config.seed, "cf", kind, split, seed))
-        counts = np.bincount(rng.integers(len(specs), size=n), minlength=len(specs))
-        parts = [self._pairs(rng, kind, sp, int(m)) for (_, sp), m in zip(specs, counts) if m]
-        out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        order = rng.permutation(n)
-        b, s = out.pop("base_ids")[order], out.pop("source_ids")[order]
-        bl, cl = out.pop("base_labels")[order], out.pop("cf_labels")[order]
-        none = np.full(n, -1, dtype=np.int64)
-        return Pairs(kind, b, s, bl, cl, none, none.copy(), {k: v[order] for k, v in out.items()})
+        from tasks.assign_add_pairs import counterfactuals
+        return counterfactuals(self, kind, n, split, seed)
 
-    def _pairs(self, rng, kind: str, spec: _Spec, n: int) -> dict:
-        """n aligned (base, source) pairs of one sampling distribution (rejection-sampled)."""
-        got, have, tries = [], 0, 0
-        while have < n:
-            base, src, right, ok = self._make_source(rng, kind, self._draw(rng, 2 * (n - have) + 16,
-                                                                           spec))
-            got.append(self._pair_arrays(base.take(ok), src.take(ok), right[ok]))
-            have, tries = have + int(ok.sum()), tries + 1
-            if tries >= 50 and have == 0:
-                raise UsageError(f"kind={kind}: no valid pair can be built for this split "
-                                 "(too few variables of the needed status)")
-        return {k: np.concatenate([g[k] for g in got])[:n] for k in got[0]}
-
-    def _new_value(self, rng, old, fixed, right, status):
-        """Uniform value != old whose pair with `fixed` (at the other side) has held-out
-        status `status`; returns (value, found)."""
-        v = np.arange(self.config.p)
-        held = np.where(right[:, None], self.held[fixed[:, None], v[None]],
-                        self.held[v[None], fixed[:, None]])  # (n, p)
-        cand = (held == status[:, None]) & (v[None] != old[:, None])
-        return _masked_choice(rng, cand), cand.any(axis=1)
-
-    def _make_source(self, rng, kind: str, base: _Draw):
-        n, rows = len(base.form), np.arange(len(base.form))
-        # target side: the variable one for 1-var, uniform for 2-var and 0-var
-        right = np.where(base.form == 2, True, np.where(base.form == 1, False,
-                                                        rng.random(n) < 0.5))
-        if kind in ("lhs_value", "rhs_value"):
-            right = np.full(n, kind == "rhs_value")
-        t_old, o_old = base.value(right), base.value(~right)
-        status = self.held[base.value(np.zeros(n, bool)), base.value(np.ones(n, bool))]
-        t_new, ok1 = self._new_value(rng, t_old, o_old, right, status)
-        o_new, ok2 = self._new_value(rng, o_old, t_new, ~right, status)
-        ok = ok1 & ok2
-        base, src = base.copy(), base.copy()
-        t_slot, _ = base.side(right)
-        o_slot, _ = base.side(~right)
-        active = base.avars >= 0
-        distractor = active & (np.arange(active.shape[1]) != t_slot[:, None]) & \
-            (np.arange(active.shape[1]) != o_slot[:, None])
-        if kind in ("binding", "operand_var"):
-            if kind == "operand_var":  # another variable of the same status at that side
-                restr = np.where(right[:, None], self.no_right, self.no_left)  # (n, V)
-                t_var = base.avars[rows, np.maximum(t_slot, 0)]
-                o_var = np.where(o_slot >= 0, base.avars[rows, np.maximum(o_slot, 0)], -1)
-                vs = np.arange(self.config.n_vars)
-                cand = (restr == restr[rows, t_var][:, None]) & (vs != t_var[:, None]) & \
-                    (vs != o_var[:, None])
-                new_var = _masked_choice(rng, cand)
-                present = distractor & (base.avars == new_var[:, None])
-                k = np.where(present.any(1), np.argmax(present, 1), _masked_choice(rng, distractor))
-                ok &= cand.any(1) & (present.any(1) | distractor.any(1))
-                base.avars[rows, k] = np.where(ok, new_var, base.avars[rows, k])
-            else:
-                k = _masked_choice(rng, distractor)
-                ok &= distractor.any(1)
-            ok &= t_slot >= 0
-            base.avals[rows, k] = np.where(ok, t_new, base.avals[rows, k])
-            src.avars, src.avals = base.avars.copy(), base.avals.copy()
-            if kind == "binding":
-                src.avals[rows, k] = np.where(ok, t_old, src.avals[rows, k])
-                src.avals[rows, np.maximum(t_slot, 0)] = np.where(ok, t_new, t_old)
-            else:
-                src.lslot = np.where(ok & ~right, k, src.lslot)
-                src.rslot = np.where(ok & right, k, src.rslot)
-        else:
-            self._set_value(src, right, t_new)
-        self._set_value(src, ~right, o_new)
-        return base, src, right, ok
-
-    @staticmethod
-    def _set_value(d: _Draw, right, value):
-        slot, _ = d.side(right)
-        rows = np.flatnonzero(slot >= 0)
-        d.avals[rows, slot[rows]] = value[rows]
-        d.lnum = np.where(~right & (d.lslot < 0), value, d.lnum)
-        d.rnum = np.where(right & (d.rslot < 0), value, d.rnum)
-
-    def _pair_arrays(self, base: _Draw, src: _Draw, right: np.ndarray) -> dict:
-        b, s = self._encode(base), self._encode(src)
-        n, p = len(right), self.config.p
-        t = src.value(right)
-        o = base.value(~right)
-        cf = np.full_like(b.labels, IGNORE)
-        cf[:, -1] = (t + o) % p  # the base with the target operand's value from the source
-        slot, _ = src.side(right)
-        value_pos = np.where(slot >= 0, self._starts(src)[np.arange(n), np.maximum(slot, 0)] + 1,
-                             self.config.seq_len - 3 + right)
-        return {"base_ids": b.ids, "source_ids": s.ids, "base_labels": b.labels,
-                "cf_labels": cf, **b.strata, "operand": right.astype(np.int64),
-                "value_pos": value_pos.astype(np.int64)}
-
-    # --- shortcuts --------------------------------------------------------------------
+    # --- shortcuts (tasks/assign_add_shortcuts.py) ----------------------------------------
     def heuristics(self, split: str = "test") -> list[dict]:
-        """Shortcut rules, scored per stratum (and per pool on `test`):
-        - ignore_variables: a variable operand counts as 0;
-        - last_assigned_value: a variable operand takes the most recently assigned value
-          (recency instead of binding);
-        - left_operand_only: answer = the resolved left operand (drops the addition);
-        - seen_pair_lookup: operands resolved, sums known only for pairs seen in training,
-          else 0 (a memoriser of the training pairs);
-        - seen_pair_lookup_commutative: the same, also knowing (y, x) when (x, y) is seen."""
-        ex = self.split(split)
-        ids, p = ex.ids, self.config.p
-        label = ex.labels[:, -1]
-        x, y = self.operands(ids)
-        lhs, rhs = ids[:, -3], ids[:, -2]
-        nums = ids[:, :-4] < p
-        last_val = ids[np.arange(len(ids)), ids.shape[1] - 5 - np.argmax(nums[:, ::-1], 1)]
-        as_zero = [np.where(t >= self.var0, 0, t) for t in (lhs, rhs)]
-        recent = [np.where(t >= self.var0, last_val, t) for t in (lhs, rhs)]
-        seen = ~self.held[x, y]
-        preds = {
-            "ignore_variables": (as_zero[0] + as_zero[1]) % p,
-            "last_assigned_value": (recent[0] + recent[1]) % p,
-            "left_operand_only": x,
-            "seen_pair_lookup": np.where(seen, (x + y) % p, 0),
-            "seen_pair_lookup_commutative": np.where(seen | ~self.held[y, x], (x + y) % p, 0),
-        }
-        rows = []
-        names = list(NINE_POOLS)
-        for rule, pred in preds.items():
-            correct = pred == label
-            rows.append(_row(rule, "all", "all", correct))
-            for stratum, values in ex.strata.items():
-                for v in np.unique(values):
-                    shown = names[int(v)] if stratum == "pool" else v.item()
-                    rows.append(_row(rule, stratum, shown, correct[values == v]))
-        return rows
-
-
-def _row(rule, stratum, value, correct) -> dict:
-    return {"heuristic": rule, "stratum": stratum, "value": value,
-            "accuracy": float(correct.mean()), "n": int(correct.size)}
+        from tasks.assign_add_shortcuts import heuristics
+        return heuristics(self, split)
 
 
 def _concat(parts: list[Examples]) -> Examples:
