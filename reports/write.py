@@ -52,19 +52,14 @@ def default_out(run_dirs) -> Path:
 
 
 def cmd_report(args: list[str]) -> int:
-    dirs, out, markdown = [], None, True
-    for a in args:
-        key, eq, value = a.partition("=")
-        if not eq or Path(a).is_dir():
-            dirs.append(a)
-        elif key == "out":
-            out = value
-        elif key == "markdown":
-            from study.core.coerce import coerce
-            markdown = coerce("markdown", value, bool)
-        else:
-            raise UsageError(f"report: unknown option {key!r}; usage: report RUN_DIR [RUN_DIR ...] "
-                             f"[out=DIR] [markdown=true|false]")
+    from study.core.coerce import coerce
+    from study.core.settings import split_dirs_and_args
+    dirs, options = split_dirs_and_args(args)
+    out = options.pop("out", None)
+    markdown = coerce("markdown", options.pop("markdown", "true"), bool)
+    if options:
+        raise UsageError(f"report: unknown option {next(iter(options))!r}; usage: report RUN_DIR [RUN_DIR ...] "
+                         f"[out=DIR] [markdown=true|false]")
     if not dirs:
         raise UsageError("report needs at least one RUN_DIR: report RUN_DIR [RUN_DIR ...] [out=DIR]")
     path = write_report(dirs, out or default_out(dirs), markdown=markdown)

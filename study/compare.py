@@ -17,6 +17,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from study.core.errors import UsageError
+from study.core.settings import split_dirs_and_args
 
 TABLES = ("compare_similarity", "compare_geometry", "compare_stitching")
 
@@ -90,15 +91,8 @@ def _write(tables: dict, folder: Path) -> None:
 
 
 def cmd_compare(args: list[str]) -> int:
-    dirs, out, overrides = [], None, {}
-    for a in args:
-        key, eq, value = a.partition("=")
-        if not eq or Path(a).is_dir():
-            dirs.append(a)
-        elif key == "out":
-            out = value
-        else:
-            overrides[key] = value
+    dirs, overrides = split_dirs_and_args(args)
+    out = overrides.pop("out", None)
     if not dirs:
         raise UsageError("usage: compare RUN_DIR [RUN_DIR ...] [out=DIR] [compare.FIELD=V]")
     for d in dirs:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 from study.core.coerce import coerce, field_types, type_name
@@ -45,6 +46,14 @@ def split_args(args: list[str]) -> dict[str, str]:
             raise UsageError(f"{key} given twice ({out[key]!r} and {value!r})")
         out[key] = value
     return out
+
+
+def split_dirs_and_args(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """['runs/a', 'out=x', 'runs/b'] -> (['runs/a', 'runs/b'], {'out': 'x'}): the run
+    directories (bare words, or existing directories whose name holds '=') and the key=value
+    options, as `split_args` reads them."""
+    dirs = [a for a in args if "=" not in a or Path(a).is_dir()]
+    return dirs, split_args([a for a in args if a not in dirs])
 
 
 def fields_of(kv: dict[str, str], prefix: str) -> dict[str, str]:
