@@ -87,14 +87,20 @@ def load_runs(paths) -> list[Run]:
     """Load several run directories (each once) and give them unique chart labels."""
     if not paths:
         raise UsageError("report needs at least one RUN_DIR")
-    seen, runs = set(), []
+    runs = [load_run(path) for path in unique_paths(paths)]
+    _label(runs)
+    return runs
+
+
+def unique_paths(paths) -> list:
+    """`paths` in the order given, each directory once (however it is spelled)."""
+    seen, out = set(), []
     for path in paths:
         key = Path(path).resolve()
         if key not in seen:
             seen.add(key)
-            runs.append(load_run(path))
-    _label(runs)
-    return runs
+            out.append(path)
+    return out
 
 
 def _label(runs: list[Run]) -> None:

@@ -17,7 +17,6 @@ Nothing here imports torch until a network is asked for, so `import study` stays
 from __future__ import annotations
 
 from functools import cached_property
-from pathlib import Path
 
 from study.core.errors import UsageError
 
@@ -29,12 +28,8 @@ def open_run(path) -> "Run":
 
 def open_runs(paths) -> list["Run"]:
     """Several run directories, each opened once, in the order given."""
-    seen, runs = set(), []
-    for p in paths:
-        key = Path(p).resolve()
-        if key not in seen:
-            seen.add(key)
-            runs.append(Run(p))
+    from reports.load import unique_paths
+    runs = [Run(p) for p in unique_paths(paths)]
     if not runs:
         raise UsageError("open_runs needs at least one run directory")
     return runs
