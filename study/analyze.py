@@ -61,7 +61,7 @@ def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None
     import torch
 
     from analyses.common.context import AnalysisContext
-    from study.train.checkpoint import load_model
+    from study.train.checkpoint import list_checkpoints, load_model
 
     cfg = run_config(rd)
     task = registry.get("task", cfg.task).obj(cfg.task_config)
@@ -89,7 +89,8 @@ def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None
         out.mkdir(parents=True, exist_ok=True)
         print(f"analysis {name} on {rd.path} (step {meta['step']})", file=sys.stderr, flush=True)
         ctx = AnalysisContext(model, task, acfg, cfg.model, int(meta["step"]),
-                              device, out, cfg.seed, model_at=model_at)
+                              device, out, cfg.seed, model_at=model_at,
+                              steps=tuple(list_checkpoints(rd.path)))
         tables = entry.obj(ctx)
         for table, df in tables.items():
             assert isinstance(df, pd.DataFrame), f"{name}.{table} is not a DataFrame"

@@ -30,7 +30,7 @@ commands:
       [slurm.partition=P slurm.gpus=N slurm.cpus=N slurm.time=MIN ...] [wait=false]
   status SWEEP_DIR | STUDY | KEY=V1,V2 ...
                                          each run of a sweep: done, running, failed, pending
-  analyze RUN_DIR analysis=A[,B] [checkpoint=final|STEP] [A.F=V ...]
+  analyze RUN_DIR analysis=A[,B] [checkpoint=final|STEP,..|all] [A.F=V ...]
                                          run analyses on an existing run
   report RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]
                                          one self-contained index.html (+ report.md with PNGs);

@@ -103,7 +103,7 @@ def cmd_run(args):
 
 def cmd_analyze(args):
     if not args or "=" in args[0]:
-        raise UsageError("usage: analyze RUN_DIR analysis=NAME[,NAME] [checkpoint=final|STEP] [NAME.FIELD=V]")
+        raise UsageError("usage: analyze RUN_DIR analysis=NAME[,NAME] [checkpoint=final|STEP,..|all] [NAME.FIELD=V]")
     from study.core.rundir import RunDir
     rd = RunDir(args[0])
     if not rd.exists():
@@ -112,7 +112,7 @@ def cmd_analyze(args):
     names = tuple(a for a in kv.pop("analysis", "").split(",") if a)
     if not names:
         raise UsageError(f"analysis= is required; choose from {', '.join(registry.entries('analysis'))}")
-    checkpoint = kv.pop("checkpoint", "final")
+    steps = _checkpoints(rd, kv.pop("checkpoint", "final"))
     from study.analyze import analyze, resolve_analyses
     from study.core.claim import claim
     from study.core.diskfull import reporting_disk_full
@@ -120,10 +120,35 @@ def cmd_analyze(args):
     configs = resolve_analyses(rd, names, kv)  # every setting checked before any work
     # the report is written under the same claim and full-disk handling as the tables
     with reporting_disk_full(rd.path), claim(rd.path, "analyze"):
-        analyze(rd, configs, checkpoint=checkpoint)
+        for step in steps:  # each logs "analysis NAME on RUN (step N)"
+            analyze(rd, configs, checkpoint=step)
         write_report(rd)  # the run's report.html now shows the new tables
     for name in names:
         print(rd.analysis_dir(name))
+
+
+def _checkpoints(rd, value: str) -> list:
+    """`checkpoint=`: final | STEP | STEP,STEP,... | all (every logged checkpoint, oldest
+    first: the analysis tables then hold a trajectory)."""
+    if value == "final":
+        return ["final"]
+    from study.train.checkpoint import list_checkpoints
+    have = list_checkpoints(rd.path)
+    if value == "all":
+        if not have:
+            raise UsageError(f"{rd.path} has no checkpoints to analyse")
+        return have
+    try:
+        steps = [int(v) for v in value.split(",")]
+    except ValueError:
+        raise UsageError(f"checkpoint={value!r}: give final, all, a step or a comma list of "
+                         f"steps") from None
+    missing = [st for st in steps if st not in have]
+    if missing:
+        shown = ", ".join(map(str, have[:8])) + (" ..." if len(have) > 8 else "")
+        raise UsageError(f"checkpoint={missing[0]} is not a checkpoint of {rd.path}; it has "
+                         f"{shown or 'none'}")
+    return steps
 
 
 def cmd_bench(args):

@@ -21,6 +21,9 @@ together (summed pattern or summed weight matrices). Scores:
   `ov_mlp_accuracy`, `fourier_frac` + `fourier_freq_<i>`, `cos_premlp_ov` and its shuffled
   baseline `cos_premlp_ov_shuffled`.
 
+With `trajectory=true` the table also holds every other logged checkpoint's scores (not the
+ablation), so that the report draws the progress measures along training [ours].
+
 Table `ablation` (checkpoint, layer, head, method, split, stratum, accuracy): each head
 zero- and mean-ablated (`analyses/circuits/ablation.py`), task accuracy on each split overall
 (stratum "all") and per stratum value ("depth=3", "pool=var1_seen_allowed", "count=7");
@@ -48,6 +51,8 @@ class CircuitsConfig:
     n_ablation: int = setting(1000, "sequences per ablation split")
     fourier_top_k: int = setting(5, "frequencies counted by `fourier_frac`")
     batch_size: int = setting(128, "sequences per forward pass")
+    trajectory: bool = setting(False, "also score every logged checkpoint (no ablation there): "
+                                      "the progress measures along training")
 
     def __post_init__(self):
         bad = [m for m in self.ablation if m not in _METHODS]
@@ -77,19 +82,28 @@ def run(ctx) -> dict:
 
     cfg, task, model, dev = ctx.config, ctx.task, ctx.model, ctx.device
     ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
-    rows = scores.task_head_scores(model, task, ids, dev, cfg.batch_size)
     T = cfg.induction_len or task.seq_len // 2
     if 2 * T > task.seq_len and "learned_positions" in model.capabilities:
         raise UsageError(f"circuits.induction_len={T}: 2T exceeds the {task.seq_len} positions "
                          f"model {ctx.model_name} has learned")
-    rows += scores.induction_rows(model, task, cfg.n_induction, T, dev,
-                                           cfg.batch_size, ctx.seed)
-    if "weights_view" in model.capabilities:
-        rows += attn2_views.generic_rows(model, task.pad_id)
-        rows += attn2_views.progress_rows(model, task, ids, dev, cfg.fourier_top_k)
-    for score, variable in task.progress_measures().probes.items():
-        rows.append(_progress_probe(model, task, ids, score, variable, dev, ctx.seed))
-    circuits = pd.DataFrame([(ctx.checkpoint, *r) for r in rows],
+
+    def score_rows(net) -> list[tuple]:
+        rows = scores.task_head_scores(net, task, ids, dev, cfg.batch_size)
+        rows += scores.induction_rows(net, task, cfg.n_induction, T, dev, cfg.batch_size,
+                                      ctx.seed)
+        if "weights_view" in net.capabilities:
+            rows += attn2_views.generic_rows(net, task.pad_id)
+            rows += attn2_views.progress_rows(net, task, ids, dev, cfg.fourier_top_k)
+        for score, variable in task.progress_measures().probes.items():
+            rows.append(_progress_probe(net, task, ids, score, variable, dev, ctx.seed))
+        return rows
+
+    at = {ctx.checkpoint: score_rows(model)}
+    if cfg.trajectory and ctx.model_at is not None:
+        for step in ctx.steps:
+            if step < ctx.checkpoint:  # the trajectory up to the analysed weights
+                at[step] = score_rows(ctx.model_at(step))
+    circuits = pd.DataFrame([(step, *r) for step in sorted(at) for r in at[step]],
                             columns=["checkpoint", "layer", "head", "score", "value"])
 
     abl = []

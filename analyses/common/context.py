@@ -36,6 +36,8 @@ class AnalysisContext:
     # supplies the loader; None where there are no checkpoints (tests, a bare model). `das`
     # uses model_at(0), the untrained network, for its trained control.
     model_at: Callable[[int], Any] | None = None
+    # the run's logged checkpoint steps, ascending (empty where there are none, as in tests)
+    steps: tuple[int, ...] = ()
 
 
 def chosen(key: str, asked, allowed, what: str) -> tuple:

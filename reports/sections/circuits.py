@@ -83,6 +83,40 @@ def roles_chart(runs, r: pd.DataFrame):
         y="independent")
 
 
+# Exoo et al.'s progress measures (appendix B), as the circuits table names them, each at the
+# layer the paper reads it (their layer 1 is our layer 0)
+PROGRESS = {"attn_num_to_prev": 0, "attn_eq_to_operands": 0, "attn_eq_to_values": 1,
+            "probe_var_from_num": 0, "qk_num_to_prev_var": 0, "qk_var_identity": 1,
+            "ov_mlp_accuracy": 1, "cos_premlp_ov": 1}
+
+
+def along_training(runs) -> pd.DataFrame | None:
+    """run, checkpoint, measure, value: the progress measures of every run whose circuits
+    table holds more than one checkpoint (`analyze RUN analysis=circuits checkpoint=all`),
+    layer-level rows (head -1) at the paper's layer."""
+    parts = []
+    for r in runs:
+        c = r.tables.get("circuits")
+        if c is None or c.empty or c["checkpoint"].nunique() < 2:
+            continue
+        c = c[(c["head"] < 0) & (c["layer"] == c["score"].map(PROGRESS))]
+        parts.append(c.assign(run=r.label, measure=c["score"])[["run", "checkpoint", "measure",
+                                                                "value"]])
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def along_training_chart(runs, t: pd.DataFrame):
+    names = [m for m in PROGRESS if m in set(t["measure"])]
+    return alt.Chart(t).mark_line(point=True).encode(
+        x=alt.X("checkpoint:Q", title="training step"),
+        y=alt.Y("value:Q", title="measure", scale=alt.Scale(domain=[0, 1], clamp=True)),
+        color=alt.Color("measure:N", sort=names, title="progress measure"),
+        tooltip=["run:N", "measure:N", "checkpoint:Q", alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=320, height=180).facet(
+        facet=alt.Facet("run:N", title=None, sort=[r.label for r in runs]), columns=2)
+
+
 @section("circuits", "Attention circuits", order=60)
 def build(runs) -> list[Figure]:
     figs = []
@@ -96,6 +130,18 @@ def build(runs) -> list[Figure]:
                      "same role found in different transformers shows as the same bright cell "
                      "in each column."),
             chart=roles_chart(runs, r)))
+    t = along_training(runs)
+    if t is not None:
+        figs.append(Figure(
+            key="progress-measures", title="Progress measures along training",
+            caption=("Exoo et al.'s progress measures at every analysed checkpoint "
+                     "(circuits.trajectory=true): attention of '=' to the operands and of "
+                     "assigned numbers to their variable (top-k criteria, layer 0), of '=' to "
+                     "the operands' values (layer 1), the layer-0 probe of a number's variable, "
+                     "and the weight-based QK, OV and MLP measures. Read against the accuracy "
+                     "trajectories above: a measure that rises where a pool does is the part "
+                     "of the circuit that pool needs."),
+            chart=along_training_chart(runs, t)))
     s = scores(runs)
     if s is not None and not s.empty:
         names = list(dict.fromkeys(s["score"]))

@@ -170,3 +170,36 @@ def test_circuits_runs_at_smoke(task_name, model_name, tmp_path):
     assert fractions.value.between(0, 1 + 1e-6).all()
     assert set(abl.method) == {"none", "zero", "mean"}
     assert abl.accuracy.between(0, 1).all() and (abl.checkpoint == 3).all()
+
+
+def test_trajectory_scores_every_earlier_checkpoint_as_if_analysed_there(tmp_path):
+    """circuits.trajectory: the rows at each earlier logged step equal what the analysis gives
+    on that step's network, the ablation stays at the analysed step, and the report draws the
+    progress measures along training from them."""
+    from dataclasses import replace
+
+    from reports.sections.circuits import along_training
+
+    ctx = _ctx("assign_add", "attn2", tmp_path)
+    me = registry.get("model", "attn2")
+    nets = {}
+    for step in (0, 1):
+        torch.manual_seed(10 + step)
+        nets[step] = me.obj(me.make_config("smoke"), len(ctx.task.vocab), ctx.task.seq_len).eval()
+    traj = replace(ctx, config=replace(ctx.config, trajectory=True),
+                   model_at=lambda s: nets[s], steps=(0, 1, 3, 7))
+    out = registry.get("analysis", "circuits").obj(traj)
+    circ = out["circuits"]
+    assert sorted(set(circ.checkpoint)) == [0, 1, 3]  # never past the analysed weights
+    assert (out["ablation"].checkpoint == 3).all()
+    run = registry.get("analysis", "circuits").obj
+    for step in (0, 1):
+        alone = run(replace(ctx, model=nets[step], checkpoint=step))["circuits"]
+        got = circ[circ.checkpoint == step].reset_index(drop=True)
+        assert got.drop(columns="value").equals(alone.drop(columns="value"))
+        assert np.allclose(got.value, alone.value, equal_nan=True)
+    fake = SimpleNamespace(label="attn2 s0", tables={"circuits": circ})
+    t = along_training([fake])
+    assert sorted(set(t.checkpoint)) == [0, 1, 3]
+    assert {"attn_eq_to_operands", "attn_num_to_prev", "probe_var_from_num"} <= set(t.measure)
+    assert not t.duplicated(["checkpoint", "measure"]).any()  # one layer per measure

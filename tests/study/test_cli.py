@@ -194,6 +194,9 @@ def _run_dir_with_config(tmp_path, *args):
     (["das.k=abc"], "das.k='abc'"),
     (["das.variables=bogus"], "'bogus' is not a causal variable"),
     (["probes.n_examples=9"], "analysis 'probes' is not among the analyses asked for"),
+    (["checkpoint=5"], "checkpoint=5 is not a checkpoint of"),
+    (["checkpoint=last"], "checkpoint='last': give final, all, a step"),
+    (["checkpoint=all"], "has no checkpoints to analyse"),
 ])
 def test_analyze_checks_settings_before_loading_a_checkpoint(tmp_path, capsys, extra, needle):
     from study.cli import main

@@ -108,6 +108,17 @@ def test_analyze_writes_the_report_holding_the_claim(tmp_path, monkeypatch):
     assert seen == [True]
 
 
+def test_analyze_checkpoint_all_builds_a_trajectory_of_every_logged_checkpoint(tmp_path):
+    import pandas as pd
+
+    from study.train.checkpoint import list_checkpoints
+    run_dir = tmp_path / "run"
+    assert main(["run", *(f"{k}={v}" for k, v in BASE.items()), f"run_dir={run_dir}"]) == 0
+    assert main(["analyze", str(run_dir), "analysis=probes", "checkpoint=all"]) == 0
+    probes = pd.read_parquet(run_dir / "analyses" / "probes" / "probes.parquet")
+    assert sorted(set(probes["checkpoint"])) == list_checkpoints(run_dir)
+
+
 def test_reanalysing_replaces_the_rows_of_the_checkpoints_it_writes(tmp_path):
     """das_control's rows name step 0 whatever checkpoint is analysed: analysing again
     replaces them instead of stacking a second copy; other checkpoints' rows stay."""
