@@ -58,8 +58,8 @@ def cmd_report(args: list[str]) -> int:
     out = options.pop("out", None)
     markdown = coerce("markdown", options.pop("markdown", "true"), bool)
     if options:
-        raise UsageError(f"report: unknown option {next(iter(options))!r}; usage: report RUN_DIR [RUN_DIR ...] "
-                         f"[out=DIR] [markdown=true|false]")
+        raise UsageError(f"report: unknown option {next(iter(options))!r}; usage: report "
+                         f"RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]")
     if not dirs:
         raise UsageError("report needs at least one RUN_DIR: report RUN_DIR [RUN_DIR ...] [out=DIR]")
     path = write_report(dirs, out or default_out(dirs), markdown=markdown)

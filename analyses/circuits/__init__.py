@@ -31,6 +31,7 @@ the unablated model is layer = head = -1, method "none".
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from study.core.errors import UsageError
@@ -101,8 +102,12 @@ def run(ctx) -> dict:
     at = {ctx.checkpoint: score_rows(model)}
     if cfg.trajectory and ctx.model_at is not None:
         for step in ctx.steps:
-            if step < ctx.checkpoint:  # the trajectory up to the analysed weights
+            if step >= ctx.checkpoint:  # the trajectory up to the analysed weights
+                continue
+            try:
                 at[step] = score_rows(ctx.model_at(step))
+            except LookupError as e:  # a damaged checkpoint: the trajectory has a gap
+                warnings.warn(f"circuits.trajectory: step {step} left out ({e})")
     circuits = pd.DataFrame([(step, *r) for step in sorted(at) for r in at[step]],
                             columns=["checkpoint", "layer", "head", "score", "value"])
 

@@ -92,8 +92,8 @@ PROGRESS = {"attn_num_to_prev": 0, "attn_eq_to_operands": 0, "attn_eq_to_values"
 
 def along_training(runs) -> pd.DataFrame | None:
     """run, checkpoint, measure, value: the progress measures of every run whose circuits
-    table holds more than one checkpoint (`analyze RUN analysis=circuits checkpoint=all`),
-    layer-level rows (head -1) at the paper's layer."""
+    table holds more than one checkpoint (`circuits.trajectory=true`, or `analyze RUN
+    analysis=circuits checkpoint=all`), layer-level rows (head -1) at the paper's layer."""
     parts = []
     for r in runs:
         c = r.tables.get("circuits")

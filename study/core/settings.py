@@ -52,8 +52,10 @@ def split_dirs_and_args(args: list[str]) -> tuple[list[str], dict[str, str]]:
     """['runs/a', 'out=x', 'runs/b'] -> (['runs/a', 'runs/b'], {'out': 'x'}): the run
     directories (bare words, or existing directories whose name holds '=') and the key=value
     options, as `split_args` reads them."""
-    dirs = [a for a in args if "=" not in a or Path(a).is_dir()]
-    return dirs, split_args([a for a in args if a not in dirs])
+    dirs, options = [], []
+    for a in args:
+        (dirs if "=" not in a or Path(a).is_dir() else options).append(a)
+    return dirs, split_args(options)
 
 
 def fields_of(kv: dict[str, str], prefix: str) -> dict[str, str]:
