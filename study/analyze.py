@@ -45,18 +45,20 @@ def _check_meta(rd: RunDir, checkpoint) -> None:
                               f"delete {ckpt} to fall back to an earlier checkpoint, or re-run with force=true")
 
 
-def analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None:
+def analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final",
+            trajectory: bool = True) -> None:
     """Run each analysis (name -> its resolved config) on the run's checkpoint, holding the
-    run directory's claim."""
+    run directory's claim. `trajectory=False` hides the earlier checkpoints from the analyses
+    (`AnalysisContext.steps` empty): the caller analyses those steps one by one itself."""
     with reporting_disk_full(rd.path), claim(rd.path, "analyze"):
         for tmp in rd.clean_temporaries():
             print(f"notice: removed {tmp}, left by an interrupted write", file=sys.stderr, flush=True)
         for folder in sorted(rd.path.glob("analyses/*")):
             set_aside_damaged(folder, "; the analysis that wrote it runs again when asked")
-        _analyze(rd, configs, checkpoint)
+        _analyze(rd, configs, checkpoint, trajectory)
 
 
-def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None:
+def _analyze(rd: RunDir, configs: dict, checkpoint: str | int, trajectory: bool) -> None:
     import pandas as pd
     import torch
 
@@ -90,7 +92,7 @@ def _analyze(rd: RunDir, configs: dict, checkpoint: str | int = "final") -> None
         print(f"analysis {name} on {rd.path} (step {meta['step']})", file=sys.stderr, flush=True)
         ctx = AnalysisContext(model, task, acfg, cfg.model, int(meta["step"]),
                               device, out, cfg.seed, model_at=model_at,
-                              steps=tuple(list_checkpoints(rd.path)))
+                              steps=tuple(list_checkpoints(rd.path)) if trajectory else ())
         tables = entry.obj(ctx)
         for table, df in tables.items():
             assert isinstance(df, pd.DataFrame), f"{name}.{table} is not a DataFrame"

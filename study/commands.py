@@ -120,8 +120,11 @@ def cmd_analyze(args):
     configs = resolve_analyses(rd, names, kv)  # every setting checked before any work
     # the report is written under the same claim and full-disk handling as the tables
     with reporting_disk_full(rd.path), claim(rd.path, "analyze"):
+        latest = "final" if steps == ["final"] else max(steps)
         for step in steps:  # each logs "analysis NAME on RUN (step N)"
-            analyze(rd, configs, checkpoint=step)
+            # a trajectory (circuits.trajectory) only from the latest step: it holds the
+            # earlier ones, which would otherwise be scored again at every step
+            analyze(rd, configs, checkpoint=step, trajectory=step == latest)
         write_report(rd)  # the run's report.html now shows the new tables
     for name in names:
         print(rd.analysis_dir(name))

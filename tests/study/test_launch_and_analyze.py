@@ -119,6 +119,29 @@ def test_analyze_checkpoint_all_builds_a_trajectory_of_every_logged_checkpoint(t
     assert sorted(set(probes["checkpoint"])) == list_checkpoints(run_dir)
 
 
+def test_analyze_checkpoint_all_with_a_trajectory_loads_each_checkpoint_once_more_at_most(
+        tmp_path, monkeypatch):
+    """checkpoint=all with circuits.trajectory=true: every step's rows are there, and an
+    earlier step is not re-scored by each later one (only the latest step walks the trajectory)."""
+    import pandas as pd
+
+    import study.train.checkpoint as checkpoint
+    from study.train.checkpoint import list_checkpoints
+    run_dir = tmp_path / "run"
+    args = {"task": "assign_add", "model": "attn2", "scale": "smoke", "analyses": ""}
+    assert main(["run", *(f"{k}={v}" for k, v in args.items()), f"run_dir={run_dir}"]) == 0
+    loads = []
+    real = checkpoint.load_model
+    monkeypatch.setattr(checkpoint, "load_model", lambda path, step: loads.append(step) or real(path, step))
+    assert main(["analyze", str(run_dir), "analysis=circuits", "checkpoint=all",
+                 "circuits.trajectory=true", "circuits.ablation="]) == 0
+    have = list_checkpoints(run_dir)
+    assert len(have) >= 3
+    circuits = pd.read_parquet(run_dir / "analyses" / "circuits" / "circuits.parquet")
+    assert sorted(set(circuits["checkpoint"])) == have
+    assert len(loads) == 2 * len(have) - 1  # each step once, and the trajectory of the latest
+
+
 def test_reanalysing_replaces_the_rows_of_the_checkpoints_it_writes(tmp_path):
     """das_control's rows name step 0 whatever checkpoint is analysed: analysing again
     replaces them instead of stacking a second copy; other checkpoints' rows stay."""
