@@ -7,7 +7,8 @@ the pyvene bridge (`models.nets.pyvene_sites`).
 - `scored_end`: causal truncation. The networks are causal (a transformer's output at p
   reads tokens <= p; an RNN's state at t reads tokens <= t), so a batch whose scored outputs
   all lie before T can be cut to its first T tokens without changing them.
-- `all_right`, `logit_diff`: per-row scores of intervened logits.
+- `all_right`, `rows_right` (the same from the scored positions only), `logit_diff`: per-row
+  scores of intervened logits.
 - `PairTensors.changed`: the pairs whose counterfactual output differs from the base's; IIA
   and flip rates are scored on them (`analyses/common/stats.py`).
 """
@@ -93,6 +94,14 @@ def all_right(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     T = logits.shape[1]
     lab = labels[:, :T]
     return ((logits.argmax(-1) == lab) | (lab == IGNORE)).all(1)
+
+
+def rows_right(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor, n: int):
+    """`all_right` from the scored positions only: logits (m, vocab) and labels (m,) of the
+    scored positions, rows (m,) the pair each belongs to -> (n,) bool, every scored position
+    of the row right (rows with none count as right)."""
+    wrong = (logits.argmax(-1) != labels).to(torch.int32)
+    return torch.zeros(n, dtype=torch.int32, device=logits.device).index_add_(0, rows, wrong) == 0
 
 
 def logit_diff(logits: torch.Tensor, cf: torch.Tensor, base: torch.Tensor):

@@ -19,10 +19,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from analyses.common.interchange import PairTensors, all_right, scored_end
+from analyses.common.interchange import PairTensors, rows_right, scored_end
 from analyses.compare.paired import SiteRef
 from analyses.compare.projection import Subspace
 from models.sites.intervene import intervene
+from study.core.network import takes_readout
+from tasks.base import IGNORE
 
 
 def fit_map(za: torch.Tensor, zb: torch.Tensor) -> torch.Tensor:
@@ -51,9 +53,12 @@ def interchange_right(model, site: SiteRef, space: Subspace, pt: PairTensors,
         def fn(rows, vecs, zz=zz):
             return space.write(vecs, zz[rows.to(zz.device)])
 
+        scored = sub.cf_labels[:, :T] != IGNORE  # (b, T): the output layer runs only there
         with intervene(model, site.kind, site.layer, sub.base_pos, fn):
-            logits = model(sub.base_ids[:, :T])  # (b, T, vocab)
-        out.append(all_right(logits, sub.cf_labels).cpu().numpy())
+            logits = (model(sub.base_ids[:, :T], readout=scored) if takes_readout(model)
+                      else model(sub.base_ids[:, :T])[scored])  # (m, vocab)
+        rows = scored.nonzero()[:, 0]
+        out.append(rows_right(logits, sub.cf_labels[:, :T][scored], rows, len(sub)).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0, bool)
 
 

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from analyses.common.stats import changed_iia, iia_scores
 from analyses.das.alignment import (ALIGNMENTS, OrthogonalAlignment, cached_maps,
                                     make_alignment, tensors_of)
-from analyses.common.interchange import PairTensors, pair_tensors, scored_end
+from analyses.common.interchange import PairTensors, pair_tensors, rows_right, scored_end
 from models.sites import check_site
 from models.sites.capture import gather_site
 from models.nets.pyvene_sites import interchange_vectors, site_intervenable
@@ -118,12 +118,6 @@ def scored_iv(iv, pt: PairTensors, src: torch.Tensor):
     T = scored_end(pt.cf_labels, pt.base_pos)
     mask = pt.cf_labels[:, :T] != IGNORE  # (batch, T)
     return forward_iv(iv, pt, src, mask), pt.cf_labels[:, :T][mask], mask.nonzero()[:, 0]
-
-
-def rows_right(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor, n: int):
-    """(n,) bool: every scored position of the row is right (rows with none count as right)."""
-    wrong = (logits.argmax(-1) != labels).to(torch.int32)
-    return torch.zeros(n, dtype=torch.int32, device=logits.device).index_add_(0, rows, wrong) == 0
 
 
 def step(model, data: SiteData, inst, opt, idx: torch.Tensor) -> torch.Tensor:
