@@ -23,7 +23,7 @@ from analyses.common.interchange import PairTensors, rows_right, scored_end
 from analyses.compare.paired import SiteRef
 from analyses.compare.projection import Subspace
 from models.sites.intervene import intervene
-from study.core.network import takes_readout
+from study.core.network import read_out
 from tasks.base import IGNORE
 
 
@@ -55,8 +55,7 @@ def interchange_right(model, site: SiteRef, space: Subspace, pt: PairTensors,
 
         scored = sub.cf_labels[:, :T] != IGNORE  # (b, T): the output layer runs only there
         with intervene(model, site.kind, site.layer, sub.base_pos, fn):
-            logits = (model(sub.base_ids[:, :T], readout=scored) if takes_readout(model)
-                      else model(sub.base_ids[:, :T])[scored])  # (m, vocab)
+            logits = read_out(model, sub.base_ids[:, :T], scored)  # (m, vocab)
         rows = scored.nonzero()[:, 0]
         out.append(rows_right(logits, sub.cf_labels[:, :T][scored], rows, len(sub)).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0, bool)

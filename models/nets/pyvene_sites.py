@@ -88,7 +88,7 @@ from torch import nn
 
 from models.sites import KINDS, STEP_KINDS, check_site
 from models.sites.capture import device_of, site_widths, state_at
-from study.core.network import takes_readout
+from study.core.network import read_out
 
 # pyvene's intervention classes by short name (a class or an instance may be passed instead).
 INTERVENTIONS = {
@@ -138,9 +138,7 @@ class PyveneView(nn.Module):
         True positions' logits, (n_true, vocab), the output layer running nowhere else."""
         if readout is None:
             return self.net(input_ids)
-        if takes_readout(self.net):
-            return self.net(input_ids, readout=readout)
-        return self.net(input_ids)[readout]  # a network without the option
+        return read_out(self.net, input_ids, readout)
 
 
 def register(model: nn.Module) -> PyveneView:

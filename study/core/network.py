@@ -198,6 +198,14 @@ def takes_readout(model) -> bool:
     return _class_takes_readout(type(model))
 
 
+def read_out(model, ids, readout):
+    """The logits of the True positions of `readout` (batch, pos) bool, (n_true, vocab): the
+    output layer runs only there when the network takes `readout`, else it is applied to all."""
+    if takes_readout(model):
+        return model(ids, readout=readout)
+    return model(ids)[readout]  # a network without the option
+
+
 @functools.lru_cache(maxsize=None)
 def _class_takes_readout(cls) -> bool:  # read once per class: DAS asks at every step
     return "readout" in inspect.signature(cls.forward).parameters
