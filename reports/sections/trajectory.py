@@ -142,7 +142,8 @@ def build(runs) -> list[Figure]:
         table=table))
     figs.append(Figure(key="learned-steps", title=f"First step at {LEARNED:.0%} accuracy, by stratum",
                        caption="Read down a column: strata learned early are the ones the "
-                               "network gets before the rest.", table=learned))
+                               "network gets before the rest; a stratum never learned shows the "
+                               "best accuracy it reached.", table=learned))
     return figs
 
 
@@ -152,7 +153,8 @@ def _learned_steps(runs, curves) -> pd.DataFrame:
         c = curves[r.label]
         for stratum, g in c.groupby("stratum", sort=False):
             hit = g[g["accuracy"] >= LEARNED]
-            rows.setdefault(stratum, {})[r.label] = str(int(hit["step"].min())) if len(hit) else "—"
+            rows.setdefault(stratum, {})[r.label] = (
+                str(int(hit["step"].min())) if len(hit) else f"never (best {g['accuracy'].max():.2f})")
     strata = sorted(rows, key=lambda s: (s != "all", s.partition("=")[0],
                                          _value_sort_key(s.partition("=")[2])))
     return pd.DataFrame([{"stratum": s, **{r.label: rows[s].get(r.label, "—") for r in runs}}

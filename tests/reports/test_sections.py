@@ -389,3 +389,22 @@ def test_heuristics_chart_holds_each_model_bar_per_count(planted):
         for v, acc in bars.items():
             if v != "all":
                 assert acc == pytest.approx(int(v) / 100 + r.seed / 1000)
+
+
+def test_learned_steps_give_the_first_step_at_90_percent_or_the_best_accuracy_reached():
+    from types import SimpleNamespace
+
+    from reports.sections.trajectory import _learned_steps, accuracy_curves
+
+    def run(label, accuracies):  # val accuracy overall and on depth=1 at steps 0, 100, 200
+        rows = [{"step": step, "split": "val", "stratum": stratum, "metric": "accuracy",
+                 "value": acc[i]}
+                for stratum, acc in accuracies.items() for i, step in enumerate((0, 100, 200))]
+        return SimpleNamespace(label=label, metrics=pd.DataFrame(rows))
+
+    runs = [run("a", {"all": (0.1, 0.92, 0.95), "depth=1": (0.1, 0.5, 0.61)}),
+            run("b", {"all": (0.1, 0.3, 0.9), "depth=1": (0.2, 0.24, 0.2)})]
+    table = _learned_steps(runs, {r.label: accuracy_curves(r) for r in runs})
+    cells = table.set_index("stratum").to_dict("index")
+    assert cells["all"] == {"a": "100", "b": "200"}
+    assert cells["depth=1"] == {"a": "never (best 0.61)", "b": "never (best 0.24)"}
