@@ -99,11 +99,15 @@ slurm:
 demo: setup
 	$(BIN)/python -m study sweep study=demo
 
+# One pytest worker per core (each test runs torch on one thread: tests/conftest.py); a test
+# file stays on one worker, so the runs a file trains once are shared by its tests.
+PYTEST_PARALLEL ?= -n auto --dist loadfile
+
 test: setup browser slurm
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 test-all: setup browser slurm
-	$(BIN)/python -m pytest -q -m ""
+	$(BIN)/python -m pytest -q -m "" $(PYTEST_PARALLEL)
 
 clean:
 	rm -rf $(VENV) runs
