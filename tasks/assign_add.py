@@ -427,6 +427,7 @@ class AssignAddTask(Task):
     def operands(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(x, y): the operand values of (n, seq_len) sequences, variables resolved from the
         prefix (the symbolic model's variables)."""
+        ids = np.asarray(ids, dtype=np.int64)  # number tokens are values, tok - var0 an index
         value_of = self._assigned(ids)  # (n, V)
         out = []
         for tok in (ids[:, -3], ids[:, -2]):

@@ -17,7 +17,7 @@ def heuristics(task, split: str = "test") -> list[dict]:
       else 0 (a memoriser of the training pairs);
     - seen_pair_lookup_commutative: the same, also knowing (y, x) when (x, y) is seen."""
     ex = task.split(split)
-    ids, p = ex.ids, task.config.p
+    ids, p = np.asarray(ex.ids, dtype=np.int64), task.config.p  # number tokens are summed
     label = ex.labels[:, -1]
     x, y = task.operands(ids)
     lhs, rhs = ids[:, -3], ids[:, -2]

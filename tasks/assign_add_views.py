@@ -30,6 +30,7 @@ def probe_variables(task, ids: np.ndarray) -> dict[str, np.ndarray]:
     - `sum`: (x + y) mod p, likewise;
     - `var_of_num`: at each assignment's value token, the index of the variable it is
       assigned to (Exoo et al.'s `probe_l1_var_from_num`)."""
+    ids = np.asarray(ids, dtype=np.int64)  # ids become numbers (minus var0): signed first
     x, y = task.operands(ids)
     live = ids != task.pad_id
     const = lambda v: np.where(live, v[:, None], -1).astype(np.int64)  # noqa: E731

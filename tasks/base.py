@@ -7,7 +7,10 @@ task; the training engine and analyses turn these arrays into tensors.
 Conventions shared by all tasks (the engine and analyses rely on them):
 - `ids`    (n, width) integer token ids (any integer dtype; compact ones such as uint8 keep
   500k-example splits small), right-padded with `pad_id`; a split may be narrower than
-  `seq_len` (its own longest example) but never wider.
+  `seq_len` (its own longest example) but never wider. Code that turns ids into numbers
+  (subtracts a token offset, or mixes them with -1) converts them to a signed dtype first:
+  unsigned arithmetic wraps, and an unsigned array beside a negative Python int depends on
+  the numpy version (`np.where(c, uint8_ids, -1)` holds 255 on numpy 2.4, raises on 2.5).
 - `labels` (n, width) signed integers: the token the model must predict *at* that position
   (i.e. the next token), or IGNORE (-1) where nothing is scored. An example is correct when every
   scored position is right; that is how binding/assign_add answers and counting's
@@ -225,8 +228,8 @@ class Task(ABC):
         `labels` (n, pos)); no labels, no variables."""
         if labels is None:
             return {}
-        labels = np.asarray(labels)
-        return {"output": np.where(labels == IGNORE, -1, labels).astype(np.int64)}
+        labels = np.asarray(labels, dtype=np.int64)  # signed before it meets -1
+        return {"output": np.where(labels == IGNORE, -1, labels)}
 
     def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """"Where should a head look" targets: name -> (query (n, pos) bool, keys (n, pos)

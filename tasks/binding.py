@@ -149,7 +149,7 @@ def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
     per line (n, L): `is_const`, `digit` (-1 for copies), `line_value` (the value its
     left-hand letter holds right after it), `source_line` (the line whose binding a copy
     reads, -1 for digits); per letter (n, 26): `value` (-1 if never assigned). Lines past a
-    program's end hold -1 / False."""
+    program's end hold -1 / False. `ids` may be any integer dtype (splits are uint8)."""
     ids = np.asarray(ids)
     n = len(ids)
     rows = np.arange(n)
@@ -165,7 +165,11 @@ def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
     source_line = np.full((n, Lmax), -1, np.int64)
     for k in range(Lmax):
         on = k < L
-        lhs, rhs = ids[:, 4 * k] - LETTER0, ids[:, 4 * k + 2]
+        # token ids become numbers here: signed first, since uint8 arithmetic wraps
+        # (PAD - LETTER0 = 255) and a uint8 array beside -1 in np.where raises on numpy >= 2.5;
+        # a column at a time, not a 64-bit copy of a 500k-program split
+        lhs = ids[:, 4 * k].astype(np.int64) - LETTER0
+        rhs = ids[:, 4 * k + 2].astype(np.int64)
         c = (rhs >= DIGIT0) & (rhs < DIGIT0 + 10)
         r = np.clip(rhs - LETTER0, 0, 25)
         v = np.where(c, rhs - DIGIT0, val[rows, r])
@@ -274,16 +278,32 @@ def _candidates(rng: np.random.Generator, L: np.ndarray, d: np.ndarray, p_consta
     return out
 
 
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def _times(hi: np.ndarray, lo: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """32-bit halves of h * c mod 2**64, h given by its halves (uint64 arrays below 2**32).
+    Each product is of two 32-bit numbers, so below 2**64: nothing wraps around."""
+    c_hi, c_lo = np.uint64(c >> 32), np.uint64(c & 0xFFFFFFFF)
+    low = lo * c_lo
+    hi = ((hi * c_lo & _M32) + (lo * c_hi & _M32) + (low >> np.uint64(32))) & _M32
+    return hi, low & _M32
+
+
 def _bucket(tokens: np.ndarray) -> np.ndarray:
-    """A fixed hash of each row's tokens (FNV-1a, then a 64-bit finaliser) mod 32 -> (n,)."""
-    h = np.full(len(tokens), 0xCBF29CE484222325, np.uint64)
+    """A fixed hash of each row's tokens (FNV-1a, then a 64-bit finaliser) mod 32 -> (n,).
+    The hash is arithmetic modulo 2**64, done here on 32-bit halves (`_times`) so that no
+    step relies on integer overflow wrapping."""
+    hi = np.full(len(tokens), 0xCBF29CE4, np.uint64)  # h = 0xCBF29CE484222325
+    lo = np.full(len(tokens), 0x84222325, np.uint64)
     for j in range(tokens.shape[1]):  # padding is skipped: a row's bucket ignores its width
         t = tokens[:, j].astype(np.uint64)
-        h = np.where(t != PAD, (h ^ t) * np.uint64(0x100000001B3), h)
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xFF51AFD7ED558CCD)
-    h ^= h >> np.uint64(33)
-    return (h % np.uint64(_BUCKETS)).astype(np.int64)
+        step = _times(hi, lo ^ t, 0x100000001B3)  # h = (h ^ t) * prime; t is in the low half
+        hi, lo = np.where(t != PAD, step[0], hi), np.where(t != PAD, step[1], lo)
+    lo ^= hi >> np.uint64(1)  # h ^= h >> 33: h >> 33 is hi >> 1, below 2**31
+    hi, lo = _times(hi, lo, 0xFF51AFD7ED558CCD)
+    lo ^= hi >> np.uint64(1)
+    return (lo % np.uint64(_BUCKETS)).astype(np.int64)  # 2**32 is a multiple of 32
 
 
 def _first_unique(tokens: np.ndarray) -> np.ndarray:

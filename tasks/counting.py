@@ -277,6 +277,7 @@ class CountingTask(Task):
     def _labels(self, ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Next token at positions T .. last response (t .. t+n for T at t; n+1 .. 2n+1
         without voids), IGNORE elsewhere."""
+        ids = np.asarray(ids, dtype=np.int64)  # signed: IGNORE (-1) is written among the ids
         pos = np.arange(ids.shape[1])[None, :]
         N, t_pos = counts[:, None], self._trigger_pos(ids)[:, None]
         nxt = np.concatenate([ids[:, 1:], np.full((len(ids), 1), self.pad_id)], axis=1)

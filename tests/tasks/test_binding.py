@@ -11,7 +11,7 @@ from study.core.errors import UsageError
 from study.core.registry import SCALES, get
 from study.train.config import TrainConfig
 from tasks.base import IGNORE
-from tasks.binding import BindingConfig, BindingTask
+from tasks.binding import BindingConfig, BindingTask, _bucket
 
 SMOKE = get("task", "binding").presets["smoke"]
 
@@ -74,23 +74,30 @@ def check_format(task, ids, labels, n_lines=None):
     return text
 
 
+def check_programs(task, split: str, ex) -> tuple[int, int]:
+    """Every program of a split is well formed, its label is exec's answer and its strata
+    follow the chain -> (programs that reassign a letter, programs with a stale chain)."""
+    fixed = task.config.n_lines if split != "gen_lines" else None
+    n_reassigned = n_stale = 0
+    for i in range(len(ex)):
+        text = check_format(task, ex.ids[i], ex.labels[i], fixed)
+        value, depth, root, stale = run(text)
+        assert task.label_of(ex.labels[i]) == value, (split, text)
+        assert ex.strata["depth"][i] == depth and ex.strata["root_line"][i] == root
+        first = int(text.split("\n")[0][2])
+        assert ex.strata["answer_is_first_line_constant"][i] == (value == first)
+        n_reassigned += reassigns(text)
+        n_stale += stale
+    return n_reassigned, n_stale
+
+
 def test_every_program_is_valid_python_and_its_label_is_execs_answer(task):
     for split in task.splits:
         ex = task.split(split)
         width = 4 * (25 if split == "gen_lines" else 16) + 3  # the split's longest program
         assert ex.ids.shape == ex.labels.shape == (len(ex), width)
         assert ex.ids.dtype == np.uint8 and ex.labels.dtype == np.int8  # 500k programs: 34 MB
-        fixed = 16 if split != "gen_lines" else None
-        n_reassigned = n_stale = 0
-        for i in range(len(ex)):
-            text = check_format(task, ex.ids[i], ex.labels[i], fixed)
-            value, depth, root, stale = run(text)
-            assert task.label_of(ex.labels[i]) == value, (split, text)
-            assert ex.strata["depth"][i] == depth and ex.strata["root_line"][i] == root
-            first = int(text.split("\n")[0][2])
-            assert ex.strata["answer_is_first_line_constant"][i] == (value == first)
-            n_reassigned += reassigns(text)
-            n_stale += stale
+        n_reassigned, n_stale = check_programs(task, split, ex)
         # reassignment is common, and some chains read a letter whose final value differs
         assert 0.2 < n_reassigned / len(ex) < 0.5, (split, n_reassigned)
         if len(ex) >= 500:
@@ -131,6 +138,24 @@ def test_splits_are_unique_and_disjoint(task):
     c = task.config
     assert [len(task.split(s)) for s in ("train", "val", "test", "gen_heldout_combos")] == \
         [c.n_train, c.n_val, c.n_test, c.n_gen_heldout]
+
+
+def test_row_hash_is_fnv1a_and_the_finaliser_modulo_2_64():
+    """The split-assigning bucket, against the hash written with Python's unbounded ints: the
+    32-bit-halves arithmetic must give exactly the 64-bit hash the splits were cut by."""
+    def bucket(row):
+        h, m = 0xCBF29CE484222325, 2 ** 64
+        for t in row:
+            if t:  # PAD is skipped
+                h = (h ^ t) * 0x100000001B3 % m
+        h ^= h >> 33
+        h = h * 0xFF51AFD7ED558CCD % m
+        return (h ^ h >> 33) % 32
+    rng = np.random.default_rng(0)
+    toks = rng.integers(0, 41, (2000, 67)).astype(np.uint8)
+    toks[:1000, 40:] = 0  # padded rows too
+    got = _bucket(toks)
+    assert got.dtype == np.int64 and got.tolist() == [bucket(r) for r in toks.tolist()]
 
 
 def test_heldout_combinations_appear_only_in_their_split(task):

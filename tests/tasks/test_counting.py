@@ -29,6 +29,18 @@ def seq(text: str) -> list[str]:
     return text.split()
 
 
+def check_labels_by_program(task, row, lab, n) -> None:
+    """One sequence's labels are what the task's own program (Up-Down) predicts: the n
+    responses and `E`, scored from the trigger through the last response."""
+    vocab = task.vocab
+    toks = [vocab[i] for i in row if i != task.pad_id]
+    t = toks.index(task.alphabet.trig)
+    assert task.label_of(lab) == [task.alphabet.resp] * n + ["E"]
+    assert np.flatnonzero(lab != IGNORE).tolist() == list(range(t, t + n + 1))
+    preds = task.causal_model("up_down").run(toks)[1]
+    assert all(preds[p] == vocab[lab[p]] for p in range(t, t + n + 1))
+
+
 # --- data ----------------------------------------------------------------------------------
 def test_held_out_counts_only_in_heldout_split():
     task = make()
@@ -268,10 +280,7 @@ def test_void_tokens_interleave_the_demo_phase(variant):
         assert sum(x in demo for x in toks[1:t]) == n  # voids count for nothing
         assert toks[t + 1:] == [task.alphabet.resp] * n + ["E"]
         voids, real = voids + toks[1:t + 1].count("U"), real + n + 1
-        assert task.label_of(lab) == [task.alphabet.resp] * n + ["E"]
-        assert np.flatnonzero(lab != IGNORE).tolist() == list(range(t, t + n + 1))
-        preds = task.causal_model("up_down").run(toks)[1]
-        assert all(preds[p] == vocab[lab[p]] for p in range(t, t + n + 1))
+        check_labels_by_program(task, row, lab, n)
     assert 0.17 < voids / (voids + real) < 0.23  # each demo-phase step is a void w.p. 0.2
     trig, demos = task.attention_targets(ex.ids[:50])["demos"]
     assert not (np.asarray(ex.ids[:50]) == vocab.index("U"))[demos].any()
