@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from study.flops import matmul_peak, train_flops_per_position
-from study.train.streams import OnTheFlyStream, ShuffledStream, loss_targets, to_width
+from study.train.streams import (OnTheFlyStream, ShuffledStream, auto_workers, loss_targets,
+                                 to_width)
 from study.train.engine import Engine
 from study.train.feed import feed_mask, free_logits, runs_free
 from study.train.meter import LossMeter
@@ -97,7 +98,8 @@ def _engine(task, entry, model_cfg, cfg: TrainConfig, ids, labels, on_the_fly, s
     model = entry.obj(model_cfg, len(task.vocab), task.seq_len).to(rt.device).train()
     engine = Engine(model, cfg, rt, task.output_ids, len(task.vocab))
     if on_the_fly:
-        stream = OnTheFlyStream(task, cfg.batch_size, cfg.steps, rt.device, cfg.loss_on)
+        stream = OnTheFlyStream(task, cfg.batch_size, cfg.steps, rt.device, cfg.loss_on,
+                                auto_workers(cfg.data_workers, rt.device))
     else:
         stream = ShuffledStream(ids, labels, cfg.batch_size, 0, rt.device, cfg.loss_on, task.pad_id)
     meter = LossMeter(rt.device)
@@ -131,7 +133,7 @@ def bench_train(task, model_entry, model_cfg, train_cfg: TrainConfig, steps: int
     secs = _naive(task, model_entry, model_cfg, train_cfg, ids, labels, dev, steps, warmup)
     naive_rate = steps / secs
     rows = [{"variant": "naive", "device": str(dev), "batch_size": train_cfg.batch_size,
-             "seq_len": task.seq_len, "precision": "fp32", "compiled": False,
+             "seq_len": task.seq_len, "precision": "fp32", "compiled": False, "cuda_graphs": False,
              "steps_per_s": naive_rate, "tokens_per_s": naive_rate * train_cfg.batch_size * mean_tokens}]
 
     cfg = dataclasses.replace(train_cfg, device=str(dev), batch_size=big,
@@ -142,7 +144,7 @@ def bench_train(task, model_entry, model_cfg, train_cfg: TrainConfig, steps: int
     rate = steps / secs
     rows.append({"variant": "engine", "device": str(dev), "batch_size": big, "seq_len": int(used),
                  "precision": rt.precision, "compiled": rt.compiled,
-                 "steps_per_s": rate, "tokens_per_s": rate * tokens_per_batch})
+                 "cuda_graphs": rt.cuda_graphs, "steps_per_s": rate, "tokens_per_s": rate * tokens_per_batch})
     df = pd.DataFrame(rows)
     df.insert(2, "threads", torch.get_num_threads())
     df["ratio_vs_naive"] = df["tokens_per_s"] / df.loc[0, "tokens_per_s"]

@@ -90,7 +90,7 @@ def _bf16(device) -> tuple[bool, str]:
         return True, f"{torch.cuda.get_device_name(0)}; runs use bf16 autocast (train.precision=auto)"
 
     def matmul():
-        x = torch.randn(64, 64)
+        x = torch.randn(64, 64, device="cpu")
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert (x @ x).dtype == torch.bfloat16
     works, took = _timed(matmul)
@@ -151,7 +151,8 @@ def _settings(kv: dict) -> bool:
         _line("run settings", f"REFUSED: {e}")
         return False
     _line("run settings", f"device {rt.device_name}, {rt.precision}, "
-                          f"compile {'on' if rt.compiled else 'off'}, fused AdamW "
+                          f"compile {'on' if rt.compiled else 'off'}, CUDA graphs "
+                          f"{'on' if rt.cuda_graphs else 'off'}, fused AdamW "
                           f"{'on' if rt.fused else 'off'} (train.device={cfg.train.device}, "
                           f"precision={cfg.train.precision}, compile={cfg.train.compile}, "
                           f"fused={cfg.train.fused})")
@@ -201,7 +202,8 @@ def _probe(kv: dict, seconds: float, device) -> bool:
     peak = (f", peak GPU memory {torch.cuda.max_memory_allocated(rt.device) / 2**30:.2f} GiB"
             if rt.device.type == "cuda" else "")
     _line("probe", f"{cfg.task} × {cfg.model} at scale={cfg.scale}, batch {train.batch_size}, "
-                   f"{rt.precision}{', compiled' if rt.compiled else ''} on {rt.device_name}: "
+                   f"{rt.precision}{', compiled' if rt.compiled else ''}"
+                   f"{', CUDA graphs' if rt.cuda_graphs else ''} on {rt.device_name}: "
                    f"{steps} steps in {secs:.1f} s, {steps / secs:.1f} steps/s, "
                    f"{steps * stream.tokens_per_batch / secs:,.0f} tokens/s "
                    f"(data, model and warm-up {setup:.1f} s{peak})")

@@ -110,6 +110,32 @@ class RecurrentLM(nn.Module):
         return self.head(out if readout is None else out[readout])  # (batch, pos, vocab)
 
     # --- the fused kernel -----------------------------------------------------------
+    def _apply(self, fn, recurse=True):
+        out = super()._apply(fn, recurse)
+        self.flatten_weights()  # a move to CUDA gives each weight its own block again
+        return out
+
+    def flatten_weights(self) -> None:
+        """On CUDA, make the cell's four weights views of one block in cuDNN's layout, as
+        nn.GRU / nn.LSTM keep theirs (`flatten_parameters`): cuDNN reads separate weights only
+        after copying them into one block at every call, with a warning each time. The
+        parameters stay the same objects (an optimiser holding them is unaffected); on the
+        CPU nothing changes."""
+        cell = self.cell
+        weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        first = weights[0]
+        if not (first.is_cuda and torch.backends.cudnn.is_acceptable(first)
+                and all(w.is_cuda and w.dtype == first.dtype for w in weights)):
+            return
+        from torch.backends.cudnn import rnn as cudnn_rnn
+
+        with torch.cuda.device_of(first), torch.no_grad():
+            if torch._use_cudnn_rnn_flatten_weight():
+                torch._cudnn_rnn_flatten_weight(
+                    weights, 4, cell.input_size,
+                    cudnn_rnn.get_cudnn_mode("LSTM" if self.is_lstm else "GRU"),
+                    cell.hidden_size, 0, 1, True, False)  # proj 0, 1 layer, batch-first, one way
+
     def _fusable(self) -> bool:
         return not self.sites.hooked("state") and not torch.compiler.is_compiling()
 

@@ -107,7 +107,7 @@ def save(run_dir, step: int, model, meta: dict, state: dict | None, *, resume: b
     drop the states older than the previous one (resume points entirely, logged checkpoints'
     state.pt unless keep_state == "all"), once the new one is on disk."""
     import torch
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file
 
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -116,7 +116,7 @@ def save(run_dir, step: int, model, meta: dict, state: dict | None, *, resume: b
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        save_model(model, str(tmp / WEIGHTS), metadata={"step": str(step)})
+        save_file(weights_of(model), str(tmp / WEIGHTS), metadata={"step": str(step)})
         (tmp / META).write_text(json.dumps({**meta, "step": step, "format": FORMAT},
                                            indent=2, sort_keys=True, default=str) + "\n")
         if state is not None:
@@ -207,12 +207,23 @@ def check_weights(ckpt: Path) -> None:
         raise _unreadable(path, e) from None
 
 
+def weights_of(model) -> dict:
+    """The model's tensors as safetensors writes them: each one its own copy. A recurrent
+    cell's weights on CUDA are views of one cuDNN block (`RecurrentLM.flatten_weights`), which
+    safetensors refuses to write as they are; no family ties weights, so nothing is stored
+    twice."""
+    import torch
+    return {k: v.detach().clone(memory_format=torch.contiguous_format)
+            for k, v in model.state_dict().items()}
+
+
 def load_weights(model, ckpt: Path, device="cpu") -> None:
-    """Copy a checkpoint's weights into `model` (names and shapes must match exactly)."""
-    from safetensors.torch import load_model as st_load
+    """Copy a checkpoint's weights into `model` (names and shapes must match exactly), in
+    place, so weights that are views of one block stay so."""
+    from safetensors.torch import load_file
     path = Path(ckpt) / WEIGHTS
     try:
-        st_load(model, str(path), strict=True, device=str(device))
+        model.load_state_dict(load_file(str(path), device=str(device)), strict=True)
     except Exception as e:
         raise _unreadable(path, e) from None
 

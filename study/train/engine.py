@@ -35,7 +35,12 @@ class Engine:
         self._readout = not runtime.compiled and takes_readout(model)
         # the fixed-point passes of a network without `feed=` stop on data: not compiled
         compiled = runtime.compiled and (not self.free or self._native_feed)
-        self._loss = (torch.compile(self._forward_loss, dynamic=False) if compiled
+        # CUDA graphs [ours]: a step of a small network is a few hundred kernels of a few
+        # microseconds each, so launching them costs more than running them; replaying the
+        # captured forward and backward removes the launches (torch.compile's reduce-overhead)
+        self.graphs = compiled and runtime.cuda_graphs
+        mode = "reduce-overhead" if self.graphs else None
+        self._loss = (torch.compile(self._forward_loss, dynamic=False, mode=mode) if compiled
                       else self._forward_loss)
         self._first_compiled_call = compiled
         self.compiled = compiled  # False again if compiling failed and training went eager
@@ -80,13 +85,17 @@ class Engine:
             feed = torch.zeros_like(ids, dtype=torch.bool)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        if self.graphs:  # a new step: the previous replay's outputs may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
         loss = self._compiled_or_eager(ids, targets, feed)
         loss.backward()
         norm = (torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
                 if self.cfg.grad_clip > 0 else None)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss.detach(), norm
+        # a replayed graph's output lives in its static memory, rewritten by the next replay
+        loss = loss.detach().clone() if self.graphs else loss.detach()
+        return loss, norm
 
     def _compiled_or_eager(self, ids, targets, feed):
         """The forward + loss; the first compiled call compiles, and if compiling fails (no
@@ -103,7 +112,7 @@ class Engine:
             first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
             print(f"train.compile: torch.compile failed ({type(err).__name__}: {first}); "
                   f"training continues without it", file=sys.stderr)
-            self._loss, self.compiled = self._forward_loss, False
+            self._loss, self.compiled, self.graphs = self._forward_loss, False, False
             self._readout = takes_readout(self.model)  # as an eager run from the start
             self.optimizer.zero_grad(set_to_none=True)
             return self._loss(ids, targets, feed)

@@ -61,7 +61,8 @@ def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, 
     if resume_dir is not None:
         ckpt.load_weights(model, resume_dir)
     start = f"resuming from step {state.step} ({resume_dir.name})" if resume_dir else "training from step 0"
-    extras = "".join(s for s, on in ((", compiled", rt.compiled), (", fused AdamW", rt.fused)) if on)
+    extras = "".join(s for s, on in ((", compiled", rt.compiled), (", CUDA graphs", rt.cuda_graphs),
+                                      (", fused AdamW", rt.fused)) if on)
     _say(f"{start} to {train_cfg.steps} on {rt.device_name}, {rt.precision}{extras}")
     model.to(rt.device).train()
     engine = Engine(model, train_cfg, rt, task.output_ids, len(task.vocab))
@@ -75,7 +76,8 @@ def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, 
         s.save(resume=False)
     s.start(task.name, model_entry.name)
     _run_steps(s, callback)
-    return write_summary(run, state.rows, state, {**info, "compiled": engine.compiled})
+    return write_summary(run, state.rows, state, {**info, "compiled": engine.compiled,
+                                                  "cuda_graphs": engine.graphs})
 
 
 def _say(line: str) -> None:

@@ -24,9 +24,9 @@ class OutputSpace:
             ids = torch.as_tensor(list(output_ids), dtype=torch.long)
             if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
                 raise ValueError(f"output_ids must be token ids in 0..{vocab_size - 1}")
-            index = torch.full((vocab_size,), IGNORE, dtype=torch.long)
-            index[ids] = torch.arange(len(ids))
-            self.ids, self.index = ids.to(device), index.to(device)
+            self.ids = ids.to(device)  # (n_out,)
+            self.index = torch.full((vocab_size,), IGNORE, dtype=torch.long, device=device)
+            self.index[self.ids] = torch.arange(len(ids), device=device)  # (V,)
 
     def logits(self, logits: torch.Tensor) -> torch.Tensor:
         """(..., V) -> (..., n_out): the scored columns."""

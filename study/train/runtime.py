@@ -1,8 +1,8 @@
 """Where and how training runs: the device, the autocast precision, whether forward + loss are
 compiled and whether AdamW uses its fused kernel, resolved once from the `device`,
-`precision`, `compile` and `fused` settings. `auto` means all of them on CUDA and none on the
-CPU; each can be forced on the CPU too, which is how the tests run the GPU code path on a
-machine without one."""
+`precision`, `compile`, `fused` and `cuda_graphs` settings. `auto` means all of them on CUDA
+and none on the CPU; each but CUDA graphs can be forced on the CPU too, which is how the tests
+run the GPU code path on a machine without one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ class Runtime:
     amp_dtype: torch.dtype | None  # autocast dtype, None = fp32
     compiled: bool
     fused: bool = False  # AdamW's fused kernel
+    cuda_graphs: bool = False  # the compiled forward/backward replayed as CUDA graphs
 
     @property
     def precision(self) -> str:
@@ -77,7 +78,8 @@ def resolve_runtime(cfg: TrainConfig) -> Runtime:
         torch.backends.cudnn.allow_tf32 = True
     compiled = cfg.compile == "on" or (cfg.compile == "auto" and cuda)
     fused = cfg.fused == "on" or (cfg.fused == "auto" and cuda)
-    return Runtime(device, torch.bfloat16 if bf16 else None, compiled, fused)
+    graphs = compiled and cuda and cfg.cuda_graphs != "off"  # CUDA graphs exist on CUDA only
+    return Runtime(device, torch.bfloat16 if bf16 else None, compiled, fused, graphs)
 
 
 def sync(device: torch.device) -> None:

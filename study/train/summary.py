@@ -13,7 +13,8 @@ def run_info(task, model_entry, seed: int, cfg: TrainConfig, model, rt: Runtime)
     """The summary's description of the run itself."""
     return {"task": task.name, "model": model_entry.name, "seed": seed, "steps": cfg.steps,
             "n_params": sum(p.numel() for p in model.parameters()), "device": rt.device_name,
-            "precision": rt.precision, "compiled": rt.compiled, "fused_adamw": rt.fused,
+            "precision": rt.precision, "compiled": rt.compiled, "cuda_graphs": rt.cuda_graphs,
+            "fused_adamw": rt.fused,
             "inputs": "free" if runs_free(cfg.feed_outputs, model) else "teacher"}
 
 

@@ -496,3 +496,48 @@ def test_a_hooked_state_site_sees_every_step():
     model(_ids(2, 0))
     handle.remove()
     assert len(calls) == 1 and not model.sites.hooked("state")
+
+
+def _as_one_block(model: RecurrentLM) -> None:
+    """Make the cell's weights views of one block, as cuDNN's flattening leaves them on CUDA."""
+    cell = model.cell
+    weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+    block = torch.cat([w.detach().flatten() for w in weights])
+    offset = 0
+    with torch.no_grad():
+        for w in weights:
+            w.set_(block.untyped_storage(), offset, w.shape)
+            offset += w.numel()
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_a_checkpoint_of_weights_in_one_block_is_written_and_read_back(cell, tmp_path):
+    from study.train import checkpoint as ckpt
+
+    model = _model(cell, seed=3)
+    _as_one_block(model)
+    ids = _ids(4, 1)
+    want = model(ids)
+    path = ckpt.save(tmp_path, 7, model, {"what": "test"}, None)
+    other = _model(cell, seed=4)
+    _as_one_block(other)
+    block = other.cell.weight_ih.untyped_storage().data_ptr()
+    ckpt.load_weights(other, path)
+    torch.testing.assert_close(other(ids), want, rtol=0, atol=0)
+    # read in place: the weights are still views of their one block
+    assert other.cell.bias_hh.untyped_storage().data_ptr() == block
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_on_cuda_the_fused_kernel_reads_its_weights_without_a_copy_or_a_warning(cell):
+    import warnings
+
+    model = _model(cell).cuda()
+    cell_ = model.cell
+    blocks = {w.untyped_storage().data_ptr()
+              for w in (cell_.weight_ih, cell_.weight_hh, cell_.bias_ih, cell_.bias_hh)}
+    assert len(blocks) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "not part of single contiguous chunk of memory"
+        model(_ids(3, 0).cuda())

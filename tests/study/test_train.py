@@ -415,6 +415,40 @@ def test_a_capped_evaluation_covers_every_part_of_a_stacked_split():
     n = len(task.split("test"))
     cfg = TrainConfig(eval_examples=n // 4)
     ev = Evaluator(task, cfg, resolve_runtime(cfg))
-    ids, _, groups = ev.splits["test"]
+    part, groups = ev.splits["test"]
     pools = sorted(name for name, _ in groups if name.startswith("pool="))
-    assert len(ids) == n // 4 and pools == [f"pool={i}" for i in range(9)]
+    assert len(ev.ids[part]) == n // 4 and pools == [f"pool={i}" for i in range(9)]
+
+
+def test_evaluating_every_split_at_once_equals_evaluating_each_alone():
+    """The evaluator stacks its splits into one block padded to the longest and runs it in
+    big chunks; each split's metrics must be those of that split evaluated on its own, at its
+    own length, in small batches."""
+    from study.train.evaluate import Evaluator
+    from study.train.runtime import resolve_runtime
+
+    class OneSplit:  # the task with a single eval split
+        def __init__(self, task, name):
+            self._task, self.eval_splits = task, (name,)
+
+        def __getattr__(self, key):
+            return getattr(self._task, key)
+
+    entry = get("task", "binding")
+    task = entry.obj(entry.make_config("smoke"))
+    cfg = TrainConfig(eval_examples=64)
+    rt = resolve_runtime(cfg)
+    torch.manual_seed(0)
+    me = get("model", "rope2")
+    model = me.obj(me.make_config("smoke"), len(task.vocab), task.seq_len)
+    rows = Evaluator(task, cfg, rt)(model, 3)
+    together = {(r[1], r[2], r[3]): r[4] for r in rows}
+    assert {r[1] for r in rows} == set(task.eval_splits) and len(task.eval_splits) > 1
+    alone = {}
+    for name in task.eval_splits:
+        ev = Evaluator(OneSplit(task, name), cfg, rt)
+        ev.batch = 7  # several small forward passes
+        alone.update({(r[1], r[2], r[3]): r[4] for r in ev(model, 3)})
+    assert together.keys() == alone.keys()
+    for key, value in together.items():
+        assert value == pytest.approx(alone[key], rel=1e-5, abs=1e-6), key
