@@ -112,8 +112,9 @@ def _modular_rows(model, task, ids, device, last: int, top_k: int) -> list[tuple
     OV = ov(block.attn).float().sum(0)
     nums = W_E[numbers] @ OV  # (p, d): OV image of each number's embedding
     mlp = block.mlp
-    x, y = torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij")
-    x, y = x.reshape(-1).to(nums.device), y.reshape(-1).to(nums.device)
+    residues = torch.arange(p, device=nums.device)
+    x, y = torch.meshgrid(residues, residues, indexing="ij")
+    x, y = x.reshape(-1), y.reshape(-1)  # (p²,) every operand pair
     out = mlp.act((nums[x] + nums[y]) @ mlp.W_in.float()) @ mlp.W_out.float() @ W_U[:, numbers]
     right = (out.argmax(-1) == (x + y) % p).float().mean()
     rows.append((last, -1, "ov_mlp_accuracy", float(right)))
@@ -135,10 +136,12 @@ def _premlp_cosines(model, ids, operands, device, layer: int, nums: torch.Tensor
     from models.sites.capture import collect
 
     acts = collect(model, ids, [("resid", layer), ("attn_out", layer)], device)
-    pre = torch.as_tensor(acts[("resid", layer)][:, -1] + acts[("attn_out", layer)][:, -1])
-    x, y = (torch.as_tensor(v) for v in operands)  # (n,) operand values
-    nums = nums.cpu()
+    host = torch.device("cpu")  # `collect` returns host arrays: the cosines are taken there
+    pre = torch.as_tensor(acts[("resid", layer)][:, -1] + acts[("attn_out", layer)][:, -1],
+                          device=host)  # (n, d)
+    x, y = (torch.as_tensor(v, device=host) for v in operands)  # (n,) operand values
+    nums = nums.to(host)
     target = nums[x] + nums[y]  # (n, d)
-    perm = torch.as_tensor(np.random.default_rng(0).permutation(len(ids)))
+    perm = torch.as_tensor(np.random.default_rng(0).permutation(len(ids)), device=host)
     return [(layer, -1, "cos_premlp_ov", float(cosine(pre, target).mean())),
             (layer, -1, "cos_premlp_ov_shuffled", float(cosine(pre, target[perm]).mean()))]

@@ -37,13 +37,18 @@ class Subspace:
 
     @classmethod
     def from_matrix(cls, W, k: int, mu=None, sigma=None, bias=None) -> "Subspace":
+        """From W (d, d) and the optional mu, sigma, bias (d,): all on W's device (the CPU
+        for an array)."""
         W = torch.as_tensor(W, dtype=torch.float32)
         d = W.shape[0]
-        z = torch.zeros(d)
-        return cls(W, torch.linalg.inv(W.double()).float(),
-                   z if mu is None else torch.as_tensor(mu, dtype=torch.float32),
-                   torch.ones(d) if sigma is None else torch.as_tensor(sigma, dtype=torch.float32),
-                   z if bias is None else torch.as_tensor(bias, dtype=torch.float32), int(k))
+
+        def vec(v, fill: float) -> torch.Tensor:  # (d,) beside W
+            if v is None:
+                return torch.full((d,), fill, dtype=torch.float32, device=W.device)
+            return torch.as_tensor(v, dtype=torch.float32, device=W.device)
+
+        return cls(W, torch.linalg.inv(W.double()).float(), vec(mu, 0.0), vec(sigma, 1.0),
+                   vec(bias, 0.0), int(k))
 
     @classmethod
     def from_file(cls, path, key: str) -> "Subspace":

@@ -30,8 +30,8 @@ def points(acts: np.ndarray, space: Subspace, values: np.ndarray) -> tuple[np.nd
     `values` (n, pos) >= 0."""
     T = min(acts.shape[1], values.shape[1])
     mask = values[:, :T] >= 0
-    x = torch.as_tensor(acts[:, :T][mask])  # (m, width)
-    z = space.read(x).numpy() if len(x) else np.zeros((0, space.k))
+    x = torch.as_tensor(acts[:, :T][mask], device=space.W.device)  # (m, width)
+    z = space.read(x).cpu().numpy() if len(x) else np.zeros((0, space.k))  # (m, k)
     return z, values[:, :T][mask]
 
 

@@ -410,11 +410,13 @@ def _reset_fast(iv) -> None:
         inter.use_fast = False
 
 
-def _step_layers(iv) -> torch.Tensor:
-    """(n_representations,) the step of each representation, in pyvene's key order."""
+def _step_layers(iv, device) -> torch.Tensor:
+    """(n_representations,) the step of each representation, in pyvene's key order, on
+    `device` (made there once: the row masks are compared against it at every call)."""
     cached = getattr(iv, "_study_step_layers", None)
-    if cached is None:
-        cached = torch.tensor([int(iv.representations[k].layer) for k in iv.sorted_keys])
+    if cached is None or cached.device != torch.device(device):
+        cached = torch.tensor([int(iv.representations[k].layer) for k in iv.sorted_keys],
+                              device=device)
         iv._study_step_layers = cached
     return cached
 
@@ -437,13 +439,13 @@ def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor,
         raise ValueError(f"sources batch {sources.shape[0]} != base batch {batch}")
     pos = torch.as_tensor(base_pos if not isinstance(base_pos, list) else
                           [int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in base_pos],
-                          dtype=torch.long).reshape(-1)
+                          dtype=torch.long, device=base.device).reshape(-1)  # (batch,)
     if len(pos) != batch:
         raise ValueError(f"base_pos: {len(pos)} entries for a batch of {batch}")
     base_in = {"input_ids": base} if readout is None else {"input_ids": base, "readout": readout}
     if kind in STEP_KINDS:
         if getattr(iv, "study_steps", False):
-            layers = _step_layers(iv).to(pos.device)
+            layers = _step_layers(iv, pos.device)  # (n_steps,)
             masks = pos[None, :] == layers[:, None]  # (n_steps, batch): each step's own rows
             _, out = iv(base_in, unit_locations=None, source_representations=sources,
                         subspaces=list(masks))

@@ -37,10 +37,13 @@ ACTIVATIONS = {
 }
 
 
-def rotary_tables(n_pos: int, d_rot: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin of position × frequency, each (n_pos, d_rot), halves repeated (NeoX layout)."""
-    inv_freq = 1.0 / (base ** (torch.arange(0, d_rot, 2, dtype=torch.float32) / d_rot))
-    angles = torch.outer(torch.arange(n_pos, dtype=torch.float32), inv_freq)  # (n_pos, d_rot/2)
+def rotary_tables(n_pos: int, d_rot: int, base: float,
+                  device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of position × frequency, each (n_pos, d_rot), halves repeated (NeoX layout),
+    on `device` (None: torch's default, as for any module built and then moved)."""
+    f32 = dict(dtype=torch.float32, device=device)
+    inv_freq = 1.0 / (base ** (torch.arange(0, d_rot, 2, **f32) / d_rot))
+    angles = torch.outer(torch.arange(n_pos, **f32), inv_freq)  # (n_pos, d_rot/2)
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos(), angles.sin()
 
@@ -135,8 +138,10 @@ class RotaryTransformer(nn.Module):
         if n_pos <= self.rot_cos.shape[0]:
             cos, sin = self.rot_cos[:n_pos], self.rot_sin[:n_pos]
         else:
+            # a longer input than the tables: fresh ones, computed on the CPU as the buffers
+            # were (the positions they cover get bit-identical angles), then moved
             cos, sin = (t.to(ids.device) for t in rotary_tables(
-                n_pos, self.config.d_head, self.config.rotary_base))
+                n_pos, self.config.d_head, self.config.rotary_base, device="cpu"))
         x = self.drop(self.embed(ids))  # (batch, pos, d_model)
         sites = self.sites
         for layer, block in enumerate(self.blocks):
