@@ -47,7 +47,9 @@ their chosen k (the smallest within 0.01 of the best test IIA) are also written 
 own format under `pyvene/` (`analyses/das/export.py`; latest analysed checkpoint only).
 
 Training and scoring run through `pyvene.IntervenableModel`s over the network's sites, with
-the pairs' source vectors read once (`analyses/das/search.py`).
+the pairs' source vectors read once (`analyses/das/search.py`). The restarts of one
+(alignment, k) train together (`batch_restarts`): one forward over their stacked batches,
+each restart's alignment on its own rows (`analyses/das/batched.py`, `stacked.py`).
 """
 from __future__ import annotations
 
@@ -90,6 +92,10 @@ class DasConfig:
         0.05, "[ours] the lr decays on a cosine to lr * lr_floor over `steps`; 1 = constant")
     restarts: int = setting(
         3, "[ours] trainings per (alignment, k); the best by training-split IIA is kept")
+    batch_restarts: bool = setting(
+        True, "[ours] train an (alignment, k)'s restarts together, one network forward per "
+        "step for all (the result of training them one after another, to float tolerance); "
+        "false = one after another")
     warm_start: bool = setting(
         True, "[ours] the first restart at k starts from the kept alignment of the previous k")
     min_changed: int = setting(

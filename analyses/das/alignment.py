@@ -54,8 +54,10 @@ class _Standardised:
     """Mixin: the mu/sigma buffers and their fitting."""
 
     def _init_standardisation(self, n: int) -> None:
-        self.register_buffer("mu", torch.zeros(n))
-        self.register_buffer("sigma", torch.ones(n))
+        # built on the CPU, like every alignment (seeded draws then agree on every device);
+        # `.to(device)` moves it beside the site it acts on
+        self.register_buffer("mu", torch.zeros(n, device="cpu"))
+        self.register_buffer("sigma", torch.ones(n, device="cpu"))
 
     @torch.no_grad()
     def fit_standardisation(self, acts: torch.Tensor) -> None:
@@ -90,7 +92,8 @@ class OrthogonalAlignment(_Standardised, pv.RotatedSpaceIntervention):
             self.set_interchange_dim(k)
 
     def set_interchange_dim(self, k):
-        self.interchange_dim = torch.as_tensor(int(k))
+        # a buffer (pyvene's): kept beside the others, whichever device the alignment is on
+        self.interchange_dim = torch.as_tensor(int(k), device=self.mu.device)
 
     def forward(self, base, source, subspaces=None, **kwargs):
         if subspaces is None or is_row_mask(subspaces):
@@ -117,7 +120,8 @@ class OrthogonalAlignment(_Standardised, pv.RotatedSpaceIntervention):
         search at this k starts near the IIA `prev` reached instead of below it."""
         d, kp = self.rotate_layer.weight.shape[0], prev.k
         keep = prev.matrix().detach()[:, :kp]  # (d, kp) orthonormal
-        basis, _ = torch.linalg.qr(torch.cat([keep, torch.eye(d, dtype=keep.dtype)], 1))
+        eye = torch.eye(d, dtype=keep.dtype, device=keep.device)  # (d, d)
+        basis, _ = torch.linalg.qr(torch.cat([keep, eye], 1))  # (d, d + kp)
         rest = basis[:, kp:d]  # (d, d - kp): an orthonormal basis of keep's complement
         x = prev._std(acts.float().to(keep.device))
         x = (x - x.mean(0)) @ rest  # (n, d - kp)
@@ -129,8 +133,8 @@ class OrthogonalAlignment(_Standardised, pv.RotatedSpaceIntervention):
 
 def random_oaf(embed_dim: int, k: int, seed: int) -> OrthogonalAlignment:
     """The random control: a fixed (untrained) seeded random rotation."""
-    g = torch.Generator().manual_seed(seed)
-    q, r = torch.linalg.qr(torch.randn(embed_dim, embed_dim, generator=g))
+    g = torch.Generator().manual_seed(seed)  # drawn on the CPU; the caller moves the alignment
+    q, r = torch.linalg.qr(torch.randn(embed_dim, embed_dim, generator=g, device="cpu"))
     q = q * torch.sign(torch.diagonal(r))  # Haar-distributed
     inst = OrthogonalAlignment(embed_dim, k)
     with torch.no_grad():
@@ -150,16 +154,17 @@ class LinearAlignment(_Standardised, pv.TrainableIntervention,
     def __init__(self, embed_dim: int, k: int | None = None, **kwargs):
         super().__init__(embed_dim=embed_dim, **kwargs)
         n = embed_dim
-        self.core = nn.Parameter(torch.randn(n, n) / math.sqrt(n))  # M [authors' init]
-        self.signs = nn.Parameter(0.01 * torch.randn(n))  # u [authors' init]
-        self.bias = nn.Parameter(torch.zeros(n))  # b
+        cpu = torch.device("cpu")  # built on the CPU (see `_init_standardisation`)
+        self.core = nn.Parameter(torch.randn(n, n, device=cpu) / math.sqrt(n))  # M [authors']
+        self.signs = nn.Parameter(0.01 * torch.randn(n, device=cpu))  # u [authors' init]
+        self.bias = nn.Parameter(torch.zeros(n, device=cpu))  # b
         self._init_standardisation(n)
         self._cache = None
         if k is not None:
             self.set_interchange_dim(k)
 
     def set_interchange_dim(self, k):
-        self.interchange_dim = torch.as_tensor(int(k))
+        self.interchange_dim = torch.as_tensor(int(k), device=self.mu.device)
 
     def matrix(self) -> torch.Tensor:
         """W (d, d) = (M M^T + 0.1 I) diag(s)."""
@@ -215,7 +220,8 @@ class RotatedLinearAlignment(LinearAlignment):
         """Start at `oaf`'s solution: R = its rotation, W = I, b = 0, same standardisation."""
         n = self.core.shape[0]
         self.rotate_layer.weight = oaf.rotate_layer.weight.detach().clone()
-        self.core.copy_(math.sqrt(1 - LAF_EPS) * torch.eye(n, dtype=self.core.dtype))
+        self.core.copy_(math.sqrt(1 - LAF_EPS) * torch.eye(n, dtype=self.core.dtype,
+                                                           device=self.core.device))
         self.signs.fill_(10.0)  # tanh(10) + 0.1 ~ 1.1: a positive scale, which cancels out
         self.bias.zero_()
         self.mu.copy_(oaf.mu)
@@ -228,7 +234,10 @@ class RotatedLinearAlignment(LinearAlignment):
 @contextlib.contextmanager
 def cached_maps(inst):
     """Compute the alignment's matrices once for every call inside the block (autograd kept)."""
-    if isinstance(inst, LinearAlignment):
+    if hasattr(inst, "stacked_maps"):  # restarts trained together (`analyses/das/stacked.py`)
+        with parametrize.cached(), inst.cached():
+            yield
+    elif isinstance(inst, LinearAlignment):
         inst._cache = None
         inst._cache = inst.maps()
         try:
@@ -257,7 +266,7 @@ def tensors_of(name: str, inst) -> dict[str, torch.Tensor]:
     """What `alignments.safetensors` keeps of one alignment: the matrix ("" key: R or W) and
     the parameters needed to rebuild it (suffix keys)."""
     out = {"": inst.matrix().detach(), "/mu": inst.mu, "/sigma": inst.sigma,
-           "/k": torch.tensor(inst.k)}
+           "/k": torch.tensor(inst.k, device="cpu")}  # saved: host-side
     if name == "laf":
         out.update({"/core": inst.core.detach(), "/signs": inst.signs.detach(),
                     "/bias": inst.bias.detach()})

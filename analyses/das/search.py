@@ -21,6 +21,9 @@ accuracy threshold too]. A pair is right when every scored position is right.
 Search [ours, so that a larger k does not lose what a smaller k found]: the lr decays on a
 cosine to `lr_floor * lr`; each (alignment, k) is trained `restarts` times and the restart
 with the best training-split IIA on changed pairs is kept (the test split never chooses);
+the restarts train together, one forward over their stacked batches per step, each stopping
+by its own rule (`das.batch_restarts`, `analyses/das/batched.py`; the sequential `train`
+gives the same result);
 k runs in increasing order and the first restart of each k starts from the kept alignment of
 the previous k (`warm_start`). The spread of test IIA over restarts is reported
 (`iia_restart_sd`). Scores: `analyses/common/stats.py` (IIA on changed pairs, all-pairs IIA,
@@ -189,7 +192,7 @@ def pairs_right(iv, pt: PairTensors, src: torch.Tensor, batch_size: int = 1000) 
         sub = pt.take(slice(lo, lo + batch_size))
         logits, labels, rows = scored_iv(iv, sub, src[lo:lo + batch_size])
         out.append(rows_right(logits, labels, rows, len(sub)))
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool, device=src.device)
 
 
 def iia(model, data: SiteData, inst, split: str, batch_size: int = 1000) -> float:
@@ -214,7 +217,7 @@ class Fit:
 
 
 def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
-        label: str = "", variable: str = "", oaf=None) -> Fit:
+        label: str = "", variable: str = "", oaf=None, batched: bool | None = None) -> Fit:
     """Best of `cfg.restarts` trainings of one alignment at one k, chosen by training-split IIA
     on changed pairs (never the test split) [ours]. Restarts start, in turn, from:
     - for a `rotated` LAF, `oaf` (the OAF chosen at this k): the LAF begins at that OAF's
@@ -224,14 +227,17 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
       [ours]; an OAF's added dims are the site's least-varying directions outside it
       (`OrthogonalAlignment.extend_from`), so the search starts near the smaller k's IIA;
     - a fresh seeded draw (every further restart).
-    The random control is one untrained draw per k, never warm-started."""
+    The random control is one untrained draw per k, never warm-started.
+    `batched` (default `cfg.batch_restarts`): the restarts train together, one forward for
+    all (`analyses/das/batched.py`), with the result of training them one after another
+    (False) to float tolerance [ours]."""
     width = data.src_train.shape[1]
     changed = {s: getattr(data, s).changed.cpu().numpy() for s in ("train", "test")}
     n_restarts = 1 if name == "random" else max(1, cfg.restarts)
     form = cfg.laf_form
     starts = [("oaf", oaf)] if name == "laf" and form == "rotated" and oaf is not None else []
     starts += [("warm", warm)] if warm is not None and name != "random" else []
-    cands = []
+    insts = []
     for r in range(n_restarts):
         inst = make_alignment(name, width, k, seed + 104_729 * r, form).to(data.src_train.device)
         if cfg.standardize:
@@ -244,10 +250,20 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
         elif start == "warm":
             inst.load_state_dict(src.state_dict())
             inst.set_interchange_dim(k)
-        if name != "random":
-            train(model, data, inst, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
-                  stop_iia=cfg.stop_iia, seed=seed + r, patience=cfg.patience,
-                  lr_floor=cfg.lr_floor)
+        insts.append(inst)
+    budget = dict(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, stop_iia=cfg.stop_iia,
+                  patience=cfg.patience, lr_floor=cfg.lr_floor)
+    if batched is None:
+        batched = getattr(cfg, "batch_restarts", True)
+    if name != "random" and batched and n_restarts > 1:
+        from analyses.das.batched import train_restarts
+        train_restarts(model, data, insts, seeds=[seed + r for r in range(n_restarts)],
+                       **budget)
+    elif name != "random":
+        for r, inst in enumerate(insts):
+            train(model, data, inst, seed=seed + r, **budget)
+    cands = []
+    for r, inst in enumerate(insts):
         if name == "laf":
             cond = inst.condition_number()
             if not cond <= cfg.max_cond:
