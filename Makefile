@@ -99,6 +99,16 @@ slurm:
 demo: setup
 	$(BIN)/python -m study sweep study=demo
 
+# The whole GPU path in one check, for a GPU node (docs/cluster.md#checking-a-gpu-node-make-gpu-check):
+# the node's Python (PYTHON, with its own torch) runs it, not the venv, with this checkout on
+# PYTHONPATH, so it needs no `make setup`. GPU_CHECK adds settings, e.g.
+# GPU_CHECK="device=cpu quick=true" for the same check in minutes on a CPU.
+GPU_CHECK ?=
+.PHONY: gpu-check
+gpu-check:
+	@test -n "$(OUT)" || { echo "usage: make gpu-check OUT=DIR [GPU_CHECK='device=cpu quick=true ...']"; exit 2; }
+	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(PYTHON) -m study gpu-check out="$(OUT)" $(GPU_CHECK)
+
 # One pytest worker per core (each test runs torch on one thread: tests/conftest.py); a test
 # file stays on one worker, so the runs a file trains once are shared by its tests.
 PYTEST_PARALLEL ?= -n auto --dist loadfile

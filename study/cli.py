@@ -41,6 +41,10 @@ commands:
   bench train|das [key=value ...]        speed of the hot loops against a naive baseline
   doctor [task=... model=... seconds=10] torch, CUDA, driver, bf16/compile support, the
                                          settings a run would use, a tokens/s probe
+  gpu-check out=DIR [device=cuda|cpu] [quick=true] [scale=...] [work=DIR] [only=ITEM,..]
+                                         the whole GPU path in one check (doctor, CUDA tests,
+                                         demo, every task x model x analysis, benches, paper
+                                         runs): summary.md, a log and the runs without weights
 
 scales: paper (the published setup, GPU), small (minutes on a laptop CPU), smoke (seconds)
 """
@@ -90,6 +94,7 @@ COMMANDS = {
     "compare": _lazy("study.compare", "cmd_compare"),
     "bench": _lazy("study.commands", "cmd_bench"),
     "doctor": _lazy("study.doctor", "cmd_doctor"),
+    "gpu-check": _lazy("study.gpu_check", "cmd_gpu_check"),
 }
 
 

@@ -21,7 +21,7 @@ def test_doctor_reports_this_machine(tmp_path, monkeypatch, capsys):
         assert re.search(rf"^{re.escape(label)} ", out, re.M), label
     assert re.search(r"^torch.compile +yes: ", out, re.M) and re.search(r"^fused AdamW +yes: ", out, re.M)
     if not torch.cuda.is_available():
-        assert re.search(r"^run settings +device cpu, fp32, compile off, fused AdamW off", out, re.M)
+        assert re.search(r"^run settings +device cpu, fp32, compile off, CUDA graphs off, fused AdamW off", out, re.M)
     probe = re.search(r"(\d+) steps in ([\d.]+) s, [\d.]+ steps/s, ([\d,]+) tokens/s", out)
     assert probe and int(probe.group(1)) > 0 and int(probe.group(3).replace(",", "")) > 0
     assert out.strip().endswith("doctor: everything a run needs works")
