@@ -87,3 +87,14 @@ def step_loop(model):
     finally:
         if handle is not None:
             handle.remove()
+
+
+def project_entries(kind: str) -> dict:
+    """The registry's entries of `kind` that the project ships. Every test file is imported
+    when the suite is collected, so the entries some test files register (a toy task, a fake
+    network) are in the registry for every test of the session; a property of the project's
+    own tasks, models and analyses is checked over these."""
+    from study.core import registry
+
+    return {name: e for name, e in registry.entries(kind).items()
+            if e.obj.__module__.split(".")[0] in ("tasks", "models", "analyses")}

@@ -27,65 +27,63 @@ class Evaluator:
     every eval split, overall ("all") and per stratum ("depth=3"); splits live on the device.
     `outputs`: the task's output vocabulary (default: every token).
 
-    Every split is stacked into one (n, L) block, right-padded to the longest (the networks
-    are causal, so padding after a sequence changes nothing in it), and run in chunks of about
-    `_TOKENS` positions, with one read-back for the whole evaluation: on a GPU a small
-    network's evaluation is bound by kernel launches and host waits, not by arithmetic."""
+    The results of every split stay on the device until all are computed, then come back
+    together: on a GPU a small network's evaluation is bound by kernel launches and host waits,
+    so there a forward pass also takes as many sequences as fit about `_TOKENS` positions. On
+    the CPU batches stay small, where they run fastest."""
 
-    _TOKENS = 1 << 17  # positions per forward pass [ours]
+    _TOKENS = 1 << 17  # positions per forward pass on a GPU [ours]
 
     def __init__(self, task, cfg: TrainConfig, runtime: Runtime,
                  outputs: OutputSpace | None = None):
         self.runtime, self.splits = runtime, {}
         self.outputs = outputs or OutputSpace(None, len(task.vocab), runtime.device)
-        parts, lengths, start = [], [], 0
+        self.batch = max(256, cfg.batch_size)
         for name in task.eval_splits:
             ex = task.split(name)
             if cfg.eval_examples and cfg.eval_examples < len(ex):
                 ex = ex.take(spread(len(ex), cfg.eval_examples))
+            L = used_length(ex.ids, ex.labels, task.pad_id)
             groups = [("all", np.ones(len(ex), bool))]
             for key, values in ex.strata.items():
                 for v in np.unique(values):
                     groups.append((f"{key}={_plain(v)}", values == v))
-            self.splits[name] = (slice(start, start + len(ex)), groups)
-            parts.append(ex)
-            lengths.append(used_length(ex.ids, ex.labels, task.pad_id))
-            start += len(ex)
-        L = max(lengths, default=1)
-        self.ids = torch.from_numpy(np.concatenate(
-            [to_width(ex.ids, L, task.pad_id) for ex in parts]) if parts else
-            np.zeros((0, L), np.int64)).to(runtime.device)  # (n, L)
-        self.labels = torch.from_numpy(np.concatenate(
-            [to_width(ex.labels, L, IGNORE) for ex in parts]) if parts else
-            np.zeros((0, L), np.int64)).to(runtime.device)  # (n, L)
-        self.batch = max(256, cfg.batch_size, self._TOKENS // L)
+            self.splits[name] = (torch.from_numpy(to_width(ex.ids, L, task.pad_id)).to(runtime.device),  # (n, L)
+                                 torch.from_numpy(to_width(ex.labels, L, IGNORE)).to(runtime.device),  # (n, L)
+                                 groups)
+
+    def _rows(self, length: int) -> int:
+        """Sequences per forward pass at this length."""
+        if self.runtime.device.type == "cuda":
+            return max(self.batch, self._TOKENS // max(length, 1))
+        return self.batch
 
     @torch.no_grad()
     def __call__(self, model, step: int) -> list[tuple]:
         """Metric rows (step, split, stratum, "accuracy" | "loss", value)."""
-        rows, out = [], self.outputs
-        correct, loss, count = [], [], []
+        rows, out, pending = [], self.outputs, []
         with eval_mode(model), self.runtime.autocast():
-            for a in range(0, len(self.ids), self.batch):
-                x, y = self.ids[a:a + self.batch], self.labels[a:a + self.batch]  # (b, L)
-                logits = free_logits(model, x, feed_mask(y)).float()  # (b, L, V)
-                ce = F.cross_entropy(out.logits(logits).transpose(1, 2), out.targets(y),
-                                     ignore_index=IGNORE, reduction="none")  # (b, L)
-                ok = (out.predict(logits) == y) | (y == IGNORE)  # (b, L)
-                correct.append(ok.all(-1))  # (b,)
-                loss.append(ce.sum(-1))
-                count.append((y != IGNORE).sum(-1))
-        if not correct:
-            return rows
-        correct, loss, count = (torch.cat(t).cpu().numpy() for t in (correct, loss, count))  # (n,)
-        for name, (part, groups) in self.splits.items():
-            c, l, n = correct[part], loss[part], count[part]
-            scored = n > 0
+            for name, (ids, labels, groups) in self.splits.items():
+                correct, loss, count = [], [], []
+                size = self._rows(ids.shape[1])
+                for a in range(0, len(ids), size):
+                    x, y = ids[a:a + size], labels[a:a + size]  # (b, L)
+                    logits = free_logits(model, x, feed_mask(y)).float()  # (b, L, V)
+                    ce = F.cross_entropy(out.logits(logits).transpose(1, 2), out.targets(y),
+                                         ignore_index=IGNORE, reduction="none")  # (b, L)
+                    ok = (out.predict(logits) == y) | (y == IGNORE)  # (b, L)
+                    correct.append(ok.all(-1))  # (b,)
+                    loss.append(ce.sum(-1))
+                    count.append((y != IGNORE).sum(-1))
+                pending.append((name, groups, correct, loss, count))
+        for name, groups, *parts in pending:  # the first read-back waits for all of them
+            correct, loss, count = (torch.cat(t).cpu().numpy() for t in parts)  # (n,)
+            scored = count > 0
             for stratum, mask in groups:
                 m = mask & scored
                 if m.any():
-                    rows.append((step, name, stratum, "accuracy", float(c[m].mean())))
-                    rows.append((step, name, stratum, "loss", float(l[m].sum() / n[m].sum())))
+                    rows.append((step, name, stratum, "accuracy", float(correct[m].mean())))
+                    rows.append((step, name, stratum, "loss", float(loss[m].sum() / count[m].sum())))
         return rows
 
 

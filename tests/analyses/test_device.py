@@ -29,7 +29,7 @@ from analyses.common.context import AnalysisContext
 from analyses.das.alignment import OrthogonalAlignment
 from study.core import registry
 from tests.analyses.implicit_device import ROOT, implicit_device_on_meta
-from tests.conftest import frozen_smoke_model
+from tests.conftest import frozen_smoke_model, project_entries
 
 # Per analysis, its smoke preset cut further (a few pairs, steps, sequences); an analysis not
 # named here runs at its plain smoke preset. das keeps two k (the second starts from the
@@ -87,7 +87,7 @@ def _task_of(layout: str) -> str | None:
     """The registered task with the shortest sequences whose pairs (its first causal
     variable's) have `layout`; None if no task's do."""
     found = []
-    for name, entry in registry.entries("task").items():
+    for name, entry in project_entries("task").items():
         task = entry.obj(entry.make_config("smoke"))
         pairs = task.counterfactuals(task.causal_variables[0], 2, split="test", seed=0)
         aligned = bool((np.asarray(pairs.base_pos) < 0).all())
@@ -105,8 +105,8 @@ def _task_or_skip(layout: str) -> str:
 
 def _cases():
     return [(layout, m_name, a_name) for layout in LAYOUTS
-            for m_name, model in registry.entries("model").items()
-            for a_name, analysis in registry.entries("analysis").items()
+            for m_name, model in project_entries("model").items()
+            for a_name, analysis in project_entries("analysis").items()
             if analysis.requires <= model.capabilities]
 
 
@@ -207,7 +207,7 @@ def test_the_comparison_across_runs_makes_every_tensor_on_the_device_of_its_netw
 
     t_name = _task_or_skip(layout)
     subjects = []
-    for m_name in registry.entries("model"):
+    for m_name in project_entries("model"):
         run_dir = _run_dir(tmp_path_factory, t_name, m_name)
         path = _das_alignments(t_name, m_name, run_dir)
         task, model, _ = frozen_smoke_model(t_name, m_name)  # the network das ran on

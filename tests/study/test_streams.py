@@ -8,15 +8,15 @@ import pytest
 import torch
 
 from study.core.labels import IGNORE
-from study.core.registry import entries
 from study.train.streams import OnTheFlyStream, auto_workers
+from tests.conftest import project_entries
 
 CPU = torch.device("cpu")
 
 
 def _sampling_tasks():
     out = []
-    for entry in entries("task").values():
+    for entry in project_entries("task").values():
         task = entry.obj(entry.make_config("smoke"))
         if task.train_batch(0, 1) is not None:
             out.append(pytest.param(task, id=entry.name))

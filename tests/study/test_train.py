@@ -415,15 +415,14 @@ def test_a_capped_evaluation_covers_every_part_of_a_stacked_split():
     n = len(task.split("test"))
     cfg = TrainConfig(eval_examples=n // 4)
     ev = Evaluator(task, cfg, resolve_runtime(cfg))
-    part, groups = ev.splits["test"]
+    ids, _, groups = ev.splits["test"]
     pools = sorted(name for name, _ in groups if name.startswith("pool="))
-    assert len(ev.ids[part]) == n // 4 and pools == [f"pool={i}" for i in range(9)]
+    assert len(ids) == n // 4 and pools == [f"pool={i}" for i in range(9)]
 
 
 def test_evaluating_every_split_at_once_equals_evaluating_each_alone():
-    """The evaluator stacks its splits into one block padded to the longest and runs it in
-    big chunks; each split's metrics must be those of that split evaluated on its own, at its
-    own length, in small batches."""
+    """The evaluator reads every split's results back at once, after all are computed; each
+    split's metrics must be those of that split evaluated on its own, in small batches."""
     from study.train.evaluate import Evaluator
     from study.train.runtime import resolve_runtime
 
