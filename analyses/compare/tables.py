@@ -43,8 +43,9 @@ def random_space(like: Subspace, seed: int) -> Subspace:
     """A seeded Haar-random rotation with `like`'s standardisation (when no random control
     was saved)."""
     g = torch.Generator().manual_seed(seed)
-    q, r = torch.linalg.qr(torch.randn(like.width, like.width, generator=g))
-    return Subspace.from_matrix(q * torch.sign(torch.diagonal(r)), like.k, like.mu, like.sigma)
+    q, r = torch.linalg.qr(torch.randn(like.width, like.width, generator=g))  # drawn on the CPU
+    q = (q * torch.sign(torch.diagonal(r))).to(like.W.device)  # beside `like`'s tensors
+    return Subspace.from_matrix(q, like.k, like.mu, like.sigma)
 
 
 class _Spaces:
