@@ -62,7 +62,7 @@ def _analyze(rd: RunDir, configs: dict, checkpoint: str | int, trajectory: bool)
     import pandas as pd
     import torch
 
-    from analyses.common.context import AnalysisContext
+    from study.analyses.common.context import AnalysisContext
     from study.train.checkpoint import list_checkpoints, load_model
 
     cfg = run_config(rd)

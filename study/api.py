@@ -28,7 +28,7 @@ def open_run(path) -> "Run":
 
 def open_runs(paths) -> list["Run"]:
     """Several run directories, each opened once, in the order given."""
-    from reports.load import unique_paths
+    from study.reports.load import unique_paths
     runs = [Run(p) for p in unique_paths(paths)]
     if not runs:
         raise UsageError("open_runs needs at least one run directory")
@@ -39,7 +39,7 @@ class Run:
     """One run directory. Reads lazily: opening one costs a config.json."""
 
     def __init__(self, path):
-        from reports.load import load_run
+        from study.reports.load import load_run
         from study.core.rundir import RunDir
 
         self._loaded = load_run(path)  # one-line UsageError for a path that is no run
@@ -112,7 +112,7 @@ class Run:
     def to_transformers(self, checkpoint="final"):
         """The network as a `transformers.GPTNeoXForCausalLM` with equal logits (the rotary
         transformers gpt12 and rope2); `save_pretrained` writes it offline."""
-        from models.nets.gpt_neox import to_gpt_neox
+        from study.models.nets.gpt_neox import to_gpt_neox
         return to_gpt_neox(self.model(checkpoint))
 
     @cached_property
@@ -128,7 +128,7 @@ class Run:
 
     def pairs(self, variable: str, split: str = "test", n: int | None = None,
               seed: int | None = None):
-        """Counterfactual pairs of a causal variable or counterfactual kind (`tasks.base.Pairs`).
+        """Counterfactual pairs of a causal variable or counterfactual kind (`study.tasks.base.Pairs`).
         Defaults are the das analysis's: n = das.n_test (test) or das.n_train (other splits),
         seed = the run's seed + das.seed, so `pairs(v)` are the pairs its test IIA is on."""
         task = self.task
@@ -171,16 +171,16 @@ class Run:
 
     def alignment(self, variable: str, alignment: str = "oaf", k: int | None = None,
                   site: str | None = None, checkpoint="final"):
-        """A trained DAS alignment (a pyvene intervention of `analyses.das.alignment`) and
+        """A trained DAS alignment (a pyvene intervention of `study.analyses.das.alignment`) and
         where it acts: (intervention, kind, layer, position). k=None: the smallest k whose test
         IIA is within 0.01 of the best. site: a label such as "state", "resid[1]",
         "resid[3]@17"; None when the das table has one site for the variable."""
-        from analyses.compare.paired import SiteRef
-        from analyses.das import ALIGNMENTS
-        from analyses.das.alignment import load_alignment
-        from analyses.das.export import chosen_k
-        from analyses.das.search import site_label
-        from analyses.subspaces.geometry import alignment_files
+        from study.analyses.compare.paired import SiteRef
+        from study.analyses.das import ALIGNMENTS
+        from study.analyses.das.alignment import load_alignment
+        from study.analyses.das.export import chosen_k
+        from study.analyses.das.search import site_label
+        from study.analyses.subspaces.geometry import alignment_files
         from safetensors import safe_open
 
         if alignment not in ALIGNMENTS:
@@ -240,9 +240,9 @@ class Run:
                      site: str | None = None, checkpoint="final", device="cpu"):
         """A `pyvene.IntervenableModel` over the run's network at `checkpoint` holding the
         trained alignment (`alignment` for its arguments). `study.iia(iv, run.pairs(variable))`
-        gives the das table's test IIA; `models.nets.pyvene_sites.interchange` runs it on
+        gives the das table's test IIA; `study.models.nets.pyvene_sites.interchange` runs it on
         any (base, source) batch."""
-        from models.nets.pyvene_sites import site_intervenable
+        from study.models.nets.pyvene_sites import site_intervenable
 
         inst, kind, layer, position = self.alignment(variable, alignment, k, site, checkpoint)
         net = self.model(checkpoint, device)
@@ -255,7 +255,7 @@ class Run:
 def pyvene_view(net):
     """What pyvene wraps for one of our networks (the network, with the `.config` pyvene
     reads), registered with pyvene: pass it to `pyvene.IntervenableModel.load`."""
-    from models.nets.pyvene_sites import register
+    from study.models.nets.pyvene_sites import register
     return register(net)
 
 
@@ -264,11 +264,11 @@ def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None) ->
     share of the pairs whose answer must change (`Pairs.changed`) whose every scored output
     becomes the counterfactual one — the das table's `iia`; `all_pairs=True`: over all pairs
     (its `iia_all`). Source vectors are read once, then every base runs through `iv`."""
-    from analyses.common.interchange import pair_tensors
-    from analyses.common.stats import changed_iia
-    from analyses.das.search import pairs_right
-    from models.nets.pyvene_sites import adopt
-    from models.sites.capture import device_of, gather_site
+    from study.analyses.common.interchange import pair_tensors
+    from study.analyses.common.stats import changed_iia
+    from study.analyses.das.search import pairs_right
+    from study.models.nets.pyvene_sites import adopt
+    from study.models.sites.capture import device_of, gather_site
 
     adopt(iv)
     kind, layer, _ = iv.study_site

@@ -13,7 +13,7 @@ from study.core.coerce import coerce
 from study.config import resolve
 from study.core.errors import UsageError
 from study.core.rundir import atomic_write_bytes
-from reports.markdown import markdown_table
+from study.reports.markdown import markdown_table
 
 DEFAULTS = {"train": {"task": "binding", "model": "gpt12"}, "das": {"task": "counting", "model": "gru"}}
 # `model=all`: every family on the task of its paper (Wu et al.: gpt12 on binding; Exoo et al.:

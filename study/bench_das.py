@@ -1,11 +1,11 @@
 """`python -m study bench das`: DAS training steps per second, our loop against pyvene's.
 
-Both loops train the same OAF (`analyses/das/alignment.OrthogonalAlignment`, a pyvene
+Both loops train the same OAF (`study/analyses/das/alignment.OrthogonalAlignment`, a pyvene
 `RotatedSpaceIntervention`) on the same pairs of the task's first causal variable, at the
 `das` analysis's default site, batch 128, Adam, fp32:
-- `pyvene`: the tutorial-style loop. An `IntervenableModel` (`models/nets/pyvene_sites`)
+- `pyvene`: the tutorial-style loop. An `IntervenableModel` (`study/models/nets/pyvene_sites`)
   runs the source forward and the base forward at every step, on full-length inputs.
-- `cached`: the `das` analysis's loop (`analyses/das/search`), through pyvene too: source
+- `cached`: the `das` analysis's loop (`study/analyses/das/search`), through pyvene too: source
   vectors read once (their one-off cost is `setup_s`) and handed to the `IntervenableModel`
   as `source_representations`, then one base forward per step, inputs cut after the last
   scored position, the output layer run at the scored positions only (`readout`), the
@@ -30,13 +30,13 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     """Steps/s of both loops and their ratio, as a DataFrame (one row per loop)."""
     import pandas as pd
 
-    from analyses.das.alignment import OrthogonalAlignment
-    from analyses.das.search import site_data, step
-    from analyses.common.interchange import pair_tensors
-    from models.base import build_model
-    from models.nets.pyvene_sites import interchange, intervenable
-    from models.sites import default_sites
-    from tasks.base import IGNORE
+    from study.analyses.das.alignment import OrthogonalAlignment
+    from study.analyses.das.search import site_data, step
+    from study.analyses.common.interchange import pair_tensors
+    from study.models.base import build_model
+    from study.models.nets.pyvene_sites import interchange, intervenable
+    from study.models.sites import default_sites
+    from study.tasks.base import IGNORE
 
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available()
                        else ("cpu" if device == "auto" else device))

@@ -1,9 +1,9 @@
 """`study compare RUN_DIR ... [out=DIR] [compare.FIELD=V]`: the same causal variable across
 runs of one task (architectures, seeds, checkpoints), read through each run's DAS alignment.
 
-The application's part of `analyses.compare`: it loads each run's networks at the
+The application's part of `study.analyses.compare`: it loads each run's networks at the
 checkpoints that have das alignments (`RUN/analyses/das/alignments*.safetensors`), groups
-them by task, calls `analyses.compare.compare` and writes the tables
+them by task, calls `study.analyses.compare.compare` and writes the tables
 - whole, to `OUT/comparisons/<table>.parquet` (OUT: the sweep's report directory, or `out=`);
 - per run, to `RUN/analyses/compare/<table>.parquet` (the rows whose `run` is that run), so
   any report of those run directories draws them (reports read run directories only).
@@ -23,7 +23,7 @@ TABLES = ("compare_similarity", "compare_geometry", "compare_stitching")
 
 
 def _config(overrides: dict[str, str]):
-    from analyses.compare import CompareConfig
+    from study.analyses.compare import CompareConfig
     from study.core.coerce import coerce, field_types
     types = field_types(CompareConfig)
     values = {}
@@ -38,8 +38,8 @@ def _config(overrides: dict[str, str]):
 
 def subjects_of(run_dirs, device) -> dict[str, tuple]:
     """task fingerprint -> (task, [Subject]) for every run checkpoint with das alignments."""
-    from analyses.compare import Subject
-    from analyses.subspaces.geometry import alignment_files
+    from study.analyses.compare import Subject
+    from study.analyses.subspaces.geometry import alignment_files
     from study.train.checkpoint import list_checkpoints, load_model, load_task
 
     groups: dict[str, tuple] = {}
@@ -64,7 +64,7 @@ def compare_runs(run_dirs, out_dir, cfg=None, device=None) -> dict:
     import pandas as pd
     import torch
 
-    from analyses.compare import CompareConfig, compare
+    from study.analyses.compare import CompareConfig, compare
 
     cfg = cfg or CompareConfig()
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -99,7 +99,7 @@ def cmd_compare(args: list[str]) -> int:
         if not (Path(d) / "config.json").is_file():
             raise UsageError(f"RUN_DIR {d!r} is not a run directory (no config.json)")
     cfg = _config(overrides)
-    from reports.write import default_out
+    from study.reports.write import default_out
     out_dir = Path(out) if out else default_out(dirs)
     compare_runs(dirs, out_dir, cfg)
     print(out_dir / "comparisons")

@@ -194,7 +194,7 @@ def write_heuristics(rd: RunDir, task) -> None:
 
 
 def write_report(rd: RunDir) -> None:
-    from reports.write import write_run_report
+    from study.reports.write import write_run_report
     log(f"report: {write_run_report(rd.path)}")
 
 
@@ -207,7 +207,7 @@ def _train(cfg: RunConfig, rd: RunDir, task) -> None:
 
 
 def _supersede(rd: RunDir, name: str) -> Path:
-    """Move analysis `name`'s folder to `superseded/<name>-<n>` (outside `analyses/`, so
+    """Move analysis `name`'s folder to `superseded/<name>-<n>` (outside `study/analyses/`, so
     reports never read it); returns where."""
     (rd.path / "superseded").mkdir(exist_ok=True)
     n = 1

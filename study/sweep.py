@@ -128,7 +128,7 @@ def parse(args: list[str]) -> tuple[Plan, SweepOptions]:
         sweep_dir = report_dir = Path(study.report_dir)
         name = study.name
     else:
-        from reports.write import default_out
+        from study.reports.write import default_out
         sweep_dir = _common_parent(paths) / f"sweep-{_hash(paths)}"
         report_dir = Path(default_out(paths))
         name = sweep_dir.name
@@ -194,7 +194,7 @@ def record(plan: Plan, launcher: str, jobs: dict) -> Path:
 
 def finish(paths, out) -> Path:
     """The comparisons across the finished runs, then their comparative report."""
-    from reports.write import write_report
+    from study.reports.write import write_report
     compare_end(paths, out)
     return write_report(paths, out)
 

@@ -34,7 +34,7 @@ def run_cli(*args, cwd=None, timeout=600):
 
 def frozen_smoke_model(task_name, model_name):
     """(task, model, model entry) at scale=smoke, seed 0, eval mode, parameters frozen."""
-    from models.base import build_model
+    from study.models.base import build_model
     from study.core.registry import get
 
     te, me = get("task", task_name), get("model", model_name)
@@ -96,5 +96,4 @@ def project_entries(kind: str) -> dict:
     own tasks, models and analyses is checked over these."""
     from study.core import registry
 
-    return {name: e for name, e in registry.entries(kind).items()
-            if e.obj.__module__.split(".")[0] in ("tasks", "models", "analyses")}
+    return registry.builtin(kind)

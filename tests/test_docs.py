@@ -56,9 +56,7 @@ def _prose(source: str) -> str:
 
 def entries(kind: str) -> dict:
     """Entries the project's own package registers (not those a test registers)."""
-    package = registry._PACKAGES[kind]
-    return {name: e for name, e in registry.entries(kind).items()
-            if getattr(e.obj, "__module__", "").split(".")[0] == package}
+    return registry.builtin(kind)
 
 
 def _markdown() -> list[Path]:

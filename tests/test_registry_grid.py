@@ -25,9 +25,7 @@ from study.train.loop import train
 def project_entries(kind: str) -> dict:
     """The registry's entries of a kind that the project's own package registers (tests may
     register throw-away entries of their own, which are not part of the grid)."""
-    package = registry._PACKAGES[kind]
-    return {name: e for name, e in registry.entries(kind).items()
-            if getattr(e.obj, "__module__", "").split(".")[0] == package}
+    return registry.builtin(kind)
 
 
 TASKS = project_entries("task")

@@ -12,8 +12,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from models.sites import SiteKind
-from models.sites.modules import Sites
+from study.models.sites import SiteKind
+from study.models.sites.modules import Sites
 from study.core import registry
 
 
@@ -59,7 +59,7 @@ registry.register("model", "toy_elman", config=ElmanConfig, capabilities=("recur
 
 
 def test_a_one_file_model_family_trains_is_analysed_and_reported(tmp_path):
-    from reports.write import write_report
+    from study.reports.write import write_report
     from study.config import resolve
     from study.runner import run
 

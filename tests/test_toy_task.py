@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from study.core import registry
-from tasks.base import IGNORE, Examples, Pairs, Task
+from study.tasks.base import IGNORE, Examples, Pairs, Task
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ ANALYSES = ("probes", "patching", "das", "subspaces")  # every one a GRU support
 
 
 def test_toy_task_trains_runs_every_analysis_and_reports(tmp_path):
-    from reports.write import write_report
+    from study.reports.write import write_report
     from study.config import resolve
     from study.core.rundir import RunDir
     from study.runner import run
@@ -122,7 +122,7 @@ def test_toy_task_trains_runs_every_analysis_and_reports(tmp_path):
 
 
 def test_circuits_runs_on_the_toy_task_with_the_task_defaults(tmp_path):
-    from analyses.common.context import AnalysisContext
+    from study.analyses.common.context import AnalysisContext
 
     task = ToyTask(ToyConfig())
     me = registry.get("model", "attn2")

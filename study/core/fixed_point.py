@@ -5,7 +5,7 @@ network's fed tokens settle left to right: each pass without gradients recompute
 prediction from the current inputs and writes them into the fed positions, and once a pass
 changes nothing the inputs are exactly those a step-by-step unroll would have fed. Used by
 the training engine for any network (`study/train/feed.py`) and by the recurrent networks'
-fused kernel (`models/nets/rnn.py`).
+fused kernel (`study/models/nets/rnn.py`).
 """
 from __future__ import annotations
 

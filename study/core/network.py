@@ -4,7 +4,7 @@ Every network the model registry builds satisfies `Network`: an `nn.Module` call
 `model(ids)` with `ids` (batch, pos) long, returning logits (batch, pos, vocab);
 `model(ids, readout=mask)` with `mask` (batch, pos) bool returns only the scored rows,
 (n_true, vocab). It exposes its intervention sites under `model.sites` (the vocabulary is
-`models/sites`), lists them in `site_kinds()`, states `n_layers` and `n_heads`, and carries
+`study/models/sites`), lists them in `site_kinds()`, states `n_layers` and `n_heads`, and carries
 the `capabilities` its family declared at registration.
 
 Capabilities are the names in `CAPABILITIES`. A family declares them once
@@ -25,7 +25,7 @@ from study.core.errors import UsageError
 
 @runtime_checkable
 class SiteShape(Protocol):
-    """One row of a network's shape table (`models.sites.SiteKind`)."""
+    """One row of a network's shape table (`study.models.sites.SiteKind`)."""
 
     name: str  # the site kind
     count: int  # modules in `model.sites.<name>`
@@ -40,7 +40,7 @@ class Network(Protocol):
     submodules such as `sites`); `check_network` checks them on any version, and more."""
 
     capabilities: frozenset[str]  # the family's declared capabilities (names in CAPABILITIES)
-    sites: Any  # `models.sites.modules.Sites`: `sites.<kind>[i]` identity modules, `.kinds()`
+    sites: Any  # `study.models.sites.modules.Sites`: `sites.<kind>[i]` identity modules, `.kinds()`
     n_layers: int  # layers (transformers) or 1 (one recurrent cell)
     n_heads: int  # attention heads per layer; 0 without attention
 
@@ -101,7 +101,7 @@ def _weights_view(model) -> Optional[str]:
 
 CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
     Capability("attention", "causal attention layers whose patterns "
-               "`models.nets.attention.capture_attention` records", check=_attention),
+               "`study.models.nets.attention.capture_attention` records", check=_attention),
     Capability("heads", "per-head attention outputs: `head` sites of width n_heads * d_head, "
                "head h in features [h*d_head, (h+1)*d_head)", site_kind="head", check=_heads),
     Capability("residual", "a residual stream: `resid[l]` entering layer l, "

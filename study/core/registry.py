@@ -1,6 +1,6 @@
 """Registries of tasks, model families and analyses.
 
-Adding an entry is one new file in `tasks/`, `models/` or `analyses/` whose module applies
+Adding an entry is one new file in `study/tasks/`, `study/models/` or `study/analyses/` whose module applies
 `register(...)`; the packages are scanned on first use, so no central list is edited.
 Registration files must stay cheap to import (no torch at module level) so that
 `python -m study list` answers quickly; heavy imports belong inside functions.
@@ -22,7 +22,7 @@ from study.core import network
 from study.core.errors import UsageError
 
 KINDS = ("task", "model", "analysis")
-_PACKAGES = {"task": "tasks", "model": "models", "analysis": "analyses"}
+PACKAGES = {"task": "study.tasks", "model": "study.models", "analysis": "study.analyses"}
 SCALES = ("paper", "small", "smoke")
 
 
@@ -91,7 +91,7 @@ def register(kind: str, name: str, *, config: type, presets: dict | None = None,
 def _scan(kind: str) -> None:
     if kind in _SCANNED:
         return
-    package = importlib.import_module(_PACKAGES[kind])
+    package = importlib.import_module(PACKAGES[kind])
     for info in pkgutil.iter_modules(package.__path__):
         if not info.name.startswith("_"):  # a module, or a package (an analysis with helpers)
             importlib.import_module(f"{package.__name__}.{info.name}")
@@ -101,6 +101,14 @@ def _scan(kind: str) -> None:
 def entries(kind: str) -> dict[str, Entry]:
     _scan(kind)
     return dict(sorted(_REGISTRY[kind].items()))
+
+
+def builtin(kind: str) -> dict[str, Entry]:
+    """The entries of `kind` that the project's own package registers, without the ones a
+    script or a test registered beside them."""
+    package = PACKAGES[kind]
+    return {name: e for name, e in entries(kind).items()
+            if getattr(e.obj, "__module__", "").startswith(package + ".")}
 
 
 def get(kind: str, name: str) -> Entry:

@@ -15,7 +15,7 @@ model is asked for the next token, so position t is fed when t-1 is scored (`fee
 [ours] A fed position after the last scored one changes no scored output and is left
 teacher-forced (the authors feed the EOS input too; its output is unscored there as well).
 
-A network that takes `feed=` (the recurrent families, `models/nets/rnn.py`) runs free in
+A network that takes `feed=` (the recurrent families, `study/models/nets/rnn.py`) runs free in
 one unroll. Any other network is run to the fixed point (`free_logits`): a causal model's
 fed tokens settle left to right, one per pass, so at most (fed positions) passes without
 gradients, then one pass with gradients on the settled inputs; a right model settles on

@@ -1,6 +1,6 @@
 """The output vocabulary a task scores: the logits the loss and the accuracy look at.
 
-A task declares `output_ids` (token ids, or None for every token; `tasks/base.py`). The loss
+A task declares `output_ids` (token ids, or None for every token; `study/tasks/base.py`). The loss
 is the cross entropy of the softmax over those logits only, and a prediction is the argmax
 among them, mapped back to its token id. Exoo et al. (2026) score the 59 number logits
 (`bexoo/assign-and-add` train.py: `logits[:, -1, :MOD]`); with output_ids = the numbers, a

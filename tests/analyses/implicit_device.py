@@ -4,8 +4,8 @@ On a GPU the network and the pairs live on `cuda`, and a tensor our code makes w
 device (`torch.eye(d)`, `torch.arange(n)`, `torch.tensor(list)`) lands on the CPU: the first
 op that mixes the two fails ("Expected all tensors to be on the same device"). On a CPU-only
 machine both are the CPU and nothing fails. `implicit_device_on_meta()` makes the fault
-visible there: inside it, every tensor that *our* code (`analyses/`, `models/`, `study/`,
-`reports/`, `tasks/`) creates with a factory and no `device=` lands on the `meta` device
+visible there: inside it, every tensor that *our* code (`study/analyses/`, `study/models/`, `study/`,
+`study/reports/`, `study/tasks/`) creates with a factory and no `device=` lands on the `meta` device
 instead, so it fails the moment it meets the CPU network and data ("Tensor on device meta is
 not on the expected device cpu!", or "Cannot copy out of meta tensor" when it is read back),
 exactly where a CPU tensor would meet a CUDA one.
@@ -14,7 +14,7 @@ What it leaves alone, and why:
 - tensors made by libraries (torch's own Python code, pyvene, safetensors): pyvene builds
   index tensors on the CPU and reads them back (`.tolist()`), which is correct on a GPU (it
   runs there in its tutorials) but cannot run on `meta`. The frame that calls the factory
-  decides: `torch.eye` called in `analyses/` is ours, the `torch.empty` inside pyvene's
+  decides: `torch.eye` called in `study/analyses/` is ours, the `torch.empty` inside pyvene's
   `RotateLayer` is pyvene's even when our code builds the layer;
 - `torch.tensor(t)` / `torch.as_tensor(t)` of a tensor `t`: without a device these keep
   `t`'s device (torch's own default-device mode would move them to `meta`, a false alarm);
@@ -39,7 +39,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = tuple(str(ROOT / p) + os.sep for p in ("analyses", "models", "study", "reports", "tasks"))
+OURS = (str(ROOT / "study") + os.sep,)
 _KEEP_DEVICE = {torch.tensor, torch.as_tensor, torch.asarray}  # of a tensor: its own device
 _SKIP = (os.sep + "torch" + os.sep + "overrides.py", __file__)  # dispatch frames, not callers
 

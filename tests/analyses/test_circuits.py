@@ -7,12 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-from analyses.circuits.attn2_views import _prev_pos
-from analyses.circuits.scores import (fourier_fraction, induction_score, prev_token_score,
+from study.analyses.circuits.attn2_views import _prev_pos
+from study.analyses.circuits.scores import (fourier_fraction, induction_score, prev_token_score,
                                       target_sums)
-from analyses.circuits.ablation import ablation_rows
-from analyses.common.context import AnalysisContext
-from models.sites.modules import Sites
+from study.analyses.circuits.ablation import ablation_rows
+from study.analyses.common.context import AnalysisContext
+from study.models.sites.modules import Sites
 from study.core import registry
 
 
@@ -117,8 +117,8 @@ def test_positional_prev_score_reads_the_subdiagonal():
 
 
 def test_binding_chain_and_assign_add_targets_follow_the_programs():
-    from tasks.binding import interpret
-    from tasks.binding_views import on_chain
+    from study.tasks.binding import interpret
+    from study.tasks.binding_views import on_chain
 
     e = registry.get("task", "binding")
     task = e.obj(e.make_config("smoke"))
@@ -178,7 +178,7 @@ def test_trajectory_scores_every_earlier_checkpoint_as_if_analysed_there(tmp_pat
     progress measures along training from them."""
     from dataclasses import replace
 
-    from reports.sections.circuits import along_training
+    from study.reports.sections.circuits import along_training
 
     ctx = _ctx("assign_add", "attn2", tmp_path)
     me = registry.get("model", "attn2")

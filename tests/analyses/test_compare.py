@@ -12,12 +12,12 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from analyses.compare import CompareConfig, Subject, compare
-from analyses.compare.measures import linear_cka, procrustes_similarity, shuffled_baseline
-from analyses.compare.projection import Subspace
-from analyses.compare.values import layout
-from models.sites.modules import Sites
-from tasks.base import Examples, Pairs
+from study.analyses.compare import CompareConfig, Subject, compare
+from study.analyses.compare.measures import linear_cka, procrustes_similarity, shuffled_baseline
+from study.analyses.compare.projection import Subspace
+from study.analyses.compare.values import layout
+from study.models.sites.modules import Sites
+from study.tasks.base import Examples, Pairs
 
 D, C, M = 12, 4, 6  # site width, values of the variable, nuisance values
 
@@ -181,7 +181,7 @@ def test_geometry_places_each_value_once_per_run_and_flags_held_out_values(table
 
 @pytest.mark.parametrize("name", ["oaf", "laf", "random"])
 def test_subspace_from_a_saved_alignment_interchanges_exactly_as_das_does(tmp_path, name):
-    from analyses.das.alignment import make_alignment, tensors_of
+    from study.analyses.das.alignment import make_alignment, tensors_of
     inst = make_alignment(name, D, 3, seed=4)
     inst.fit_standardisation(torch.randn(64, D) * 3 + 1)
     if name == "laf":
@@ -197,7 +197,7 @@ def test_subspace_from_a_saved_alignment_interchanges_exactly_as_das_does(tmp_pa
 
 
 def test_site_labels_parse_as_das_writes_them():
-    from analyses.compare.paired import SiteRef
+    from study.analyses.compare.paired import SiteRef
     assert SiteRef.parse("state@pair") == SiteRef("state", 0, -1)
     assert SiteRef.parse("resid[1]@pair") == SiteRef("resid", 1, -1)
     assert SiteRef.parse("resid[3]@17") == SiteRef("resid", 3, 17)
@@ -230,9 +230,9 @@ class RotatedState(nn.Module):
 def test_a_gru_and_its_rotated_state_copy_agree_and_stitching_reproduces_its_interchange():
     import copy
 
-    from analyses.compare.paired import SiteRef, paired_vectors
-    from analyses.compare.stitch import apply_map, fit_map, interchange_right
-    from models.sites.intervene import intervene
+    from study.analyses.compare.paired import SiteRef, paired_vectors
+    from study.analyses.compare.stitch import apply_map, fit_map, interchange_right
+    from study.models.sites.intervene import intervene
     from tests.conftest import frozen_smoke_model
 
     task, gru, _ = frozen_smoke_model("counting", "gru")

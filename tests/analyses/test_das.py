@@ -13,18 +13,18 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from analyses.das.alignment import (LinearAlignment, OrthogonalAlignment,
+from study.analyses.das.alignment import (LinearAlignment, OrthogonalAlignment,
                                     RotatedLinearAlignment, load_alignment, pv, random_oaf)
-from analyses.das.search import forward, search, site_data
-from analyses.common.interchange import pair_tensors
-from analyses.common.context import AnalysisContext
-from analyses.das import DasConfig
-from models.nets.pyvene_sites import interchange, intervenable
-from models.sites.intervene import intervene
-from models.sites.modules import Sites
+from study.analyses.das.search import forward, search, site_data
+from study.analyses.common.interchange import pair_tensors
+from study.analyses.common.context import AnalysisContext
+from study.analyses.das import DasConfig
+from study.models.nets.pyvene_sites import interchange, intervenable
+from study.models.sites.intervene import intervene
+from study.models.sites.modules import Sites
 from study.core.registry import get
 from tests.conftest import frozen_smoke_model as _smoke, step_loop
-from tasks.base import Pairs
+from study.tasks.base import Pairs
 
 
 
@@ -90,8 +90,8 @@ def test_das_recovers_a_planted_two_dim_variable_and_the_random_control_does_not
 def test_a_plateau_stops_training_and_a_learnable_variable_is_still_found():
     """`patience` ends a search that cannot improve (k=1 cannot carry the 2-dim variable: a
     single direction holds at most part of it) long before `steps`, and leaves k=2 intact."""
-    from analyses.das.alignment import make_alignment
-    from analyses.das.search import iia, train
+    from study.analyses.das.alignment import make_alignment
+    from study.analyses.das.search import iia, train
 
     model = Planted().eval()
     data = site_data(model, planted_pairs(512, 0), planted_pairs(256, 1), "resid", 0, -1, "cpu")
@@ -240,8 +240,8 @@ def test_a_larger_k_starts_at_the_smaller_ks_iia_not_below_it():
     """At k = 4 warm-started from a k = 2 OAF the two added dims are the site's quietest
     directions: before any training the IIA is the k = 2 one. Copying the k = 2 rotation as
     it is would also swap two arbitrary dims, which carry the nuisance the output reads."""
-    from analyses.das.alignment import make_alignment
-    from analyses.das.search import iia, train
+    from study.analyses.das.alignment import make_alignment
+    from study.analyses.das.search import iia, train
 
     model = PlantedPair().eval()
     data = site_data(model, pair_pairs(512, 0), pair_pairs(256, 1), "resid", 0, -1, "cpu")
@@ -366,8 +366,8 @@ def _check_pyvene_export(out, model, df, checkpoint):
     k; pyvene's own load rebuilds each with the saved alignment's exact parameters."""
     import json
 
-    from analyses.das.export import chosen_k
-    from models.nets.pyvene_sites import register
+    from study.analyses.das.export import chosen_k
+    from study.models.nets.pyvene_sites import register
 
     index = json.loads((out / "pyvene" / "index.json").read_text())
     test = df[(df["split"] == "test") & df["alignment"].isin(["oaf", "laf"]) & ~df["too_few"]]
@@ -389,7 +389,7 @@ def _check_pyvene_export(out, model, df, checkpoint):
 
 
 def test_chosen_k_is_the_smallest_within_a_hundredth_of_the_best():
-    from analyses.das.export import chosen_k
+    from study.analyses.das.export import chosen_k
 
     assert chosen_k({1: 0.5, 2: 0.905, 4: 0.91, 16: 0.90}) == 2
     assert chosen_k({1: 0.5, 2: 0.8, 4: 0.91, 16: 0.90}) == 4

@@ -1,4 +1,4 @@
-"""DAS restarts trained together (`analyses/das/batched.py`, `analyses/das/stacked.py`) give
+"""DAS restarts trained together (`study/analyses/das/batched.py`, `study/analyses/das/stacked.py`) give
 what training them one after another gives: same updates per restart, same alignments,
 same chosen restart and the same right/wrong per pair, on a recurrent state site and a
 transformer residual site, for OAF and LAF.
@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.das import DasConfig
-from analyses.das.alignment import cached_maps, make_alignment
-from analyses.das.batched import train_restarts
-from analyses.das.search import fit, site_data, train
-from analyses.das.stacked import StackedAlignment
+from study.analyses.das import DasConfig
+from study.analyses.das.alignment import cached_maps, make_alignment
+from study.analyses.das.batched import train_restarts
+from study.analyses.das.search import fit, site_data, train
+from study.analyses.das.stacked import StackedAlignment
 from tests.conftest import frozen_smoke_model as _smoke
 
 SITES = {"gru": ("state", 0), "rope2": ("resid", 1)}  # recurrent state, transformer stream

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.common.context import AnalysisContext
-from analyses.common.stats import bootstrap_interval, iia_scores
-from analyses.das import DasConfig
-from analyses.das.search import search, site_data
+from study.analyses.common.context import AnalysisContext
+from study.analyses.common.stats import bootstrap_interval, iia_scores
+from study.analyses.das import DasConfig
+from study.analyses.das.search import search, site_data
 from study.core.registry import get
-from tasks.base import Pairs
+from study.tasks.base import Pairs
 from tests.analyses.test_das import M, Planted, planted_pairs
 from tests.conftest import frozen_smoke_model as _smoke
 

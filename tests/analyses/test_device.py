@@ -25,8 +25,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from analyses.common.context import AnalysisContext
-from analyses.das.alignment import OrthogonalAlignment
+from study.analyses.common.context import AnalysisContext
+from study.analyses.das.alignment import OrthogonalAlignment
 from study.core import registry
 from tests.analyses.implicit_device import ROOT, implicit_device_on_meta
 from tests.conftest import frozen_smoke_model, project_entries
@@ -63,12 +63,12 @@ def test_a_larger_k_extends_a_smaller_oaf_on_the_device_the_alignment_lives_on()
 
 def test_the_check_fails_a_device_free_tensor_of_ours_and_nothing_else():
     x = torch.ones(3)  # the "device" data, as a CUDA tensor on a GPU
-    ours = str(ROOT / "analyses" / "_made_here.py")  # code that runs as if it were ours
+    ours = str(ROOT / "study" / "analyses" / "_made_here.py")  # code that runs as if it were ours
 
     def run(src, filename):
         return eval(compile(src, filename, "eval"), {"torch": torch, "x": x})
 
-    from models.nets.pyvene_sites import pyvene
+    from study.models.nets.pyvene_sites import pyvene
     with implicit_device_on_meta() as made:
         with pytest.raises(RuntimeError, match="meta"):
             run("torch.eye(3) @ x", ours)
@@ -77,7 +77,7 @@ def test_the_check_fails_a_device_free_tensor_of_ours_and_nothing_else():
         run("torch.randn(3, generator=torch.Generator()).to(x.device) + x", ours)  # a seeded draw
         run("torch.eye(3) @ x", __file__)  # not our code (here: a test)
         pyvene().models.layers.RotateLayer(3)(x)  # a library's own tensors (pyvene's)
-    assert made == ["analyses/_made_here.py:1 torch.eye"]
+    assert made == ["study/analyses/_made_here.py:1 torch.eye"]
 
 
 # ----------------------------------------------------------------------------- every analysis
@@ -166,7 +166,7 @@ PREPARE = {"subspaces": _das_at_two_checkpoints}  # what an analysis reads of an
 @pytest.fixture(scope="module", autouse=True)
 def _pyvene_imported():
     """pyvene's import (seconds, and tensors of its own) happens once, before any check."""
-    from models.nets.pyvene_sites import pyvene
+    from study.models.nets.pyvene_sites import pyvene
     pyvene()
 
 
@@ -203,7 +203,7 @@ def test_the_comparison_across_runs_makes_every_tensor_on_the_device_of_its_netw
         layout, tmp_path_factory):
     """`study compare`: every model family's das alignments on one task, compared pairwise
     (similarity, stitching, value geometry)."""
-    from analyses.compare import CompareConfig, Subject, compare
+    from study.analyses.compare import CompareConfig, Subject, compare
 
     t_name = _task_or_skip(layout)
     subjects = []

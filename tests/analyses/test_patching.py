@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.common.context import AnalysisContext
-from analyses.common.interchange import all_right, logit_diff, pair_tensors
-from analyses.patching.sweep import sweep, tables
-from models.nets.pyvene_sites import interchange, intervenable
-from models.sites.capture import capture
-from models.sites.intervene import intervene, replace_fn
+from study.analyses.common.context import AnalysisContext
+from study.analyses.common.interchange import all_right, logit_diff, pair_tensors
+from study.analyses.patching.sweep import sweep, tables
+from study.models.nets.pyvene_sites import interchange, intervenable
+from study.models.sites.capture import capture
+from study.models.sites.intervene import intervene, replace_fn
 from study.core.registry import get
 from tests.conftest import frozen_smoke_model as _smoke
 

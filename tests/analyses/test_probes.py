@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.probes.fit import POOLED, probe_site, shuffled
-from analyses.common.context import AnalysisContext
+from study.analyses.probes.fit import POOLED, probe_site, shuffled
+from study.analyses.common.context import AnalysisContext
 from study.core import registry
 
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 from safetensors.numpy import save_file
 
-from analyses.subspaces.geometry import alignment_basis, alignment_files, principal_cosines
-from analyses.common.context import AnalysisContext
+from study.analyses.subspaces.geometry import alignment_basis, alignment_files, principal_cosines
+from study.analyses.common.context import AnalysisContext
 from study.core import registry
 from study.core.errors import UsageError
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from models.base import build_model
-from models.sites import KINDS, SiteKind
-from models.sites.modules import Sites
+from study.models.base import build_model
+from study.models.sites import KINDS, SiteKind
+from study.models.sites.modules import Sites
 from study.core.errors import UsageError
 from study.core.network import (CAPABILITIES, ContractError, check_network, checked_builder,
                                 require)
@@ -40,7 +40,7 @@ def test_every_family_builds_a_network_that_keeps_its_promises(name):
     if "recurrent" in model.capabilities:
         assert "state" in kinds
     if "attention" in model.capabilities:
-        from models.nets.attention import capture_attention
+        from study.models.nets.attention import capture_attention
 
         with torch.no_grad(), capture_attention(model) as patterns:
             model(torch.zeros(1, 3, dtype=torch.long))

@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from models.base import build_model
-from models.nets import pyvene_sites as ps
-from models.nets.rnn import RecurrentLM
-from models.sites.capture import site_widths
-from models.sites.modules import Sites
-from models.rnn import GRUConfig, LSTMConfig, RNNConfig
+from study.models.base import build_model
+from study.models.nets import pyvene_sites as ps
+from study.models.nets.rnn import RecurrentLM
+from study.models.sites.capture import site_widths
+from study.models.sites.modules import Sites
+from study.models.rnn import GRUConfig, LSTMConfig, RNNConfig
 from study.core.errors import UsageError
 from study.core.registry import SCALES, get
 
@@ -466,7 +466,7 @@ def test_with_no_site_hooked_the_fused_kernel_runs_and_equals_the_step_loop(cell
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_free_running_by_fused_fixed_point_passes_equals_the_step_loop(cell, monkeypatch):
-    import models.nets.rnn as rnn
+    import study.models.nets.rnn as rnn
 
     monkeypatch.setattr(rnn, "SETTLE_PASSES", SEQ)  # a random network needs many passes
     monkeypatch.setattr(rnn, "FUSED_FREE_DEVICES", ("cpu", "cuda"))  # the GPU path, here

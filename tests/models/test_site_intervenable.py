@@ -1,17 +1,17 @@
 """`site_intervenable`: a pyvene IntervenableModel at an analysis site where every example has
 its own position (for the recurrent state: its own time step), with cached source vectors,
 the scored-position readout, the row selection of our interventions, and pyvene's own
-save/load. Plain forward hooks (`models.sites.intervene`) are the reference."""
+save/load. Plain forward hooks (`study.models.sites.intervene`) are the reference."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from analyses.das.alignment import LinearAlignment, OrthogonalAlignment
-from models.nets import pyvene_sites as ps
-from models.nets.pyvene_interventions import PatchIntervention, gate_rows
-from models.sites.capture import gather_site, state_at
-from models.sites.intervene import intervene, replace_fn
+from study.analyses.das.alignment import LinearAlignment, OrthogonalAlignment
+from study.models.nets import pyvene_sites as ps
+from study.models.nets.pyvene_interventions import PatchIntervention, gate_rows
+from study.models.sites.capture import gather_site, state_at
+from study.models.sites.intervene import intervene, replace_fn
 from tests.conftest import frozen_smoke_model, step_loop
 
 
@@ -154,7 +154,7 @@ class _TanhRecurrence(torch.nn.Module):
 
     def __init__(self, d=6, steps=5):
         super().__init__()
-        from models.sites.modules import Sites
+        from study.models.sites.modules import Sites
         self.embed = torch.nn.Embedding(9, d)
         self.w = torch.nn.Linear(d, d)
         self.sites = Sites(state=steps)

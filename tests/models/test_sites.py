@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from models.base import build_model
-from models.sites import KINDS, STEP_KINDS, check_site, default_sites
-from models.sites.capture import capture, collect, gather_site, hooked, site_widths
-from models.sites.intervene import intervene, replace_fn
-from models.sites.modules import Sites
+from study.models.base import build_model
+from study.models.sites import KINDS, STEP_KINDS, check_site, default_sites
+from study.models.sites.capture import capture, collect, gather_site, hooked, site_widths
+from study.models.sites.intervene import intervene, replace_fn
+from study.models.sites.modules import Sites
 from study.core.errors import UsageError
 from study.core.registry import entries
 from tests.conftest import step_loop

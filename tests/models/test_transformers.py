@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from models.base import build_model
-from models.nets.attention import capture_attention
+from study.models.base import build_model
+from study.models.nets.attention import capture_attention
 from study.core.registry import SCALES, get
 
 FAMILIES = ("gpt12", "rope2", "attn2")
@@ -46,7 +46,7 @@ def randomise(model: torch.nn.Module, std: float = 0.2) -> None:
 def test_rotary_exports_to_gpt_neox_with_equal_logits(name, overrides):
     """`to_gpt_neox` is the public export; random weights everywhere (biases, LayerNorms)
     and a non-default rotary base and activation, so a mapping error shows."""
-    from models.nets.gpt_neox import to_gpt_neox
+    from study.models.nets.gpt_neox import to_gpt_neox
 
     ours = smoke_model(name, **overrides)
     randomise(ours)
@@ -60,7 +60,7 @@ def test_rotary_exports_to_gpt_neox_with_equal_logits(name, overrides):
 
 
 def test_only_rotary_transformers_export_to_gpt_neox():
-    from models.nets.gpt_neox import to_gpt_neox
+    from study.models.nets.gpt_neox import to_gpt_neox
     from study.core.errors import UsageError
 
     with pytest.raises(UsageError, match="no GPT-NeoX equivalent"):
@@ -252,7 +252,7 @@ def test_pyvene_resid_interchange_equals_manual_hook(name, route):
     assert not torch.allclose(manual, clean)
 
     if route == "module_path":  # pyvene's fallback: a module path as the component
-        from models.nets.pyvene_sites import pyvene
+        from study.models.nets.pyvene_sites import pyvene
         pv = pyvene()
         rep = pv.RepresentationConfig(
             layer=1, component="sites.resid[1].output", unit="pos", max_number_of_units=1,
@@ -263,7 +263,7 @@ def test_pyvene_resid_interchange_equals_manual_hook(name, route):
         def run(src):
             return iv({"ids": base}, [{"ids": src}], {"sources->base": (where, where)})[1]
     else:
-        from models.nets.pyvene_sites import interchange, intervenable
+        from study.models.nets.pyvene_sites import interchange, intervenable
         iv = intervenable(model, "resid", 1, "vanilla")
 
         def run(src):

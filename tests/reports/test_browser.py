@@ -14,9 +14,9 @@ except ImportError:  # pragma: no cover - depends on the environment
     pytest.skip("Playwright is not installed: `pip install -e '.[test]'` (make test does this)",
                 allow_module_level=True)
 
-from reports.build import build_report
-from reports.load import load_runs
-from reports.write import write_report
+from study.reports.build import build_report
+from study.reports.load import load_runs
+from study.reports.write import write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"  # ignored by git; screenshots for a person to look at

@@ -9,8 +9,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from reports.build import build_report
-from reports.load import load_runs
+from study.reports.build import build_report
+from study.reports.load import load_runs
 from tests.reports.test_sections import chart_rows, problems
 
 COUNTING_LABELS = {"gru s0", "gru s1", "lstm s0", "rope2 s0"}
@@ -19,7 +19,7 @@ COUNTING_LABELS = {"gru s0", "gru s1", "lstm s0", "rope2 s0"}
 @pytest.fixture(scope="module")
 def compared(counting_runs, tmp_path_factory):
     """Copies of the counting smoke runs (checkpoints kept) after `compare_runs`."""
-    from analyses.compare import CompareConfig
+    from study.analyses.compare import CompareConfig
     from study.compare import compare_runs
 
     root = tmp_path_factory.mktemp("compared")
@@ -107,7 +107,7 @@ def test_circuit_roles_put_heads_in_rows_and_runs_in_columns(two_transformers):
 
 def test_the_verdict_links_to_the_comparisons_of_its_variables(report):
     """Every link under the verdict table leads to a figure of the report."""
-    from reports.html import render
+    from study.reports.html import render
     figs = {f.key: f for t in report.tasks for s in t.sections for f in s.figures}
     verdict = figs["counting-verdict"]
     assert verdict.links and all(key in figs for _, key in verdict.links)

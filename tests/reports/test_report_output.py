@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from reports.build import build_report
-from reports.html import render, spec_json
-from reports.load import load_run, load_runs
-from reports.write import write_report
+from study.reports.build import build_report
+from study.reports.html import render, spec_json
+from study.reports.load import load_run, load_runs
+from study.reports.write import write_report
 from study.core.errors import UsageError
 
 PNG = b"\x89PNG\r\n\x1a\n"

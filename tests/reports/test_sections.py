@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.build import build_report
-from reports.load import load_runs
-from reports.sections.das import iia_curves
-from reports.sections.headline import THRESHOLD, headline_numbers, spread_over_seeds
-from reports.sections.heuristics import comparison
+from study.reports.build import build_report
+from study.reports.load import load_runs
+from study.reports.sections.das import iia_curves
+from study.reports.sections.headline import THRESHOLD, headline_numbers, spread_over_seeds
+from study.reports.sections.heuristics import comparison
 
 
 @pytest.fixture(scope="module")
@@ -394,7 +394,7 @@ def test_heuristics_chart_holds_each_model_bar_per_count(planted):
 def test_learned_steps_give_the_first_step_at_90_percent_or_the_best_accuracy_reached():
     from types import SimpleNamespace
 
-    from reports.sections.trajectory import _learned_steps, accuracy_curves
+    from study.reports.sections.trajectory import _learned_steps, accuracy_curves
 
     def run(label, accuracies):  # val accuracy overall and on depth=1 at steps 0, 100, 200
         rows = [{"step": step, "split": "val", "stratum": stratum, "metric": "accuracy",

@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports.load import Run
-from reports.sections.das import build as das_build
-from reports.sections.verdict import (ALIGNED_IIA, MARGIN, build, verdict, verdict_numbers,
+from study.reports.load import Run
+from study.reports.sections.das import build as das_build
+from study.reports.sections.verdict import (ALIGNED_IIA, MARGIN, build, verdict, verdict_numbers,
                                       verdict_table)
 from tests.reports.test_sections import problems
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import build_model
+from study.models.base import build_model
 from study.core.labels import IGNORE
 from study.core.registry import get
 from study.train.config import TrainConfig

@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from models.sites.modules import Sites
+from study.models.sites.modules import Sites
 from study.train import checkpoint as ckpt
 from study.bench_train import bench_train
 from study.core.registry import get, register
@@ -24,7 +24,7 @@ from study.train.streams import ShuffledStream, loss_targets, used_length
 from study.train.loop import train
 from study.train.schedule import checkpoint_steps, lr_at
 from study.train.config import TrainConfig
-from tasks.base import IGNORE, Examples, Task
+from study.tasks.base import IGNORE, Examples, Task
 
 # --- a tiny task ---------------------------------------------------------------------------
 VOCAB = ("PAD", "Q") + tuple(f"d{i}" for i in range(8)) + tuple(f"f{i}" for i in range(4))

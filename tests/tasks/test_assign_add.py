@@ -14,8 +14,8 @@ import pytest
 from study.core import registry
 from study.core.errors import UsageError
 from study.train.config import TrainConfig
-from tasks.assign_add import EXTRA_POOLS, NINE_POOLS, AssignAddConfig, AssignAddTask
-from tasks.base import IGNORE
+from study.tasks.assign_add import EXTRA_POOLS, NINE_POOLS, AssignAddConfig, AssignAddTask
+from study.tasks.base import IGNORE
 
 P = 59
 NEVER_RIGHT, NEVER_LEFT = {"a", "b"}, {"k", "l"}

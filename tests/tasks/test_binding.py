@@ -10,8 +10,8 @@ import pytest
 from study.core.errors import UsageError
 from study.core.registry import SCALES, get
 from study.train.config import TrainConfig
-from tasks.base import IGNORE
-from tasks.binding import BindingConfig, BindingTask, _bucket
+from study.tasks.base import IGNORE
+from study.tasks.binding import BindingConfig, BindingTask, _bucket
 
 SMOKE = get("task", "binding").presets["smoke"]
 

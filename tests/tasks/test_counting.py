@@ -7,9 +7,9 @@ import pytest
 from study.core import registry
 from study.core.errors import UsageError
 from study.train.config import TrainConfig
-from tasks.base import IGNORE
-from tasks.counting import VARIANTS, CountingConfig, CountingTask
-from tasks.counting_causal import MODELS, Alphabet, CtxDistr, UpDown, UpUp
+from study.tasks.base import IGNORE
+from study.tasks.counting import VARIANTS, CountingConfig, CountingTask
+from study.tasks.counting_causal import MODELS, Alphabet, CtxDistr, UpDown, UpUp
 
 SINGLE = Alphabet(demo=("D",), resp="R")
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from study.core import registry
-from tasks.base import IGNORE, Pairs, ProgressMeasures, Task
-from tasks.binding import BindingTask, interpret
-from tasks.counting_causal import MODELS
+from study.tasks.base import IGNORE, Pairs, ProgressMeasures, Task
+from study.tasks.binding import BindingTask, interpret
+from study.tasks.counting_causal import MODELS
 
 
 @pytest.fixture(autouse=True)

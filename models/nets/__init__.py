@@ -1,1 +1,0 @@
-"""Torch networks of the model families (imported lazily by the builders in `models/`)."""

@@ -1,0 +1,117 @@
+"""Counterfactual pairs as tensors, and the scores of interchange interventions: what the
+`patching` and `das` analyses share on top of the site helpers (`study.models.sites.capture`) and
+the pyvene bridge (`study.models.nets.pyvene_sites`).
+
+- `pair_tensors`: a task's `Pairs` on a device, with the positions intervened at
+  (`PairTensors`); `answer_positions` for aligned pairs.
+- `scored_end`: causal truncation. The networks are causal (a transformer's output at p
+  reads tokens <= p; an RNN's state at t reads tokens <= t), so a batch whose scored outputs
+  all lie before T can be cut to its first T tokens without changing them.
+- `all_right`, `rows_right` (the same from the scored positions only), `logit_diff`: per-row
+  scores of intervened logits.
+- `PairTensors.changed`: the pairs whose counterfactual output differs from the base's; IIA
+  and flip rates are scored on them (`study/analyses/common/stats.py`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from study.tasks.base import IGNORE
+
+
+@dataclass
+class PairTensors:
+    """A task's `Pairs` as tensors on a device, with the positions analyses intervene at."""
+
+    base_ids: torch.Tensor  # (n, seq)
+    source_ids: torch.Tensor  # (n, seq)
+    base_labels: torch.Tensor  # (n, seq) IGNORE where unscored
+    cf_labels: torch.Tensor  # (n, seq)
+    base_pos: torch.Tensor  # (n,) the base position intervened at
+    source_pos: torch.Tensor  # (n,) the source position read
+    aligned: bool
+
+    def __len__(self) -> int:
+        return int(self.base_ids.shape[0])
+
+    @property
+    def changed(self) -> torch.Tensor:
+        """(n,) bool: the counterfactual output differs from the base's at some scored
+        position (`study.tasks.base.Pairs.changed`): only these pairs can show an intervention."""
+        return (self.cf_labels != self.base_labels).any(1)
+
+    def take(self, idx) -> "PairTensors":
+        return PairTensors(self.base_ids[idx], self.source_ids[idx], self.base_labels[idx],
+                           self.cf_labels[idx], self.base_pos[idx], self.source_pos[idx],
+                           self.aligned)
+
+
+def answer_positions(cf_labels: np.ndarray) -> np.ndarray:
+    """Last scored position of each row (the answer position of aligned tasks): (n,)."""
+    scored = cf_labels != IGNORE
+    if not scored.any(1).all():
+        raise ValueError("a counterfactual pair has no scored position")
+    return cf_labels.shape[1] - 1 - np.argmax(scored[:, ::-1], axis=1)
+
+
+def pair_tensors(pairs, device, position: int = -1) -> PairTensors:
+    """Tensors of a `Pairs`; `position` -1 = the pair's own positions (explicit pairs) or the
+    answer position (aligned pairs); p >= 0 = position p in base and source (aligned only)."""
+    aligned = bool((pairs.base_pos < 0).all())
+    if not aligned and (pairs.base_pos < 0).any():
+        raise ValueError(f"pairs of kind {pairs.kind!r} mix aligned and explicit positions")
+    if position >= 0:
+        if not aligned:
+            raise ValueError(f"position {position}: explicit positions apply to aligned pairs "
+                             f"only; {pairs.kind!r} pairs carry their own (use -1)")
+        if position >= pairs.base_ids.shape[1]:
+            raise ValueError(f"position {position} is past the sequence length "
+                             f"{pairs.base_ids.shape[1]}")
+        bpos = spos = np.full(len(pairs.base_ids), position, np.int64)
+    elif aligned:
+        bpos = spos = answer_positions(pairs.cf_labels)
+    else:
+        bpos, spos = pairs.base_pos, pairs.source_pos
+    t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long, device=device)  # noqa: E731
+    return PairTensors(t(pairs.base_ids), t(pairs.source_ids), t(pairs.base_labels),
+                       t(pairs.cf_labels), t(bpos), t(spos), aligned)
+
+
+def scored_end(labels: torch.Tensor, pos: torch.Tensor | None = None) -> int:
+    """Length T such that every scored position (and every `pos`) of the batch lies before T."""
+    scored = (labels != IGNORE).any(0).nonzero()
+    end = int(scored.max()) + 1 if len(scored) else 1
+    if pos is not None and len(pos):
+        end = max(end, int(pos.max()) + 1)
+    return end
+
+
+def all_right(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(batch,) bool: every scored position's argmax equals the label (IGNORE: unscored)."""
+    T = logits.shape[1]
+    lab = labels[:, :T]
+    return ((logits.argmax(-1) == lab) | (lab == IGNORE)).all(1)
+
+
+def rows_right(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor, n: int):
+    """`all_right` from the scored positions only: logits (m, vocab) and labels (m,) of the
+    scored positions, rows (m,) the pair each belongs to -> (n,) bool, every scored position
+    of the row right (rows with none count as right)."""
+    wrong = (logits.argmax(-1) != labels).to(torch.int32)
+    return torch.zeros(n, dtype=torch.int32, device=logits.device).index_add_(0, rows, wrong) == 0
+
+
+def logit_diff(logits: torch.Tensor, cf: torch.Tensor, base: torch.Tensor):
+    """Mean over positions where the counterfactual answer differs from the base answer of
+    logit(cf) - logit(base): ((batch,) float, (batch,) bool "has such a position")."""
+    T = logits.shape[1]
+    cf, base = cf[:, :T], base[:, :T]
+    mask = (cf != base) & (cf != IGNORE) & (base != IGNORE)
+    lc = logits.gather(-1, cf.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+    lb = logits.gather(-1, base.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+    n = mask.sum(1)
+    ld = ((lc - lb).float() * mask).sum(1) / n.clamp_min(1)
+    return ld, n > 0

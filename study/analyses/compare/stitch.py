@@ -1,0 +1,76 @@
+"""Cross-model interchange ("stitching"): carry a variable's value from run A into run B
+through a linear map between their aligned subspaces.
+
+1. Fit M ((k_A + 1), k_B) by least squares on paired inputs: z_B ≈ [z_A, 1] M, with
+   z = each run's k aligned coordinates (`projection.Subspace.read`) at the same inputs and
+   positions (`paired`: base and source rows of the fitting pairs) [ours].
+2. For each test pair: read z_A at the source input in A, map it, write it into B's subspace
+   at the base input (B's other coordinates kept, `Subspace.write`) and run B on.
+3. IIA = the fraction of *changed* pairs (`study.tasks.base.Pairs.changed`: the intervention must
+   change the output) whose every scored output equals the counterfactual labels.
+
+Controls [ours]: the map fitted on shuffled pairs (rows of z_A permuted against z_B: it can
+only write B's mean), and the random-rotation subspaces (both runs' random DAS controls, the
+map fitted the same way). `own_iia` is B's own interchange (B's source vector read and
+written by B's alignment) on the same pairs: stitching can at best recover it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from study.analyses.common.interchange import PairTensors, rows_right, scored_end
+from study.analyses.compare.paired import SiteRef
+from study.analyses.compare.projection import Subspace
+from study.models.sites.intervene import intervene
+from study.core.network import read_out
+from study.tasks.base import IGNORE
+
+
+def fit_map(za: torch.Tensor, zb: torch.Tensor) -> torch.Tensor:
+    """Least squares M ((k_a + 1), k_b) with zb ≈ [za, 1] M; za (n, k_a), zb (n, k_b)."""
+    X = torch.cat([za.double(), torch.ones(len(za), 1, dtype=torch.float64, device=za.device)], 1)
+    return torch.linalg.lstsq(X.cpu(), zb.double().cpu(), rcond=None).solution.float()
+
+
+def apply_map(M: torch.Tensor, za: torch.Tensor) -> torch.Tensor:
+    """[za, 1] M: (n, k_a) -> (n, k_b)."""
+    M = M.to(za.device)
+    return za.float() @ M[:-1] + M[-1]
+
+
+@torch.no_grad()
+def interchange_right(model, site: SiteRef, space: Subspace, pt: PairTensors,
+                      z: torch.Tensor, batch_size: int = 500) -> np.ndarray:
+    """(n,) bool: with each base's aligned coordinates at its base position replaced by z
+    (n, k), every scored output equals the counterfactual label."""
+    out = []
+    for lo in range(0, len(pt), batch_size):
+        sub = pt.take(slice(lo, lo + batch_size))
+        zz = z[lo:lo + batch_size]
+        T = scored_end(sub.cf_labels, sub.base_pos)
+
+        def fn(rows, vecs, zz=zz):
+            return space.write(vecs, zz[rows.to(zz.device)])
+
+        scored = sub.cf_labels[:, :T] != IGNORE  # (b, T): the output layer runs only there
+        with intervene(model, site.kind, site.layer, sub.base_pos, fn):
+            logits = read_out(model, sub.base_ids[:, :T], scored)  # (m, vocab)
+        rows = scored.nonzero()[:, 0]
+        out.append(rows_right(logits, sub.cf_labels[:, :T][scored], rows, len(sub)).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0, bool)
+
+
+def stitched_iia(model_b, site_b: SiteRef, space_b: Subspace, M: torch.Tensor,
+                 za_source: torch.Tensor, pt_b: PairTensors, changed: np.ndarray) -> float:
+    """IIA in B on changed pairs when B's subspace receives A's source coordinates through M."""
+    if not changed.any():
+        return float("nan")
+    right = interchange_right(model_b, site_b, space_b, pt_b, apply_map(M, za_source))
+    return float(right[changed].mean())
+
+
+def shuffled(za: torch.Tensor, seed: int) -> torch.Tensor:
+    """za's rows in a seeded random order (the shuffled-pairs control)."""
+    g = torch.Generator().manual_seed(seed)
+    return za[torch.randperm(len(za), generator=g).to(za.device)]

@@ -1,0 +1,194 @@
+"""Building the comparison tables over every pair of subjects (see the package docstring)."""
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+import pandas as pd
+import torch
+
+from study.analyses.common.data import sample
+from study.analyses.compare.measures import MEASURES, shuffled_baseline
+from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors
+from study.analyses.compare.projection import Subspace
+from study.analyses.compare.stitch import fit_map, interchange_right, shuffled, stitched_iia
+from study.analyses.compare.values import layout, points, site_activations
+
+_KEY = re.compile(r"^(?P<alignment>[^/]+)/(?P<variable>.+)/(?P<site>[^/]+)/k=(?P<k>\d+)$")
+
+SIMILARITY = ["variable", "run", "other_run", "checkpoint", "other_checkpoint", "measure",
+              "value", "baseline", "random_subspace", "model", "other_model", "site",
+              "other_site", "alignment", "k", "n_inputs"]
+STITCHING = ["variable", "run", "other_run", "checkpoint", "other_checkpoint", "iia", "own_iia",
+             "shuffled_map_iia", "random_subspace_iia", "fit_r2", "n_changed", "model",
+             "other_model", "site", "other_site", "alignment", "k"]
+GEOMETRY = ["variable", "run", "checkpoint", "model", "site", "alignment", "k", "value", "pc1",
+            "pc2", "sd1", "sd2", "n", "held_out"]
+
+
+def saved_keys(path) -> dict[tuple[str, str, int], str]:
+    """(alignment, variable, k) -> the first saved key's site label, from a das file."""
+    from safetensors import safe_open
+    out = {}
+    with safe_open(str(path), framework="pt") as f:
+        for key in sorted(f.keys()):
+            m = _KEY.match(key)
+            if m:
+                out.setdefault((m["alignment"], m["variable"], int(m["k"])), m["site"])
+    return out
+
+
+def random_space(like: Subspace, seed: int) -> Subspace:
+    """A seeded Haar-random rotation with `like`'s standardisation (when no random control
+    was saved)."""
+    g = torch.Generator().manual_seed(seed)
+    q, r = torch.linalg.qr(torch.randn(like.width, like.width, generator=g))  # drawn on the CPU
+    q = (q * torch.sign(torch.diagonal(r))).to(like.W.device)  # beside `like`'s tensors
+    return Subspace.from_matrix(q, like.k, like.mu, like.sigma)
+
+
+class _Spaces:
+    """Per subject and variable: the learned and random subspaces and paired vectors (cached)."""
+
+    def __init__(self, subject, keys, cfg, device, fit_pairs, test_pairs):
+        self.s, self.keys, self.cfg, self.device = subject, keys, cfg, device
+        self.fit_pairs, self.test_pairs = fit_pairs, test_pairs
+        self._vec: dict = {}
+        self._space: dict = {}
+
+    def site(self, variable, k) -> str:
+        return self.keys[(self.cfg.alignment, variable, k)]
+
+    def space(self, alignment, variable, k) -> Subspace:
+        if (alignment, variable, k) not in self._space:
+            self._space[(alignment, variable, k)] = self._load(alignment, variable, k)
+        return self._space[(alignment, variable, k)]
+
+    def _load(self, alignment, variable, k) -> Subspace:
+        label = self.keys.get((alignment, variable, k))
+        if alignment == "random" and label is None:
+            learned = self.space(self.cfg.alignment, variable, k)
+            return random_space(learned, self.cfg.seed * 7919 + k).to(self.device)
+        return Subspace.from_file(self.s.alignments, f"{alignment}/{variable}/{label}/k={k}"
+                                  ).to(self.device)
+
+    def vectors(self, label, which) -> PairedVectors:
+        if (label, which) not in self._vec:
+            pairs = self.fit_pairs if which == "fit" else self.test_pairs
+            self._vec[(label, which)] = paired_vectors(self.s.model, pairs, SiteRef.parse(label),
+                                                       self.device)
+        return self._vec[(label, which)]
+
+
+def _r2(za, zb, M) -> float:
+    from study.analyses.compare.stitch import apply_map
+    pred = apply_map(M, za)
+    ss = float(((zb - zb.mean(0)) ** 2).sum())
+    return float(1 - float(((zb - pred) ** 2).sum()) / ss) if ss > 0 else float("nan")
+
+
+def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
+    keys = {id(s): saved_keys(s.alignments) for s in subjects}
+    shared = set.intersection(*[{(v, k) for a, v, k in ks if a == cfg.alignment}
+                                for ks in keys.values()]) if keys else set()
+    variables = [v for v in dict.fromkeys(v for ks in keys.values() for a, v, _ in ks)
+                 if any(sv == v for sv, _ in shared)]
+    if cfg.variables:
+        missing = [v for v in cfg.variables if v not in variables]
+        if missing:
+            raise ValueError(f"compare.variables: {', '.join(missing)} not saved by every run")
+        variables = list(cfg.variables)
+    sim, stitch, geo = [], [], []
+    acts: dict = {}  # (subject, site label) -> activations of the geometry's sequences
+    ids, known = _geometry_inputs(task, cfg) if variables else (None, {})
+    for variable in variables:
+        ks = sorted(k for v, k in shared if v == variable and (not cfg.k or k in cfg.k))
+        if not ks:
+            continue
+        fit_pairs = task.counterfactuals(variable, cfg.n_fit, split="train", seed=cfg.seed)
+        test_pairs = task.counterfactuals(variable, cfg.n_test, split="test", seed=cfg.seed)
+        changed = np.asarray(test_pairs.changed)
+        spaces = {id(s): _Spaces(s, keys[id(s)], cfg, device, fit_pairs, test_pairs)
+                  for s in subjects}
+        for k in ks:
+            print(f"compare: {variable}, k={k}, {len(subjects)} runs", file=sys.stderr)
+            own: dict = {}  # id(b) -> B's own interchange IIA at this k, the same for every A
+            for a in subjects:
+                A = spaces[id(a)]
+                la = A.site(variable, k)
+                sa, ra = A.space(cfg.alignment, variable, k), A.space("random", variable, k)
+                ta, fa = A.vectors(la, "test"), A.vectors(la, "fit")
+                geo += _geometry(a, task, variable, la, sa, cfg, device, k,
+                                 (ids, known.get(variable)), acts)
+                for b in subjects:
+                    B = spaces[id(b)]
+                    lb = B.site(variable, k)
+                    sb, rb = B.space(cfg.alignment, variable, k), B.space("random", variable, k)
+                    tb, fb = B.vectors(lb, "test"), B.vectors(lb, "fit")
+                    common = dict(variable=variable, run=a.run, other_run=b.run,
+                                  checkpoint=a.checkpoint, other_checkpoint=b.checkpoint,
+                                  model=a.model_name, other_model=b.model_name, site=la,
+                                  other_site=lb, alignment=cfg.alignment, k=k)
+                    za, zb = sa.read(ta.both).cpu().numpy(), sb.read(tb.both).cpu().numpy()
+                    zr = rb.read(tb.both).cpu().numpy()
+                    for name, fn in MEASURES.items():
+                        sim.append(dict(common, measure=name, value=fn(za, zb),
+                                        baseline=shuffled_baseline(fn, za, zb, cfg.n_perm,
+                                                                   cfg.seed),
+                                        random_subspace=fn(za, zr), n_inputs=len(za)))
+                    if id(b) not in own:
+                        own[id(b)] = _own_iia(b, sb, tb, lb, changed)
+                    stitch.append(dict(common, own_iia=own[id(b)],
+                                       **_stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb,
+                                                    changed, cfg)))
+    return {"compare_similarity": pd.DataFrame(sim, columns=SIMILARITY),
+            "compare_stitching": pd.DataFrame(stitch, columns=STITCHING),
+            "compare_geometry": pd.DataFrame(geo, columns=GEOMETRY)}
+
+
+def _own_iia(b, sb, tb, lb, changed) -> float:
+    """B's own interchange IIA on the changed test pairs (its subspace, its source vectors)."""
+    own = interchange_right(b.model, SiteRef.parse(lb), sb, tb.pairs, sb.read(tb.source))
+    return float(own[changed].mean()) if changed.any() else float("nan")
+
+
+def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb, changed, cfg) -> dict:
+    site_b = SiteRef.parse(lb)
+    za_fit, zb_fit = sa.read(fa.both), sb.read(fb.both)
+    M = fit_map(za_fit, zb_fit)
+    M_shuf = fit_map(shuffled(za_fit, cfg.seed), zb_fit)
+    M_rand = fit_map(ra.read(fa.both), rb.read(fb.both))
+    src = sa.read(ta.source)
+    return dict(
+        iia=stitched_iia(b.model, site_b, sb, M, src, tb.pairs, changed),
+        shuffled_map_iia=stitched_iia(b.model, site_b, sb, M_shuf, src, tb.pairs, changed),
+        random_subspace_iia=stitched_iia(b.model, site_b, rb, M_rand, ra.read(ta.source),
+                                         tb.pairs, changed),
+        fit_r2=_r2(za_fit.cpu(), zb_fit.cpu(), M), n_changed=int(changed.sum()))
+
+
+def _geometry_inputs(task, cfg):
+    """(ids (n, pos), {variable: values (n, pos)}) of the geometry: test and held-out
+    sequences [ours], the task's probe variables on them."""
+    splits = [s for s in ("test", "heldout") if s in task.splits]
+    parts = [sample(task, s, cfg.n_geometry, cfg.seed)[0] for s in splits]
+    width = max(p.shape[1] for p in parts)  # splits may be narrower than one another
+    ids = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])),
+                                 constant_values=task.pad_id) for p in parts])
+    return ids, {v: np.asarray(x) for v, x in task.probe_variables(ids).items()}
+
+
+def _geometry(subject, task, variable, label, space, cfg, device, k, inputs, acts) -> list[dict]:
+    ids, values = inputs
+    if values is None:
+        return []
+    if (id(subject), label) not in acts:
+        acts[(id(subject), label)] = site_activations(subject.model, SiteRef.parse(label), ids,
+                                                      device)
+    z, v = points(acts[(id(subject), label)], space, values)
+    held = set(int(c) for c in getattr(task.config, "held_out", ()))  # counting's held-out counts
+    df = layout(z, v)
+    return [dict(variable=variable, run=subject.run, checkpoint=subject.checkpoint,
+                 model=subject.model_name, site=label, alignment=cfg.alignment, k=k,
+                 held_out=int(r["value"]) in held, **r) for r in df.to_dict("records")]

@@ -1,0 +1,275 @@
+"""Analysis `das`: Distributed Alignment Search for the task's causal variables, with an
+orthogonal (OAF), a linear (LAF) and a random-subspace control alignment, k swept, and the
+same OAF/LAF search on the untrained network (step 0) as a second control.
+
+For each causal variable of the task (`task.causal_variables`; a joint variable such as
+counting's `up_down:full`, several variables interchanged at once, when named in
+`das.variables`), train pairs come from the `train` split and test pairs from `test`
+(`task.counterfactuals(variable, n, split, seed)`).
+At each chosen site the model stays frozen; the alignment maps the (standardised) site
+vector, the first k dims come from the source and the rest from the base, and it is mapped
+back (`study/analyses/das/alignment.py`). OAF and LAF are trained (`study/analyses/das/search.py`); the
+random control is a fixed random rotation, never trained.
+
+Sites (defaults [paper, Grant et al. 2025], override with das.sites / das.layers / das.positions):
+- recurrent models: the state after the pair's token (`state`, layer 0, position -1:
+  base_pos in the base, source_pos in the source);
+- transformers: the residual stream between layers, `resid[n_layers // 2]` (between the two
+  layers of a 2-layer model), at the pair's positions; aligned pairs (base_pos = -1) use the
+  answer position (the last scored position) in both. An explicit position p >= 0 means
+  position p in base and source and applies to aligned pairs only.
+
+Table `das`: checkpoint, variable, site, layer, position, alignment, k, split, then
+- iia: share of the split's *changed* pairs (`Pairs.changed`: the counterfactual output
+  differs from the base's) whose every scored output is the counterfactual one [ours: pairs
+  the base already gets right reward an intervention that does nothing];
+- iia_lo, iia_hi: 95 % percentile-bootstrap interval of iia over the changed pairs;
+- iia_all: the share over all pairs (Grant et al. 2025's IIA);
+- n_pairs, n_changed: pairs of the split, changed ones among them;
+- too_few: fewer than `min_changed` changed *test* pairs; iia, iia_lo, iia_hi are NaN then
+  (both splits' rows), the variable is not scored;
+- iia_restart_sd: standard deviation over restarts of the split's iia (NaN: one restart).
+alignment oaf | laf | random; split train | test; position -1 = the pair's positions; iia
+NaN also where every restart of a LAF had cond(A) above `max_cond` (inverse not trusted).
+
+Table `das_control` [ours]: the same columns for OAF and LAF searched, with the same sites, k,
+pairs and budget, on the run's step-0 (untrained) checkpoint; its rows carry checkpoint 0.
+The network comes from `ctx.model_at(0)` (the application loads checkpoints; analyses may
+not); without it (`model_at` None, or no step-0 checkpoint) the table is empty and a warning
+says why. It is a separate table so that the `das` table of every analysed checkpoint stays
+one checkpoint's. With `controls=false` it is skipped.
+Learned alignments go to `alignments.safetensors` under `<alignment>/<variable>/<site>/k=<k>`
+(the matrix: R for OAF/random, A for LAF; suffix keys /mu /sigma /k and, for LAF, /core
+/signs /bias, and /rotation for a LAF of form `rotated`); `study.analyses.das.alignment.load_alignment(path, key)` rebuilds one. The file holds
+the latest analysed checkpoint (metadata "checkpoint"); an earlier checkpoint's file is kept
+as `alignments-<step>.safetensors`. With `save_pyvene` (default) each variable's OAF and LAF at
+their chosen k (the smallest within 0.01 of the best test IIA) are also written in pyvene's
+own format under `pyvene/` (`study/analyses/das/export.py`; latest analysed checkpoint only).
+
+Training and scoring run through `pyvene.IntervenableModel`s over the network's sites, with
+the pairs' source vectors read once (`study/analyses/das/search.py`). The restarts of one
+(alignment, k) train together (`batch_restarts`): one forward over their stacked batches,
+each restart's alignment on its own rows (`study/analyses/das/batched.py`, `stacked.py`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from study.models.sites import KINDS
+from study.core.errors import UsageError
+from study.core.registry import register
+from study.core.settings import setting
+
+ALIGNMENTS = ("oaf", "laf", "random")
+LAF_FORMS = ("sd", "rotated")  # `laf_form`; the classes are in alignment.py
+
+
+@dataclass(frozen=True)
+class DasConfig:
+    variables: tuple[str, ...] = setting(
+        (), "() = every causal variable of the task; a joint variable (counting: "
+        "up_down:full, up_up:full, the algorithm's whole state) only by name")
+    sites: tuple[str, ...] = setting((), "() = state (recurrent) or resid (transformers)")
+    layers: tuple[int, ...] = setting((), "() = 0 for state, n_layers // 2 for resid")
+    positions: tuple[int, ...] = setting(
+        (-1,),
+        "-1 = the pair's positions (answer position if aligned)")
+    alignments: tuple[str, ...] = setting(
+        ALIGNMENTS, "oaf (orthogonal), laf (linear), random (an untrained rotation, the control)")
+    k: tuple[int, ...] = setting(
+        (1, 2, 4, 16, 32), "subspace sizes swept: dims taken from the source [paper]")
+    n_train: int = setting(10_000, "counterfactual pairs the alignment is trained on [paper]")
+    n_test: int = setting(1_000, "pairs IIA is tested on [paper]")
+    batch_size: int = setting(128, "pairs per alignment update [paper]")
+    lr: float = setting(1e-3, "[paper] Adam")
+    steps: int = setting(
+        20_000, "alignment updates [paper code: grantsrb/mas configs, num_training_steps]")
+    stop_iia: float = setting(0.995, "[paper code: upper_acc_thresh] early stop on training IIA")
+    patience: int = setting(
+        0,
+        "[ours] stop after this many updates without a training-IIA gain; 0 = off")
+    lr_floor: float = setting(
+        0.05, "[ours] the lr decays on a cosine to lr * lr_floor over `steps`; 1 = constant")
+    restarts: int = setting(
+        3, "[ours] trainings per (alignment, k); the best by training-split IIA is kept")
+    batch_restarts: bool = setting(
+        True, "[ours] train an (alignment, k)'s restarts together, one network forward per "
+        "step for all (the result of training them one after another, to float tolerance); "
+        "false = one after another")
+    warm_start: bool = setting(
+        True, "[ours] the first restart at k starts from the kept alignment of the previous k")
+    min_changed: int = setting(
+        100, "[ours] fewer changed test pairs than this: the variable is reported too_few")
+    n_boot: int = setting(1000, "[ours] bootstrap resamples of the IIA interval")
+    controls: bool = setting(
+        True, "[ours] also search OAF and LAF on the step-0 (untrained) network: das_control")
+    standardize: bool = setting(True, "[paper, Grant et al.] standardise the site before the alignment")
+    laf_form: str = setting(
+        "sd", "sd: the authors' LAF, A = (M M^T + 0.1 I) diag(s) [paper code: grantsrb/mas "
+        "SymmetricDefiniteMatrix]; rotated [ours]: R A with R orthogonal, which contains every "
+        "OAF (sd reaches orthogonal projections only onto standardised axes) and starts from "
+        "the OAF fitted at the same k")
+    max_cond: float = setting(1e5, "[ours] LAF with cond(A) above this is refused (IIA NaN)")
+    eval_batch_size: int = setting(1000, "pairs per forward pass when scoring IIA")
+    save_pyvene: bool = setting(
+        True, "[ours] also save each variable's OAF and LAF at its chosen k with pyvene's "
+        "IntervenableModel.save, under pyvene/")
+    seed: int = setting(0, "added to the run's seed: pairs and alignment initialisation")
+
+    def __post_init__(self):
+        def bad(key, value, allowed):
+            raise UsageError(f"das.{key}={value}: {allowed}")
+
+        for s in self.sites:
+            if s not in KINDS:
+                bad("sites", ",".join(self.sites), f"choose from {', '.join(KINDS)}")
+        for a in self.alignments:
+            if a not in ALIGNMENTS:
+                bad("alignments", ",".join(self.alignments), f"choose from {', '.join(ALIGNMENTS)}")
+        if not self.alignments:
+            bad("alignments", "", "give at least one of " + ", ".join(ALIGNMENTS))
+        if self.laf_form not in LAF_FORMS:
+            bad("laf_form", self.laf_form, f"choose from {', '.join(LAF_FORMS)}")
+        if not self.k or min(self.k) < 1:
+            bad("k", ",".join(map(str, self.k)), "give one or more integers >= 1")
+        if any(layer < 0 for layer in self.layers):
+            bad("layers", ",".join(map(str, self.layers)), "layers are >= 0")
+        if not self.positions or min(self.positions) < -1:
+            bad("positions", ",".join(map(str, self.positions)), "-1 (the pair's) or p >= 0")
+        for key in ("n_train", "n_test", "batch_size", "eval_batch_size"):
+            if getattr(self, key) < 1:
+                bad(key, getattr(self, key), "must be at least 1")
+        if self.steps < 0:
+            bad("steps", self.steps, "must be >= 0")
+        if not self.lr > 0:
+            bad("lr", self.lr, "must be positive")
+        for key in ("restarts", "n_boot"):
+            if getattr(self, key) < 1:
+                bad(key, getattr(self, key), "must be at least 1")
+        if self.min_changed < 1:
+            bad("min_changed", self.min_changed, "must be at least 1")
+        if not 0 < self.lr_floor <= 1:
+            bad("lr_floor", self.lr_floor, "must be in (0, 1]")
+        if self.patience < 0:
+            bad("patience", self.patience, "must be 0 (off) or positive")
+        if not 0 < self.stop_iia <= 1:
+            bad("stop_iia", self.stop_iia, "must be in (0, 1]")
+        if not self.max_cond > 1:
+            bad("max_cond", self.max_cond, "must be greater than 1")
+
+
+def das_variables(task) -> tuple[str, ...]:
+    """What `das.variables` may name: the task's causal variables, then its joint ones
+    (several variables interchanged at once, e.g. counting's `up_down:full`)."""
+    return (*task.causal_variables, *task.joint_variables)
+
+
+def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
+    """Before training: the asked variables are the task's, the asked sites and layers the
+    model's (the same rules `default_sites` applies to the built network)."""
+    from study.analyses.common.context import check_sites, chosen
+    from study.models.sites import declared_kinds
+    chosen("das.variables", cfg.variables, das_variables(task_cls),
+           f"a causal variable of {task_cls.name}")
+    check_sites("das.sites", cfg.sites, model_entry)
+    kinds = cfg.sites or (("state",) if "state" in declared_kinds(model_entry.capabilities) else ("resid",))
+    n_layers = getattr(model_config, "n_layers", None)
+    for kind in kinds:
+        if kind == "state" and cfg.layers and set(cfg.layers) != {0}:
+            raise UsageError(f"das.layers={','.join(map(str, cfg.layers))}: state sites have "
+                             f"one layer, 0 (the position is the time step)")
+        count = None if n_layers is None else n_layers + 1 if kind == "resid" else n_layers
+        if kind != "state" and count is not None and cfg.layers and max(cfg.layers) >= count:
+            raise UsageError(f"das.layers: {kind}[{max(cfg.layers)}] does not exist; model "
+                             f"{model_entry.name} has {count} {kind} sites (0..{count - 1})")
+
+
+@register("analysis", "das", config=DasConfig, check=check, presets={
+    "paper": {},
+    # [ours] minutes per variable on a CPU: fewer, larger Adam steps than the paper's
+    # (restarts x (OAF, LAF) on the trained and the step-0 network: about 6x the search of
+    # one plain OAF/LAF pair); 1000 test pairs, so that ctx_distr:count (~12 % of its pairs
+    # change the output) keeps ~120 changed ones, above min_changed. k climbs in small steps
+    # (each k starts from the one before): on the counting GRU the ladder 1, 2, 4, 16 leaves
+    # OAF at k = 16 ~0.01-0.02 below the ladder 1, 2, 4, 8, 12, 16, which 3x the steps at
+    # k = 16 do not make up
+    "small": {"n_train": 2000, "n_test": 1000, "steps": 500, "lr": 5e-3, "batch_size": 64,
+              "patience": 100, "k": (1, 2, 4, 8, 12, 16), "restarts": 2,
+              "laf_form": "rotated"},
+    "smoke": {"n_train": 64, "n_test": 32, "steps": 5, "batch_size": 32, "k": (2,),
+              "eval_batch_size": 64, "restarts": 2, "min_changed": 2, "n_boot": 200,
+              "laf_form": "rotated"},
+})
+def run(ctx):
+    """Distributed Alignment Search (OAF, LAF, random control) for the task's variables, and
+    OAF/LAF on the step-0 network (`das_control`)."""
+    import warnings
+
+    import pandas as pd
+
+    from study.analyses.common.context import chosen
+    from study.analyses.das.alignment import save_alignments
+    from study.analyses.das.search import COLUMNS, search, site_data
+    from study.models.sites import default_sites
+
+    cfg, model, task = ctx.config, ctx.model, ctx.task
+    variables = chosen("das.variables", cfg.variables or task.causal_variables,
+                       das_variables(task), f"a causal variable of {task.name}")
+    sites = default_sites(model, cfg.sites, cfg.layers, every_layer=False, setting="das")
+    seed = ctx.seed + cfg.seed
+    untrained = _step0(ctx) if cfg.controls else None
+    trained_kinds = tuple(a for a in cfg.alignments if a != "random")
+    per_site = len(cfg.alignments) + (len(trained_kinds) if untrained is not None else 0)
+    rows, control, saved, kept = [], [], {}, {}
+    from tqdm.auto import tqdm
+    bar = tqdm(total=len(variables) * len(sites) * len(cfg.positions) * len(cfg.k) * per_site,
+               desc="das", unit="alignment", disable=None)
+    for v_i, variable in enumerate(variables):
+        train_pairs = task.counterfactuals(variable, cfg.n_train, split="train", seed=seed)
+        test_pairs = task.counterfactuals(variable, cfg.n_test, split="test", seed=seed)
+        for kind, layer in sites:
+            for position in cfg.positions:
+                try:
+                    data = site_data(model, train_pairs, test_pairs, kind, layer, position,
+                                     ctx.device, cfg.eval_batch_size)
+                except ValueError as e:  # e.g. an explicit position for explicit pairs
+                    raise UsageError(f"das at {kind}[{layer}] for {variable}: {e}") from None
+                # [ours] alignment initialisations differ between checkpoints (the pairs do
+                # not), so subspaces compared across checkpoints do not agree by construction
+                init = (seed * 1_000_003 + ctx.checkpoint) * 1009 + v_i
+                r, s = search(model, data, variable, position, cfg, init,
+                              ctx.checkpoint, progress=bar,
+                              kept=kept if cfg.save_pyvene else None)
+                rows += r
+                saved.update(s)
+                if untrained is not None and trained_kinds:
+                    # the control: the same search, pairs and budget on the step-0 network;
+                    # its alignments are not saved (nothing reads them)
+                    data0 = site_data(untrained, train_pairs, test_pairs, kind, layer, position,
+                                      ctx.device, cfg.eval_batch_size)
+                    r, _ = search(untrained, data0, variable, position, cfg,
+                                  (seed * 1_000_003) * 1009 + v_i, 0, progress=bar,
+                                  alignments=trained_kinds)
+                    control += r
+    bar.close()
+    save_alignments(saved, ctx.out_dir, ctx.checkpoint)
+    if cfg.save_pyvene:
+        from study.analyses.das.export import export
+        export(model, rows, kept, ctx.out_dir, ctx.checkpoint)
+    if cfg.controls and untrained is None:
+        warnings.warn("das: no step-0 network (ctx.model_at unset or no step-0 checkpoint); "
+                      "das_control is empty and the report's verdict has no trained control")
+    return {"das": pd.DataFrame(rows, columns=COLUMNS),
+            "das_control": pd.DataFrame(control, columns=COLUMNS)}
+
+
+def _step0(ctx):
+    """The run's untrained network (step 0) from `ctx.model_at`, or None where unavailable."""
+    if ctx.model_at is None:
+        return None
+    try:
+        return ctx.model_at(0)
+    except (FileNotFoundError, LookupError, ValueError) as e:
+        import warnings
+        warnings.warn(f"das: no step-0 checkpoint ({e}); no trained control")
+        return None

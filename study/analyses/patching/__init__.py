@@ -1,0 +1,96 @@
+"""Analysis `patching`: counterfactual activation patching over (layer x position), time
+step, and attention head.
+
+For every counterfactual kind of the task (binding: root_value, distractor, query), n pairs
+are drawn from the test split [paper, Wu et al. 2025: patching succeeds when the output
+switches to the counterfactual answer]. Each site is patched with the source's activation:
+- transformers: the residual stream `resid[l]` entering every layer l (l = n_layers is the
+  final stream) at every position, and with the `heads` capability each head of
+  `head[l]` (its d_head features of the pre-projection head outputs) at every position;
+- recurrent models: the state `state[t]` after every token t (the position is the step).
+Aligned pairs (base_pos = -1) are patched position by position; pairs with explicit
+positions (counting) are patched once per site, source_pos into base_pos (position -1).
+
+Tables (long format):
+- `patching`: checkpoint, site, layer, position, head, counterfactual, metric, value,
+  value_all, n_pairs, n_changed; metric in flip_rate | logit_diff | norm_logit_diff (see
+  `study/analyses/patching/sweep.py`; flip_rate's value is over the pairs whose answer must
+  change, value_all over all pairs),
+  head = -1 for non-head sites, layer = 0 for `state`; site "none" rows hold the unpatched
+  base's flip rate.
+- `head_ranking`: checkpoint, counterfactual, metric, layer, head, value, rank: each head's
+  effect summed over positions (logit_diff, flip_gain), rank 1 = strongest.
+- `positions`: checkpoint, counterfactual, position, token: the tokens of the first base
+  sequence of each kind, to label the positions of heatmaps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from study.models.sites import KINDS
+from study.core.errors import UsageError
+from study.core.registry import register
+from study.core.settings import setting
+
+
+@dataclass(frozen=True)
+class PatchingConfig:
+    n_pairs: int = setting(1000, "pairs per counterfactual kind [ours]")
+    kinds: tuple[str, ...] = setting((), "counterfactual kinds; () = all of the task's")
+    sites: tuple[str, ...] = setting((), "() = resid (+ head with the heads capability), or state")
+    split: str = setting("test", "split the pairs are drawn from")
+    batch_size: int = setting(256, "pairs per recording chunk, and rows per patched forward")
+    seed: int = setting(0, "pair-sampling seed, added to the run's seed")
+
+    def __post_init__(self):
+        if self.n_pairs < 1:
+            raise UsageError(f"patching.n_pairs={self.n_pairs} must be at least 1")
+        if self.batch_size < 1:
+            raise UsageError(f"patching.batch_size={self.batch_size} must be at least 1")
+        for s in self.sites:
+            if s not in KINDS:
+                raise UsageError(f"patching.sites={','.join(self.sites)}: {s!r} is not a site "
+                                 f"kind; choose from {', '.join(KINDS)}")
+
+
+def check(cfg: PatchingConfig, task_cls, model_entry, model_config) -> None:
+    """Before training: the asked kinds are the task's, the asked sites the model's."""
+    from study.analyses.common.context import check_sites, chosen
+    chosen("patching.kinds", cfg.kinds, task_cls.counterfactual_kinds,
+           f"a counterfactual kind of {task_cls.name}")
+    check_sites("patching.sites", cfg.sites, model_entry)
+
+
+@register("analysis", "patching", config=PatchingConfig, check=check, presets={
+    "paper": {},
+    "small": {"n_pairs": 200, "batch_size": 128},
+    "smoke": {"n_pairs": 8, "batch_size": 64},
+})
+def run(ctx):
+    """Counterfactual activation patching per (layer x position), time step, and head."""
+    import pandas as pd
+
+    from study.analyses.common.context import chosen
+    from study.analyses.common.interchange import pair_tensors
+    from study.analyses.patching.sweep import head_ranking, sweep, tables
+    from study.models.sites import default_sites
+
+    cfg, model, task = ctx.config, ctx.model, ctx.task
+    kinds = chosen("patching.kinds", cfg.kinds, task.counterfactual_kinds,
+                   f"a counterfactual kind of {task.name}")
+    sites = default_sites(model, cfg.sites, heads=True, setting="patching")
+    rows, positions = [], []
+    for kind in kinds:
+        pairs = task.counterfactuals(kind, cfg.n_pairs, split=cfg.split, seed=ctx.seed + cfg.seed)
+        positions += [(ctx.checkpoint, kind, p, task.vocab[int(t)])
+                      for p, t in enumerate(pairs.base_ids[0])]
+        pt = pair_tensors(pairs, ctx.device)
+        acc, ref = sweep(model, pt, sites, model.n_heads, cfg.batch_size)
+        rows += tables(acc, ref, kind, pt.aligned, ctx.checkpoint)
+    cols = ["checkpoint", "site", "layer", "position", "head", "counterfactual", "metric", "value",
+            "value_all", "n_pairs", "n_changed"]
+    patching = pd.DataFrame(rows, columns=cols)
+    return {"patching": patching, "head_ranking": head_ranking(patching, ctx.checkpoint),
+            "positions": pd.DataFrame(positions, columns=["checkpoint", "counterfactual",
+                                                          "position", "token"])}
+

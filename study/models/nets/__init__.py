@@ -1,0 +1,1 @@
+"""Torch networks of the model families (imported lazily by the builders in `study/models/`)."""

@@ -1,0 +1,221 @@
+"""The recurrent network of the `gru` and `lstm` families: one cell unrolled over time.
+
+    ids (batch, pos) -> embedding (batch, pos, d_embed)
+      -> for t: state_t = cell(x_t, state_{t-1}); state_t = sites.state[t](state_t)
+      -> output MLP at every position: state (d_state) -> d_mlp -> vocab   (GELU, dropout)
+
+The cell is unrolled by hand so that each time step has its own site `sites.state[t]`
+(pyvene's per-timestep unit for recurrent models is broken). Whatever leaves
+`sites.state[t]` is what both the next step and the output head at t read, so replacing
+state[t] changes the logits at t and every later step and nothing before t. For the LSTM the
+analysed state is [h, c] (batch, 2 * d_hidden), as the authors' `identities` hook sees it,
+but the head reads h alone: `grantsrb/mas/seq_models.py` `LSTM` is `LSTMCell(128, 64)`
+with `Linear(64, 512)`, GELU, dropout, `Linear(512, vocab)` on h. The GRU's head reads its
+h (128), like the authors' `GRUCell(128, 128)`. The gates follow torch.nn.GRU / nn.LSTM
+exactly (the cell parameters are those of nn.GRUCell / nn.LSTMCell).
+
+Inputs. `model(ids)` is teacher-forced: the input at t is ids[:, t] (what analyses run).
+`model(ids, feed=mask)` runs free: where `feed` (batch, pos) is True the input at t is the
+argmax of the model's own logits at t-1 (detached, dropout included in training mode), as
+the authors' `RNN.forward`/`LSTM.forward` insert `embeddings(pred_ids[-1])` where the task
+mask is set (`grantsrb/mas/seq_models.py`); the head then runs inside the loop, once a step.
+
+Speed: the input projections of all steps are one matmul before the loop; each step does
+one (batch, d_hidden) x (d_hidden, gates*d_hidden) matmul plus elementwise gates. Under
+bf16 autocast the matmuls run in bf16 while the state stays float32 (promotion against the
+float32 initial state), so the recurrence does not accumulate bf16 rounding.
+
+Fused kernel [ours]: when nothing is attached to the state sites (`Sites.hooked`: no hook,
+so no analysis reads or replaces a step) and the forward is not being traced by
+torch.compile, the unroll runs in torch's own GRU/LSTM kernel (`torch._VF.gru` / `lstm`,
+what nn.GRU / nn.LSTM call; cuDNN on CUDA) on the same weights, in float32: one call for
+the whole sequence instead of a Python loop of small ops. Free-running goes through it too,
+to the fixed point on CUDA: with the head's dropout mask drawn once for the whole sequence,
+teacher-forced passes without gradients replace each fed input by the previous position's
+argmax until nothing changes (a trained network settles in one pass), then one pass with
+gradients runs on the settled inputs. With the same mask at each step, that is exactly the
+step loop's computation; a batch that has not settled within `SETTLE_PASSES` passes
+(early in training) runs the step loop. The choice depends on the batch and the weights
+only, so a resumed run takes the same path as an uninterrupted one. On the CPU the step loop
+is the faster way to run free (GRU `small`, batch 128, 45 positions, 2 threads: 122 ms per
+training step, against 68 ms for a pass without gradients plus 129 ms for the pass with them),
+so there free-running keeps the loop (`FUSED_FREE_DEVICES`); teacher-forced, the fused
+kernel takes 129 ms against the loop's 153 ms.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from study.models.sites import SiteKind
+from study.models.sites.modules import Sites
+from study.core.fixed_point import settle_inputs
+
+_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
+SETTLE_PASSES = 3  # no-gradient passes a free-running batch may take to settle
+FUSED_FREE_DEVICES = ("cuda",)  # device types whose free-running uses the fused kernel
+
+
+class RecurrentLM(nn.Module):
+    """Embedding -> one GRU/LSTM cell unrolled with a state site per token -> output MLP."""
+
+    def __init__(self, config, vocab_size: int, seq_len: int):
+        super().__init__()
+        self.config = config
+        self.is_lstm = config.cell == "lstm"
+        self.d_hidden = config.d_hidden
+        self.d_state = config.d_state
+        self.n_steps = seq_len  # bounds the state[t] index
+        self.n_layers, self.n_heads = 1, 0  # one recurrent cell, no attention
+        self.embed = nn.Embedding(vocab_size, config.d_embed)
+        cell_cls = nn.LSTMCell if self.is_lstm else nn.GRUCell
+        self.cell = cell_cls(config.d_embed, config.d_hidden)
+        self.sites = Sites(state=seq_len)
+        self.head = nn.Sequential(  # reads h (batch, d_hidden) [authors]
+            nn.Linear(self.d_hidden, config.d_mlp),
+            _ACTIVATIONS[config.activation](),
+            nn.Dropout(config.dropout),  # on the hidden layer [paper]
+            nn.Linear(config.d_mlp, vocab_size),
+        )
+
+    def site_kinds(self) -> list[SiteKind]:
+        """The one site kind of a recurrent network: the state after every token."""
+        return [SiteKind("state", self.n_steps, self.d_state)]
+
+    def forward(self, ids: torch.Tensor, readout: torch.Tensor | None = None,
+                feed: torch.Tensor | None = None) -> torch.Tensor:
+        """ids (batch, pos) -> logits (batch, pos, vocab); with `readout` (batch, pos) bool, only
+        the logits of the True positions, (n_true, vocab), in row-major order (analyses that
+        score a few positions skip the output layer everywhere else). With `feed` (batch, pos)
+        bool, the input at each True position is the argmax of the logits one step before
+        instead of ids (free-running, see the module docstring)."""
+        batch, pos = ids.shape  # (batch, pos)
+        if pos > self.n_steps:
+            raise ValueError(f"sequence of {pos} tokens, the network was built for {self.n_steps}")
+        if feed is not None:
+            return self._free(ids, feed, readout)
+        if self._fusable():
+            out = self._fused(self.embed(ids))  # (batch, pos, d_hidden)
+            return self.head(out if readout is None else out[readout])
+        x = self.embed(ids)  # (batch, pos, d_embed)
+        gi = F.linear(x, self.cell.weight_ih, self.cell.bias_ih)  # (batch, pos, gates * H)
+        h, c = self._init(x)
+        states = []
+        for t in range(pos):
+            h, c, s = self._step(gi[:, t], h, c, t)
+            states.append(s)
+        states = torch.stack(states, dim=1)  # (batch, pos, d_state)
+        out = states[..., :self.d_hidden]  # h: what the head reads (batch, pos, d_hidden)
+        return self.head(out if readout is None else out[readout])  # (batch, pos, vocab)
+
+    # --- the fused kernel -----------------------------------------------------------
+    def _apply(self, fn, recurse=True):
+        out = super()._apply(fn, recurse)
+        self.flatten_weights()  # a move to CUDA gives each weight its own block again
+        return out
+
+    def flatten_weights(self) -> None:
+        """On CUDA, make the cell's four weights views of one block in cuDNN's layout, as
+        nn.GRU / nn.LSTM keep theirs (`flatten_parameters`): cuDNN reads separate weights only
+        after copying them into one block at every call, with a warning each time. The
+        parameters stay the same objects (an optimiser holding them is unaffected); on the
+        CPU nothing changes."""
+        cell = self.cell
+        weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        first = weights[0]
+        if not (first.is_cuda and torch.backends.cudnn.is_acceptable(first)
+                and all(w.is_cuda and w.dtype == first.dtype for w in weights)):
+            return
+        from torch.backends.cudnn import rnn as cudnn_rnn
+
+        with torch.cuda.device_of(first), torch.no_grad():
+            if torch._use_cudnn_rnn_flatten_weight():
+                torch._cudnn_rnn_flatten_weight(
+                    weights, 4, cell.input_size,
+                    cudnn_rnn.get_cudnn_mode("LSTM" if self.is_lstm else "GRU"),
+                    cell.hidden_size, 0, 1, True, False)  # proj 0, 1 layer, batch-first, one way
+
+    def _fusable(self) -> bool:
+        return not self.sites.hooked("state") and not torch.compiler.is_compiling()
+
+    def _fused(self, x: torch.Tensor) -> torch.Tensor:
+        """x (batch, pos, d_embed) -> h at every step (batch, pos, d_hidden), float32, by
+        torch's GRU/LSTM kernel on the cell's weights."""
+        cell = self.cell
+        params = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        with torch.autocast(x.device.type, enabled=False):
+            x = x.float()
+            h0 = x.new_zeros(1, x.shape[0], self.d_hidden)  # (layers, batch, H)
+            if self.is_lstm:
+                return torch._VF.lstm(x, (h0, h0), params, True, 1, 0.0, self.training,
+                                      False, True)[0]
+            return torch._VF.gru(x, h0, params, True, 1, 0.0, self.training, False, True)[0]
+
+    def _head(self, h: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The output MLP with a given dropout mask (..., d_mlp) (None: the head as is)."""
+        if mask is None:
+            return self.head(h)
+        first, act, _, last = self.head
+        return last(act(first(h)) * mask)
+
+    def _free_fused(self, ids, feed, readout):
+        """Free-running by fixed-point passes of the fused kernel (module docstring), or None
+        when the batch has not settled in SETTLE_PASSES passes."""
+        p = self.head[2].p
+        mask = None
+        if self.training and p > 0:  # one dropout mask for all passes, as one unroll draws
+            keep = torch.full((*ids.shape, self.head[0].out_features), 1 - p, device=ids.device)
+            mask = torch.bernoulli(keep) / (1 - p)  # (batch, pos, d_mlp)
+        cur, settled = settle_inputs(
+            lambda x: self._head(self._fused(self.embed(x)), mask).argmax(-1), ids, feed,
+            SETTLE_PASSES)
+        if not settled:
+            return None
+        h = self._fused(self.embed(cur))  # (batch, pos, d_hidden)
+        if readout is None:
+            return self._head(h, mask)
+        return self._head(h[readout], None if mask is None else mask[readout])
+
+    def _free(self, ids, feed, readout):
+        """The free-running unroll: the head runs at every step and its argmax is the next
+        input where `feed` is set. -> logits (batch, pos, vocab) or (n_true, vocab)."""
+        if self._fusable() and ids.device.type in FUSED_FREE_DEVICES:
+            out = self._free_fused(ids, feed, readout)
+            if out is not None:
+                return out
+        cell = self.cell
+        h, c = self._init(ids)
+        logits = []
+        for t in range(ids.shape[1]):
+            x_t = self.embed(ids[:, t])  # (batch, d_embed)
+            if t > 0:  # the previous prediction, a detached index [authors]
+                own = self.embed(logits[-1].argmax(-1).detach())
+                x_t = torch.where(feed[:, t, None], own, x_t)
+            h, c, _ = self._step(F.linear(x_t, cell.weight_ih, cell.bias_ih), h, c, t)
+            logits.append(self.head(h))  # (batch, vocab)
+        logits = torch.stack(logits, dim=1)  # (batch, pos, vocab)
+        return logits if readout is None else logits[readout]
+
+    def _init(self, x):
+        """Zero (h, c), each (batch, H), for x's batch (dim 0); c is None for the GRU.
+        Float32 even under autocast: keeps the recurrence exact."""
+        h = x.new_zeros(x.shape[0], self.d_hidden, dtype=torch.float32)
+        return h, (h.clone() if self.is_lstm else None)
+
+    def _step(self, gi_t, h, c, t):
+        """One cell step from the input projection gi_t (batch, gates * H) -> (h, c, the
+        state after the site: (batch, d_state))."""
+        H, sites = self.d_hidden, self.sites.state
+        gates_h = F.linear(h, self.cell.weight_hh, self.cell.bias_hh)
+        if self.is_lstm:
+            i, f, g, o = (gi_t + gates_h).chunk(4, dim=1)  # (batch, H) each
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            s = sites[t](torch.cat([h, c], dim=1))  # (batch, 2H)
+            return s[:, :H], s[:, H:], s
+        rz = torch.sigmoid(gi_t[:, : 2 * H] + gates_h[:, : 2 * H])  # (batch, 2H): r, z
+        r, z = rz[:, :H], rz[:, H:]
+        n = torch.tanh(gi_t[:, 2 * H:] + r * gates_h[:, 2 * H:])
+        h = sites[t](n + z * (h - n))  # (1 - z) * n + z * h, (batch, H)
+        return h, None, h

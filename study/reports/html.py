@@ -1,0 +1,107 @@
+"""A report as one self-contained HTML page: charts inline (Vega-Lite specs + the Vega bundle),
+no network access, opens from disk. Every user-supplied string (run names, config values) is
+escaped: text through `html.escape`, chart specs as JSON with `<` written as `\\u003c`."""
+from __future__ import annotations
+
+import html
+import json
+import time
+
+import pandas as pd
+
+from study.reports.build import Report
+from study.reports.figure import slug
+from study.reports.vega import javascript_bundle
+
+STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 0 auto;
+       max-width: 1400px; padding: 0 24px 48px; color: #1d1d1f; }
+h1 { font-size: 22px; margin: 24px 0 4px; } h2 { font-size: 19px; margin-top: 36px;
+  border-bottom: 1px solid #ddd; padding-bottom: 4px; } h3 { font-size: 16px; margin-top: 26px; }
+.meta, figcaption { color: #555; } nav > ul { padding-left: 18px; } nav ul ul { columns: 3; font-size: 13px; margin-bottom: 6px; } nav li { break-inside: avoid; }
+figure { margin: 14px 0 26px; } figcaption b { color: #1d1d1f; }
+.chart { overflow-x: auto; margin-top: 8px; }
+table { border-collapse: collapse; font-size: 12.5px; margin-top: 8px; }
+th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
+th { background: #f4f4f6; } td:first-child, th:first-child { text-align: left; }
+.table-wrap { overflow-x: auto; }
+"""
+
+
+def esc(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def spec_json(spec: dict) -> str:
+    """JSON safe inside <script>: no `<` (so no `</script>`), no `&`, no line separators."""
+    text = json.dumps(spec, separators=(",", ":"), default=str)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def table_html(df: pd.DataFrame) -> str:
+    def cell(v):
+        if isinstance(v, float):
+            return "—" if pd.isna(v) else f"{v:.4g}"
+        return esc(v)
+    head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+                   for row in df.itertuples(index=False))
+    return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def runs_table(report: Report) -> pd.DataFrame:
+    rows = []
+    for r in report.runs:
+        s = r.summary
+        rows.append({"run": r.label, "task": r.task, "model": r.model, "seed": r.seed,
+                     "scale": r.scale, "status": r.status,
+                     "steps": s.get("steps_done", "—"), "training ended": _ended(s),
+                     "test accuracy": s.get("test_accuracy", float("nan")),
+                     "training time (s)": s.get("train_time_s", float("nan")),
+                     "device": s.get("device", "—"), "directory": str(r.path)})
+    return pd.DataFrame(rows)
+
+
+def _ended(summary: dict) -> str:
+    if not summary:
+        return "—"
+    if summary.get("time_limited"):
+        return "time budget (train.max_minutes)"
+    return "target accuracy" if summary.get("stopped_early") else "all steps"
+
+
+def render(report: Report) -> str:
+    parts = [f"<h1>{esc(report.title)}</h1>",
+             f'<p class="meta">Generated {esc(time.strftime("%Y-%m-%d %H:%M"))} from '
+             f'{len(report.runs)} run director{"y" if len(report.runs) == 1 else "ies"}; '
+             f'{report.n_charts} charts.</p>']
+    toc = []
+    body = ['<h2 id="runs">Runs</h2>', table_html(runs_table(report))]
+    for t in report.tasks:
+        tid = slug("task", t.task)
+        toc.append(f'<li><a href="#{tid}">{esc(t.task)}</a><ul>')
+        body.append(f'<h2 id="{tid}">Task: {esc(t.task)}</h2>')
+        for s in t.sections:
+            sid = slug(t.task, s.title)
+            toc.append(f'<li><a href="#{sid}">{esc(s.title)}</a></li>')
+            body.append(f'<h3 id="{sid}">{esc(s.title)}</h3>')
+            for f in s.figures:
+                see = ("" if not f.links else " See also: " + ", ".join(
+                    f'<a href="#{esc(key)}">{esc(text)}</a>' for text, key in f.links) + ".")
+                body.append(f'<figure id="{esc(f.key)}"><figcaption><b>{esc(f.title)}.</b> '
+                            f'{esc(f.caption)}{see}</figcaption>')
+                if f.chart is not None:
+                    body.append(f'<div class="chart" id="chart-{esc(f.key)}"></div>'
+                                f'<script type="application/json" class="vl-spec" '
+                                f'data-for="{esc(f.key)}">{spec_json(f.spec())}</script>')
+                if f.table is not None:
+                    body.append(table_html(f.table))
+                body.append("</figure>")
+        toc.append("</ul></li>")
+    nav = f'<nav><ul><li><a href="#runs">Runs</a></li>{"".join(toc)}</ul></nav>'
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{esc(report.title)}</title><style>{STYLE}</style></head>"
+            f'<body data-charts="{report.n_charts}">' + "\n".join(parts) + nav + "\n"
+            + "\n".join(body)
+            + f'\n<script type="module">{javascript_bundle()}</script></body></html>\n')

@@ -1,0 +1,75 @@
+"""Section: the geometry of a variable's values in each architecture's aligned subspace (top
+two principal components, one point per value with its spread), runs side by side; values
+the task holds out of training are ringed. Anchor: `<task>-compare-geometry-<variable>`."""
+from __future__ import annotations
+
+import altair as alt
+
+from study.reports.figure import Figure, slug
+from study.reports.sections import section
+from study.reports.sections._compare import cross_table, pick_k, run_order
+
+
+def geometry(runs):
+    df = cross_table(runs, "compare_geometry")
+    if df is None:
+        return None
+    return df.assign(lo1=df["pc1"] - df["sd1"], hi1=df["pc1"] + df["sd1"],
+                     lo2=df["pc2"] - df["sd2"], hi2=df["pc2"] + df["sd2"],
+                     held=df["held_out"].map({True: "held out", False: "trained"}))
+
+
+@section("compare_geometry", "Same variable across architectures: geometry of its values",
+         order=45)
+def build(runs) -> list:
+    g = geometry(runs)
+    if g is None or g.empty:
+        return []
+    figs = []
+    for variable in dict.fromkeys(g["variable"]):
+        v = g[g["variable"] == variable]
+        k = pick_k(v["k"])
+        v = v[v["k"] == k]
+        order = run_order(runs, v["run"])
+        color = alt.Color("value:Q", scale=alt.Scale(scheme="viridis"), title="value")
+        base = alt.Chart().encode(x=alt.X("pc1:Q", title="PC1"), y=alt.Y("pc2:Q", title="PC2"))
+        bars_x = alt.Chart().mark_rule(opacity=0.25).encode(
+            x="lo1:Q", x2="hi1:Q", y="pc2:Q", color=color)
+        bars_y = alt.Chart().mark_rule(opacity=0.25).encode(
+            y="lo2:Q", y2="hi2:Q", x="pc1:Q", color=color)
+        path = base.mark_line(color="#999", strokeWidth=0.8).encode(order="value:Q")
+        dots = base.mark_point(filled=True, size=70).encode(
+            color=color,
+            shape=alt.Shape("held:N", title=None,
+                            scale=alt.Scale(domain=["trained", "held out"],
+                                            range=["circle", "diamond"])),
+            tooltip=["run:N", "value:Q", "held:N", alt.Tooltip("pc1:Q", format=".2f"),
+                     alt.Tooltip("pc2:Q", format=".2f"), alt.Tooltip("sd1:Q", format=".2f"),
+                     alt.Tooltip("sd2:Q", format=".2f"), "n:Q"])
+        ring = base.transform_filter("datum.held_out").mark_point(
+            size=260, color="crimson", strokeWidth=1.5)
+        labels = base.mark_text(dx=8, dy=-6, fontSize=9).encode(text="value:Q")
+        chart = alt.layer(bars_x, bars_y, path, dots, ring, labels, data=v).properties(
+            width=230, height=200).facet(
+            facet=alt.Facet("run:N", sort=order, title=None),
+            columns=_per_row(runs, order)).resolve_scale(
+            x="independent", y="independent")
+        figs.append(Figure(
+            key=slug("compare-geometry", variable),
+            title=f"{variable}: values in each run's aligned subspace (k = {k})",
+            caption=("The variable's values laid out on the top two principal components of "
+                     "each run's k-dimensional DAS projection (mean per value, bars one "
+                     "standard deviation, the grey path joins consecutive values): a line, a "
+                     "curve or a ring. Values held out of training (circled in red) show "
+                     "whether they fall in place among the trained ones."),
+            chart=chart))
+    return figs
+
+
+def _per_row(runs, order) -> int:
+    """Panels a row: one architecture's seeds side by side (at most four, at least two)."""
+    models = {r.label: r.model for r in runs}
+    counts = {}
+    for label in order:
+        counts[models.get(label, label)] = counts.get(models.get(label, label), 0) + 1
+    return max(2, min(4, max(counts.values(), default=1)))

@@ -1,0 +1,65 @@
+"""Section: one causal variable across architectures — basis-free similarity of the runs'
+aligned subspaces (linear CKA, Kornblith et al. 2019; orthogonal Procrustes), each against
+its shuffled-inputs baseline and the other run's random-rotation subspace. Anchor:
+`<task>-compare-similarity-<variable>`."""
+from __future__ import annotations
+
+import altair as alt
+
+from study.reports.figure import Figure, slug
+from study.reports.sections import section
+from study.reports.sections._compare import cross_table, pick_k, run_order
+
+KINDS = {"value": "aligned subspaces", "baseline": "inputs shuffled",
+         "random_subspace": "random subspace (other run)"}
+
+
+def similarity(runs):
+    """Long rows for the matrices: variable, run, other_run, measure, k, compared, value."""
+    df = cross_table(runs, "compare_similarity")
+    if df is None:
+        return None
+    long = df.melt(id_vars=["variable", "run", "other_run", "measure", "k", "site", "other_site"],
+                   value_vars=list(KINDS), var_name="compared", value_name="score")
+    return long.assign(compared=long["compared"].map(KINDS))
+
+
+@section("compare_similarity", "Same variable across architectures: subspace similarity",
+         order=44)
+def build(runs) -> list:
+    s = similarity(runs)
+    if s is None or s.empty:
+        return []
+    figs = []
+    for variable in dict.fromkeys(s["variable"]):
+        v = s[s["variable"] == variable]
+        k = pick_k(v["k"])
+        v = v[v["k"] == k]
+        order = run_order(runs, list(v["run"]) + list(v["other_run"]))
+        base = alt.Chart().encode(
+            x=alt.X("other_run:N", sort=order, title="other run", axis=alt.Axis(labelAngle=-40)),
+            y=alt.Y("run:N", sort=order, title="run"))
+        rect = base.mark_rect().encode(
+            color=alt.Color("score:Q", scale=alt.Scale(domain=[0, 1], scheme="blues"),
+                            title="similarity"),
+            tooltip=["run:N", "other_run:N", "measure:N", "compared:N", "site:N",
+                     "other_site:N", alt.Tooltip("score:Q", format=".3f")])
+        text = base.mark_text(fontSize=10).encode(
+            text=alt.Text("score:Q", format=".2f"),
+            color=alt.condition("datum.score > 0.6", alt.value("white"), alt.value("black")))
+        n = len(order)
+        chart = alt.layer(rect, text, data=v).properties(
+            width=max(90, 38 * n), height=max(60, 24 * n)).facet(
+            row=alt.Row("measure:N", title=None),
+            column=alt.Column("compared:N", title=None, sort=list(KINDS.values())))
+        figs.append(Figure(
+            key=slug("compare-similarity", variable), title=f"{variable}: aligned subspaces compared (k = {k})",
+            caption=("Each run's activations projected onto its own DAS subspace for the "
+                     "variable, on the same inputs at the same positions (the variable's "
+                     "counterfactual pairs), compared without shared coordinates: linear CKA "
+                     "and orthogonal Procrustes (1 = the same geometry up to rotation and "
+                     "scale). A cell is informative where it stands well above the same cell "
+                     "with inputs shuffled between the runs and with the other run's "
+                     "random-rotation subspace."),
+            chart=chart))
+    return figs

@@ -1,0 +1,159 @@
+"""Section: activation patching — where along (layer × position) or (time step) copying the
+counterfactual source's activation flips the answer, and which heads matter most.
+
+Flip rates are over the pairs whose answer must change (`value`); a counterfactual kind with
+no such pair (one whose answer must stay, e.g. binding's `distractor`) shows the rate over
+all pairs (`value_all`: the answer kept), and its facet label says so."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from study.reports.figure import Figure, slug
+from study.reports.sections import section
+from study.reports.sections._common import WIDTH, model_color, site_label
+
+METRIC = "flip_rate"
+TOP_HEADS = 8
+KEPT = " (answer kept, all pairs)"  # label suffix of kinds with no changed pair
+
+
+def flip_values(df: pd.DataFrame) -> pd.DataFrame:
+    """Flip-rate rows with `value` on changed pairs; kinds with none take `value_all` and a
+    relabelled counterfactual (tables written before `value_all` existed pass unchanged)."""
+    if "value_all" not in df.columns:
+        return df
+    none = df.groupby("counterfactual")["value"].transform(lambda v: v.isna().all())
+    df = df.copy()
+    df.loc[none, "value"] = df.loc[none, "value_all"]
+    df.loc[none, "counterfactual"] = df.loc[none, "counterfactual"] + KEPT
+    return df
+
+
+def position_labels(run) -> pd.DataFrame | None:
+    """position, label ("12 x": the position and a base example's token there; one example
+    for every counterfactual kind, so the panels share their axis)."""
+    pos = run.final("positions")
+    if pos is None:
+        return None
+    pos = pos[pos["counterfactual"] == pos["counterfactual"].iloc[0]]
+    return pd.DataFrame({"position": pos["position"].to_numpy(),
+                         "label": [f"{int(p)} {t}" for p, t in zip(pos["position"], pos["token"])]})
+
+
+def heatmap_data(run) -> pd.DataFrame | None:
+    """Rows of the flip-rate grid of non-head sites at explicit positions (aligned pairs)."""
+    df = run.final("patching")
+    if df is None:
+        return None
+    df = df[(df["metric"] == METRIC) & (df["site"] != "none") & (df["head"] == -1)
+            & (df["position"] >= 0)]
+    df = flip_values(df)
+    if df.empty:
+        return None
+    df = df.assign(site_layer=[site_label(s, l) for s, l in zip(df["site"], df["layer"])])
+    labels = position_labels(run)
+    if labels is not None:
+        df = df.merge(labels, on="position", how="left")
+        df["label"] = df["label"].fillna(df["position"].astype(str))
+    else:
+        df = df.assign(label=df["position"].astype(str))
+    return df[["counterfactual", "site_layer", "layer", "position", "label", "value"]]
+
+
+def pair_site_data(runs) -> pd.DataFrame | None:
+    """Flip rates of pairs patched at their own positions (position -1), every run stacked."""
+    parts = []
+    for r in runs:
+        df = r.final("patching")
+        if df is None:
+            continue
+        df = flip_values(df[(df["metric"] == METRIC) & (df["position"] == -1)
+                               & (df["head"] == -1)])
+        if (df["site"] != "none").sum() == 0:  # aligned pairs only: the heatmap shows them
+            continue
+        parts.append(df.assign(run=r.label, model=r.model, site_layer=[
+            "unpatched" if s == "none" else site_label(s, l)
+            for s, l in zip(df["site"], df["layer"])]))
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+@section("patching", "Activation patching", order=30)
+def build(runs) -> list[Figure]:
+    figs = []
+    for r in runs:
+        d = heatmap_data(r)
+        if d is None:
+            continue
+        order = list(dict.fromkeys(d.sort_values("position")["label"]))
+        layers = sorted(d["site_layer"].unique(), key=lambda s: -int(s.split("[")[1][:-1])
+                        if "[" in s else 0)
+        rnn = set(d["site_layer"]) == {"state"}
+        chart = alt.Chart(d).mark_rect().encode(
+            x=alt.X("label:N", sort=order, title="time step" if rnn else "position (token)",
+                    axis=alt.Axis(labelAngle=-60, labelFontSize=8)),
+            y=alt.Y("site_layer:N", sort=layers, title="site"),
+            color=alt.Color("value:Q", title="flip rate", scale=alt.Scale(domain=[0, 1],
+                                                                          scheme="blues")),
+            tooltip=["counterfactual:N", "site_layer:N", "label:N",
+                     alt.Tooltip("value:Q", format=".3f", title="flip rate")],
+        ).properties(width=max(WIDTH, 9 * len(order)), height=max(60, 16 * len(layers))).facet(
+            # labels read horizontally: a rotated one longer than its row overlaps the next
+            row=alt.Row("counterfactual:N", title=None,
+                        header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="left")))
+        figs.append(Figure(
+            key=slug("patching", r.label), title=f"Patching heatmap: {r.label}",
+            caption=("Share of the pairs whose answer must change that flip to the "
+                     "counterfactual answer when this site takes the source's activation: dark cells are where the variable "
+                     "is carried, and how they move across layers traces its route."),
+            chart=chart))
+    pairs = pair_site_data(runs)
+    if pairs is not None:
+        chart = alt.Chart(pairs).mark_bar().encode(
+            x=alt.X("run:N", title=None, sort=[r.label for r in runs]),
+            y=alt.Y("value:Q", title="flip rate", scale=alt.Scale(domain=[0, 1])),
+            color=model_color(runs), column=alt.Column("counterfactual:N", title=None),
+            row=alt.Row("site_layer:N", title=None),
+            tooltip=["run:N", "counterfactual:N", "site_layer:N",
+                     alt.Tooltip("value:Q", format=".3f")],
+        ).properties(width=max(90, 28 * len(runs)), height=90)
+        figs.append(Figure(
+            key="patching-pair-sites", title="Patching at each pair's own positions",
+            caption=("Flip rate, over the pairs whose answer must change, when the source's "
+                     "activation at the variable's position is copied into the base at its "
+                     "position ('unpatched': the base alone): "
+                     "near 1 means the site carries the whole variable."),
+            chart=chart))
+    figs += _head_rankings(runs)
+    return figs
+
+
+def _head_rankings(runs) -> list[Figure]:
+    parts = []
+    for r in runs:
+        hr = r.final("head_ranking")
+        if hr is None:
+            continue
+        hr = hr[(hr["metric"] == "logit_diff") & (hr["rank"] <= TOP_HEADS)]
+        parts.append(hr.assign(run=r.label, model=r.model,
+                               head_label=[f"{r.label} · L{int(l)}.H{int(h)}"
+                                           for l, h in zip(hr["layer"], hr["head"])]))
+    if not parts:
+        return []
+    d = pd.concat(parts, ignore_index=True)
+    chart = alt.Chart(d).mark_bar().encode(
+        y=alt.Y("head_label:N", sort=alt.EncodingSortField("value", order="descending"),
+                title="head"),
+        x=alt.X("value:Q", title="logit difference gained, summed over positions"),
+        color=model_color(runs),
+        facet=alt.Facet("counterfactual:N", title=None, columns=4),
+        tooltip=["run:N", "counterfactual:N", "head_label:N", "rank:Q",
+                 alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=WIDTH, height=max(60, 14 * min(TOP_HEADS, d.groupby("counterfactual")
+                                                       .size().max()))
+                 ).resolve_scale(y="independent")
+    return [Figure(
+        key="head-ranking", title="Head ranking by patching effect",
+        caption=(f"The {TOP_HEADS} heads whose patched output moves the logit difference most "
+                 f"toward the counterfactual answer: the top few are the circuit's candidates."),
+        chart=chart)]

@@ -1,0 +1,161 @@
+"""Section: training trajectories per stratum, with the detected phase boundaries marked."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from study.reports.figure import Figure, slug
+from study.reports.phases import detect
+from study.reports.sections import section
+from study.reports.sections._common import HEIGHT, WIDTH
+
+LEARNED = 0.9  # a stratum counts as learned from the first evaluation at this accuracy
+
+
+def eval_split(run) -> str | None:
+    """The split the trajectory is read on: `val` if the run scored it, else the first one."""
+    m = run.metrics
+    if m is None or m.empty:
+        return None
+    splits = [s for s in m["split"].unique() if s != "train"]
+    return "val" if "val" in splits else (sorted(splits)[0] if splits else None)
+
+
+def split_curves(run) -> pd.DataFrame:
+    """step, split, accuracy (overall) on every scored split but train."""
+    m = run.metrics
+    if m is None or m.empty:
+        return pd.DataFrame(columns=["step", "split", "accuracy"])
+    m = m[(m["split"] != "train") & (m["metric"] == "accuracy") & (m["stratum"] == "all")]
+    return pd.DataFrame({"step": m["step"].astype(int).to_numpy(), "split": m["split"].to_numpy(),
+                         "accuracy": m["value"].astype(float).to_numpy()})
+
+
+def accuracy_curves(run) -> pd.DataFrame:
+    """step, family, stratum, value, accuracy on the run's evaluation split."""
+    split = eval_split(run)
+    if split is None:
+        return pd.DataFrame(columns=["step", "family", "stratum", "value", "accuracy"])
+    m = run.metrics
+    m = m[(m["split"] == split) & (m["metric"] == "accuracy")]
+    fam = m["stratum"].str.partition("=")
+    out = pd.DataFrame({"step": m["step"].astype(int).to_numpy(),
+                        "family": fam[0].to_numpy(), "stratum": m["stratum"].to_numpy(),
+                        "value": fam[2].to_numpy(), "accuracy": m["value"].astype(float).to_numpy()})
+    return out.sort_values("step", kind="stable").reset_index(drop=True)
+
+
+def phase_rows(run, curves: pd.DataFrame) -> dict:
+    overall = curves[curves["stratum"] == "all"]
+    ph = detect(overall["step"], overall["accuracy"])
+    return {"run": run.label, "split": eval_split(run),
+            "plateaus": " → ".join(f"{v:.3f}" for v in ph.levels) or "—",
+            "boundaries (step)": ", ".join(str(b) for b in ph.boundaries) or "none",
+            "_bounds": ph.boundaries}
+
+
+def _value_sort_key(v: str):
+    try:
+        return (0, float(v), "")
+    except ValueError:
+        return (1, 0.0, v)
+
+
+@section("trajectory", "Training trajectories", order=10)
+def build(runs) -> list[Figure]:
+    curves = {r.label: accuracy_curves(r) for r in runs}
+    runs = [r for r in runs if not curves[r.label].empty]
+    if not runs:
+        return []
+    phases = [phase_rows(r, curves[r.label]) for r in runs]
+    rules = pd.DataFrame([{"run": p["run"], "step": b} for p in phases for b in p["_bounds"]],
+                         columns=["run", "step"])
+    families = []
+    for r in runs:
+        for f in curves[r.label]["family"].unique():
+            if f != "all" and f not in families:
+                families.append(f)
+    figs = []
+    labels = [r.label for r in runs]
+    for family in families or ["all"]:
+        rows = []
+        for r in runs:
+            c = curves[r.label]
+            c = c[(c["family"] == family) | (c["stratum"] == "all")].assign(run=r.label)
+            c.loc[c["stratum"] == "all", "value"] = "all"
+            rows.append(c)
+        data = pd.concat(rows, ignore_index=True)
+        values = sorted((v for v in data["value"].unique() if v != "all"), key=_value_sort_key)
+        if family != "all" and len(values) < 2:  # one value: the same curve as overall
+            continue
+        domain = ["all", *values]
+        # The boundaries travel in the facet's own data (flagged rows): a layer with data of
+        # its own is not split by the facet, so every panel would show every run's boundaries.
+        data = data.assign(boundary=False)
+        if not rules.empty:
+            data = pd.concat([data, rules.assign(boundary=True)], ignore_index=True)
+        lines = alt.Chart().transform_filter("!datum.boundary").mark_line(
+            strokeWidth=1.2, clip=True).encode(
+            x=alt.X("step:Q", title="training step"),
+            y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("value:N", title=family, sort=domain,
+                            scale=alt.Scale(domain=domain, scheme="viridis")),
+            size=alt.condition(alt.datum.value == "all", alt.value(3), alt.value(1.2)),
+            tooltip=["run:N", "stratum:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
+        )
+        layers = [lines]
+        if not rules.empty:
+            layers.append(alt.Chart().transform_filter("datum.boundary").mark_rule(
+                color="crimson", strokeDash=[4, 3]).encode(
+                x="step:Q", tooltip=[alt.Tooltip("step:Q", title="phase boundary")]))
+        chart = alt.layer(*layers, data=data).properties(width=WIDTH, height=HEIGHT).facet(
+            column=alt.Column("run:N", title=None, sort=labels)).resolve_scale(x="independent")
+        split = phases[0]["split"]
+        figs.append(Figure(
+            key=slug("trajectory", family), title=f"Accuracy during training by {family}",
+            caption=(f"{split.capitalize()} accuracy per {family} (thick line: overall); "
+                     f"dashed red rules mark the detected phase boundaries — look for plateaus "
+                     f"and for which strata are learned first."),
+            chart=chart))
+    by_split = pd.concat([split_curves(r).assign(run=r.label) for r in runs], ignore_index=True)
+    if by_split["split"].nunique() > 2:  # more than val and test: held-out sets, pools
+        splits = list(dict.fromkeys(by_split["split"]))
+        chart = alt.Chart(by_split).mark_line(strokeWidth=1.5).encode(
+            x=alt.X("step:Q", title="training step"),
+            y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("split:N", sort=splits, scale=alt.Scale(scheme="category10")),
+            tooltip=["run:N", "split:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
+        ).properties(width=WIDTH, height=HEIGHT).facet(
+            column=alt.Column("run:N", title=None, sort=labels)).resolve_scale(x="independent")
+        figs.append(Figure(
+            key="trajectory-splits", title="Accuracy during training on every evaluation set",
+            caption=("Overall accuracy on each scored split (held-out counts, evaluation "
+                     "pools): the order in which the lines rise is the order in which the "
+                     "network learns those parts of the task."),
+            chart=chart))
+    table = pd.DataFrame([{k: v for k, v in p.items() if not k.startswith("_")} for p in phases])
+    learned = _learned_steps(runs, curves)
+    figs.append(Figure(
+        key="phases", title="Training phases",
+        caption=("Plateaus of overall accuracy and the steps where one gives way to the next: "
+                 "several plateaus mean the network learned in phases."),
+        table=table))
+    figs.append(Figure(key="learned-steps", title=f"First step at {LEARNED:.0%} accuracy, by stratum",
+                       caption="Read down a column: strata learned early are the ones the "
+                               "network gets before the rest; a stratum never learned shows the "
+                               "best accuracy it reached.", table=learned))
+    return figs
+
+
+def _learned_steps(runs, curves) -> pd.DataFrame:
+    rows = {}
+    for r in runs:
+        c = curves[r.label]
+        for stratum, g in c.groupby("stratum", sort=False):
+            hit = g[g["accuracy"] >= LEARNED]
+            rows.setdefault(stratum, {})[r.label] = (
+                str(int(hit["step"].min())) if len(hit) else f"never (best {g['accuracy'].max():.2f})")
+    strata = sorted(rows, key=lambda s: (s != "all", s.partition("=")[0],
+                                         _value_sort_key(s.partition("=")[2])))
+    return pd.DataFrame([{"stratum": s, **{r.label: rows[s].get(r.label, "—") for r in runs}}
+                         for s in strata])
