@@ -119,6 +119,13 @@ class Task(ABC):
     `@register("task", NAME, config=ConfigCls, presets={...})` and set the class attributes."""
 
     name: ClassVar[str] = ""
+    version: ClassVar[int] = 1
+    """Version of the generator: raise it when a change to the code alters the data a config
+    makes, so that `fingerprint` (dataset caches, run hashes) tells the old data from the new."""
+    train_presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    """Training settings per scale (scale -> `TrainConfig` field -> value): the optimiser and
+    schedule belong to the paper that defines the task. A scale that is absent, or a field
+    that a preset omits, keeps the `TrainConfig` default."""
     # Splits scored during training (the engine evaluates each, per stratum, at checkpoints).
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
     # Causal variables of the symbolic model and the counterfactual kinds pairs can be built for.
@@ -254,7 +261,7 @@ class Task(ABC):
     # --- identity -----------------------------------------------------------------------
     def fingerprint(self) -> str:
         """Hash of everything that determines the data (the config and the generator version)."""
-        blob = json.dumps({"task": self.name, "version": getattr(self, "version", 1),
+        blob = json.dumps({"task": self.name, "version": self.version,
                            "config": dataclasses.asdict(self.config)}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -316,15 +323,12 @@ def _disk_cached(task: Task, split: str) -> Examples:
     meta = {"fingerprint": task.fingerprint(), "split": split, "checksum": _checksum(ex),
             "shapes": {"ids": list(ex.ids.shape), "labels": list(ex.labels.shape),
                        **{f"strata_{k}": list(v.shape) for k, v in ex.strata.items()}}}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
+    from study.core.atomic import atomic_path
     try:
-        np.savez(tmp, ids=ex.ids, labels=ex.labels, meta=np.array(json.dumps(meta)),
-                 **{f"strata_{k}": v for k, v in ex.strata.items()})
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:  # a file: np.savez adds no suffix
+            np.savez(f, ids=ex.ids, labels=ex.labels, meta=np.array(json.dumps(meta)),
+                     **{f"strata_{k}": v for k, v in ex.strata.items()})
     except OSError as e:  # a read-only or full cache only costs regenerating next time
         print(f"notice: could not write dataset cache {path} ({e.strerror}); continuing without it",
               file=sys.stderr, flush=True)
-    finally:
-        tmp.unlink(missing_ok=True)
     return ex

@@ -117,8 +117,7 @@ def test_positional_prev_score_reads_the_subdiagonal():
 
 
 def test_binding_chain_and_assign_add_targets_follow_the_programs():
-    from study.tasks.binding import interpret
-    from study.tasks.binding_views import on_chain
+    from study.tasks.binding.causal import interpret, on_chain
 
     e = registry.get("task", "binding")
     task = e.obj(e.make_config("smoke"))

@@ -14,7 +14,8 @@ import pytest
 from study.core import registry
 from study.core.errors import UsageError
 from study.train.config import TrainConfig
-from study.tasks.assign_add import EXTRA_POOLS, NINE_POOLS, AssignAddConfig, AssignAddTask
+from study.tasks.assign_add import AssignAddConfig, AssignAddTask
+from study.tasks.assign_add.generate import EXTRA_POOLS, NINE_POOLS
 from study.tasks.base import IGNORE
 
 P = 59

@@ -8,8 +8,9 @@ from study.core import registry
 from study.core.errors import UsageError
 from study.train.config import TrainConfig
 from study.tasks.base import IGNORE
-from study.tasks.counting import VARIANTS, CountingConfig, CountingTask
-from study.tasks.counting_causal import MODELS, Alphabet, CtxDistr, UpDown, UpUp
+from study.tasks.counting import CountingConfig, CountingTask
+from study.tasks.counting.causal import MODELS, CtxDistr, UpDown, UpUp
+from study.tasks.counting.vocab import VARIANTS, Alphabet
 
 SINGLE = Alphabet(demo=("D",), resp="R")
 

@@ -8,8 +8,9 @@ import pytest
 
 from study.core import registry
 from study.tasks.base import IGNORE, Pairs, ProgressMeasures, Task
-from study.tasks.binding import BindingTask, interpret
-from study.tasks.counting_causal import MODELS
+from study.tasks.binding.causal import interpret
+from study.tasks.binding.generate import labels as binding_labels
+from study.tasks.counting.causal import MODELS
 
 
 @pytest.fixture(autouse=True)
@@ -67,7 +68,7 @@ def test_binding_hand_worked_pairs():
     prog = ["a=3\nb=a\nc=5\n#b:", "a=4\nb=a\nc=5\n#b:", "a=3\nb=a\nc=6\n#b:",
             "a=3\nb=a\nc=5\n#c:"]
     ids = np.array([task.encode(list(p)) for p in prog])
-    labels = BindingTask._labels(ids, interpret(ids))  # the answer digit at `:`
+    labels = binding_labels(ids, interpret(ids))  # the answer digit at `:`
     # root_value (3 -> 4: the answer follows), distractor (c: the answer stays), query (b -> c)
     got = pairs(ids[[0, 0, 0]], ids[[1, 2, 3]], labels[[0, 0, 0]],
                 labels[[1, 0, 3]]).changed

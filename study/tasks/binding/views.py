@@ -1,29 +1,15 @@
 """What analyses read of binding programs (Wu et al. 2025), from binding's own interpreter
-(`study.tasks.binding.interpret`): probe variables, attention targets and the query chain.
+(`causal.interpret`): probe variables, attention targets and the shortcut rules' accuracy.
 
-Token layout: line k of a program occupies positions 4k..4k+3 (`x`, `=`, rhs, newline) and
-the query `#q:` the three positions after the last line; the answer is read out at `:`.
+Token layout (`vocab`): line k of a program occupies positions 4k..4k+3 (`x`, `=`, rhs,
+newline) and the query `#q:` the three positions after the last line; the answer is read out
+at `:`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from study.tasks.binding import interpret
-
-
-def on_chain(p: dict[str, np.ndarray]) -> np.ndarray:
-    """(n, L) bool: the lines of each program's query chain, from the query's own assignment
-    (`query_line`) back through `source_line` to the digit (`root_line`); `p` = `interpret`'s
-    output. A chain has `depth` lines."""
-    n = len(p["query_line"])
-    rows = np.arange(n)
-    out = np.zeros(p["source_line"].shape, bool)
-    k = p["query_line"].copy()  # (n,) current hop, -1 once past the digit
-    while (k >= 0).any():
-        live = k >= 0
-        out[rows[live], k[live]] = True
-        k = np.where(live, p["source_line"][rows, np.maximum(k, 0)], -1)
-    return out
+from study.tasks.binding.causal import heuristic_predictions, interpret, on_chain
 
 
 def _line_of(p: dict[str, np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -73,3 +59,24 @@ def attention_targets(ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray
     root[rows, 4 * p["root_line"] + 2] = True
     first = in_lines & (line[None, :] == p["query_line"][:, None])
     return {"chain": (query, chain), "root": (query, root), "query_line": (query, first)}
+
+
+def heuristics(task, split: str = "test") -> list[dict]:
+    """Shallow rules, overall, per depth (and per n_lines in gen_lines): the digit on
+    line 0; the last digit assigned; the most frequent digit (ties: seen first); the
+    digit nearest at or before the query's own assignment line."""
+    ex = task.split(split)
+    p = interpret(ex.ids)
+    out = []
+    for name, pred in heuristic_predictions(p).items():
+        right = pred == p["answer"]
+        out.append({"heuristic": name, "stratum": "all", "value": "all",
+                    "accuracy": float(right.mean()), "n": len(right)})
+        for stratum in ("depth", "n_lines"):
+            if stratum not in ex.strata:
+                continue
+            for v in np.unique(ex.strata[stratum]):
+                m = ex.strata[stratum] == v
+                out.append({"heuristic": name, "stratum": stratum, "value": int(v),
+                            "accuracy": float(right[m].mean()), "n": int(m.sum())})
+    return out

@@ -1,16 +1,25 @@
-"""Counterfactual (base, source) pairs of variable-binding programs (Wu et al. 2025): the kinds
-`root_value`, `distractor` and `query`, as the docstring of `study/tasks/binding.py` defines them.
-`BindingTask.counterfactuals` calls `counterfactuals` here."""
+"""Counterfactual (base, source) pairs of variable-binding programs (Wu, Geiger, Millière 2025).
+
+Kinds (aligned: base and source differ in one token, `base_pos = source_pos = -1`):
+`root_value` (the query chain's digit changes: the answer follows), `distractor` (a digit off
+the chain changes: the answer stays), `query` (the queried letter becomes another letter with
+a different value). Pairs come from programs of the split asked for, and a new answer is
+never a held-out (query letter, answer digit) combination outside `gen_heldout_combos`.
+Strata: `depth`, `root_line`, and `source_depth` for `query`.
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from study.core.errors import UsageError
 from study.tasks.base import IGNORE, Pairs
-from study.tasks.binding import DIGIT0, LETTER0, interpret
+from study.tasks.binding.causal import interpret
+from study.tasks.binding.vocab import DIGIT0, LETTER0
 
 
 def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
+    """n pairs of `kind` from programs of `split` of a `BindingTask`, a pure function of
+    (config, kind, n, split, seed)."""
     if kind not in task.counterfactual_kinds:
         raise UsageError(f"counterfactual kind {kind!r} is not one of binding's: "
                          f"{', '.join(task.counterfactual_kinds)}")
@@ -18,7 +27,7 @@ def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0)
         raise UsageError(f"n={n}: ask for at least 1 pair")
     ex = task.split(split)
     p = interpret(ex.ids)
-    rng = task._rng("pairs", kind, split, seed)
+    rng = task.generator.rng("pairs", kind, split, seed)
     free = ~task.heldout if split != "gen_heldout_combos" else np.ones((26, 10), bool)
     N = len(ex)
     lines = np.arange(p["is_const"].shape[1])[None, :]

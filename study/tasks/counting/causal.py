@@ -26,26 +26,17 @@ token at `base_pos` has the named variables replaced by the source's values afte
 at `source_pos`; the program then runs on from that state and *generates* the rest of the
 sequence (it is fed its own outputs, demo tokens drawn at random where several exist), so the
 counterfactual sequence is `base[:base_pos + 1]` followed by that continuation up to `E`.
+`variable_values` runs all three programs over token ids (the probe variables).
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 
 import numpy as np
 
+from study.tasks.counting.vocab import VOCAB, Alphabet
+
 DEMO = "<demo>"  # prediction "some demonstration token" (which one is not determined)
-
-
-@dataclass(frozen=True)
-class Alphabet:
-    """The token classes of one task variant."""
-
-    demo: tuple[str, ...]  # demonstration tokens
-    resp: str  # the response token
-    bos: str = "B"
-    eos: str = "E"
-    trig: str = "T"
 
 
 def _tally(a: Alphabet, state: dict, tok: str, demo_key: str, resp_key: str) -> dict:
@@ -221,3 +212,17 @@ def parse_kind(kind: str) -> tuple[str, tuple[str, ...]]:
     if any(v not in MODELS[model].variables for v in variables):
         raise ValueError(kind)
     return model, variables
+
+
+def variable_values(ids: np.ndarray, alphabet: Alphabet, pad_id: int) -> dict[str, np.ndarray]:
+    """Each causal variable's value after every token of unintervened sequences (n, seq_len)
+    of one variant: "<model>:<variable>" -> (n, seq_len) int64, -1 at padding (for probes)."""
+    out = {f"{m}:{v}": np.full(ids.shape, -1, dtype=np.int64)
+           for m, model in MODELS.items() for v in model.variables}
+    for i, row in enumerate(ids):
+        toks = [VOCAB[t] for t in row.tolist() if t != pad_id]
+        for name, model in MODELS.items():
+            states, _ = model(alphabet).run(toks)
+            for v in model.variables:
+                out[f"{name}:{v}"][i, :len(toks)] = [s[v] for s in states]
+    return out

@@ -1,0 +1,174 @@
+"""Task `binding`: variable dereferencing in straight-line programs (Wu, Geiger, Millière 2025).
+
+A program is `n_lines` assignments `x=y` (no spaces, one a line) then a query `#q:`; the
+target is q's value. Left-hand sides are letters a-z, right-hand sides a digit or a letter
+assigned on an earlier line; semantics are sequential Python [paper]. Text of one program:
+"k=2\\nj=k\\n...\\nw=j\\n#w:"; tokens are its characters, so 4 * n_lines + 3 = 67 of them.
+
+Splits: `train`/`val`/`test` are one pool of unique programs cut in three [paper sizes].
+Generalisation sets [paper; sizes ours]: `gen_lines` (gen_min_lines..gen_max_lines lines,
+n_gen_per_value each, main depth law), `gen_hops` (n_lines lines, depth 1..gen_max_hops,
+n_gen_per_value each) and `gen_heldout_combos`. A variable-value combination is
+(query letter, answer digit) [ours]: round(heldout_fraction * 260) of the 260 are held out,
+spread over letters and digits (each letter loses one digit at 10 %); programs answering a
+held-out combination never appear in any other split, and `gen_heldout_combos` holds only
+such programs (main distribution otherwise). Disjointness is exact (row-hash buckets).
+
+Storage: ids uint8, labels int8, each split padded only to its own longest program (67
+tokens; gen_lines 103 = seq_len), so the paper-scale train split is 60 MB.
+Labels: IGNORE except at the final ":", which holds the answer digit's id. Strata: `depth`,
+`root_line` (line of the query chain's digit), `answer_is_first_line_constant`, and
+`n_lines` in gen_lines. Counterfactual kinds (aligned, one token differs): `root_value`,
+`distractor`, `query`.
+
+The family's modules, each importing only those listed before it:
+- `vocab`: the tokens and where they sit;
+- `causal`: the symbolic model (`interpret`, the query chain) and the shallow rules;
+- `generate`: the generator [ours: the paper gives no details] and the splits;
+- `pairs`: the counterfactual pairs;
+- `views`: what analyses read (probe variables `root_value`, `line_value`; attention
+  targets `chain`, `root`, `query_line` from `:`; the shortcut rules' accuracy).
+This module holds the config, the presets and the registered task, which delegates to them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from study.core.errors import UsageError
+from study.core.registry import register
+from study.core.settings import setting
+from study.tasks.base import IGNORE, Examples, Pairs, Task
+from study.tasks.binding import pairs, views
+from study.tasks.binding.generate import Generator
+from study.tasks.binding.vocab import DIGIT0, PAD, VOCAB
+
+
+@dataclass(frozen=True)
+class BindingConfig:
+    seed: int = setting(0, "data seed")
+    n_lines: int = setting(16, "[paper] assignments per program")
+    max_depth: int = setting(4, "[paper] hops of the query chain in the main distribution")
+    depth_exponent: float = setting(3.0, "[paper] P(depth) ~ depth**3")
+    n_train: int = setting(450_000, "[paper] 500k unique programs, 90 / 0.2 / 9.8 %")
+    n_val: int = setting(1_000, "validation programs [paper]")
+    n_test: int = setting(49_000, "test programs [paper]")
+    p_constant: float = setting(
+        0.5,
+        "[ours] a distractor line assigns a digit with this probability")
+    p_reassign: float = setting(
+        0.03,
+        "[ours] a line reuses an earlier line's letter with this prob.")
+    shortcut_accept: float = setting(0.75, "[ours] keep-probability of shortcut-prone programs")
+    heldout_fraction: float = setting(
+        0.1,
+        "[paper] of the 26 x 10 (query letter, answer) combinations")
+    gen_min_lines: int = setting(2, "[paper] programs of 2-25 lines")
+    gen_max_lines: int = setting(25, "longest program of the line-count generalisation set [paper]")
+    gen_max_hops: int = setting(13, "[paper] 1-13 hops")
+    n_gen_per_value: int = setting(1_000, "[ours] programs per line count / per hop count")
+    n_gen_heldout: int = setting(
+        5_000, "programs of the held-out (query letter, answer) set [ours]")
+
+    def __post_init__(self):
+        def bad(key, allowed):
+            raise UsageError(f"task.{key}={getattr(self, key)!r} must be {allowed}")
+        if self.seed < 0:
+            bad("seed", "non-negative")
+        if not 2 <= self.n_lines <= 26:
+            bad("n_lines", "in 2..26")
+        if not 1 <= self.max_depth <= self.n_lines:
+            bad("max_depth", f"in 1..task.n_lines ({self.n_lines})")
+        if not (math.isfinite(self.depth_exponent) and self.depth_exponent >= 0):
+            bad("depth_exponent", "a finite number >= 0")
+        for key in ("n_train", "n_val", "n_test", "n_gen_per_value", "n_gen_heldout"):
+            if getattr(self, key) < 1:
+                bad(key, "at least 1")
+        for key in ("p_constant", "shortcut_accept"):
+            if not 0 < getattr(self, key) <= 1:
+                bad(key, "in (0, 1]")
+        if not 0 <= self.p_reassign <= 1:
+            bad("p_reassign", "in [0, 1]")
+        if not 0 <= self.heldout_fraction <= 0.5:
+            bad("heldout_fraction", "in [0, 0.5]")
+        if not 2 <= self.gen_min_lines <= 26:
+            bad("gen_min_lines", "in 2..26")
+        if not self.gen_min_lines <= self.gen_max_lines <= 26:
+            bad("gen_max_lines", f"in task.gen_min_lines ({self.gen_min_lines})..26")
+        if not 1 <= self.gen_max_hops <= self.n_lines:
+            bad("gen_max_hops", f"in 1..task.n_lines ({self.n_lines})")
+
+
+_PAPER_TRAIN = dict(steps=105_400, batch_size=64, lr=1e-4, weight_decay=1e-4,  # [paper]
+                    betas=(0.95, 0.999), warmup_steps=750, schedule="linear",
+                    grad_clip=0.0)  # [paper] no gradient clipping is reported
+
+
+@register("task", "binding", config=BindingConfig, presets={
+    "paper": {},
+    "small": {"n_train": 40_000, "n_val": 1_000, "n_test": 2_000, "n_gen_per_value": 100,
+              "n_gen_heldout": 1_000},
+    "smoke": {"n_train": 2_000, "n_val": 200, "n_test": 500, "n_gen_per_value": 20,
+              "n_gen_heldout": 200},
+})
+class BindingTask(Task):
+    """Dereference a queried variable through chains of assignments (Wu et al. 2025)."""
+
+    name = "binding"
+    version = 2
+    eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
+    causal_variables: ClassVar[tuple[str, ...]] = ("root_value",)
+    probe_variable_names: ClassVar[tuple[str, ...]] = ("root_value", "line_value")
+    counterfactual_kinds: ClassVar[tuple[str, ...]] = ("root_value", "distractor", "query")
+    train_presets: ClassVar[dict] = {
+        "paper": _PAPER_TRAIN,
+        # [ours] a tiny model on a 2-core CPU in minutes
+        "small": dict(steps=1_500, batch_size=64, lr=1e-3, weight_decay=1e-4,
+                      betas=(0.9, 0.999), warmup_steps=100, schedule="linear"),
+        "smoke": dict(steps=20, batch_size=16, lr=1e-3, warmup_steps=2, eval_examples=100),
+    }
+
+    def __init__(self, config: BindingConfig):
+        super().__init__(config)
+        self.generator = Generator(config)
+        self.heldout = self.generator.heldout  # (26, 10) bool: (query letter, answer digit)
+
+    # --- vocabulary -------------------------------------------------------------------
+    @property
+    def vocab(self) -> tuple[str, ...]:
+        return VOCAB
+
+    @property
+    def seq_len(self) -> int:
+        return 4 * max(self.config.n_lines, self.config.gen_max_lines) + 3
+
+    def render(self, ids: np.ndarray) -> str:
+        return "".join(VOCAB[i] for i in np.asarray(ids).tolist() if i != PAD)
+
+    def label_of(self, labels: np.ndarray) -> int:
+        return int(np.asarray(labels)[np.asarray(labels) != IGNORE][0]) - DIGIT0
+
+    # --- data (generate.py) -----------------------------------------------------------
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return self.generator.splits
+
+    def generate(self, split: str) -> Examples:
+        return self.generator.generate(split)
+
+    # --- counterfactual pairs (pairs.py) ----------------------------------------------
+    def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
+        return pairs.counterfactuals(self, kind, n, split, seed)
+
+    # --- what analyses read (views.py) ------------------------------------------------
+    def heuristics(self, split: str = "test") -> list[dict]:
+        return views.heuristics(self, split)
+
+    def probe_variables(self, ids: np.ndarray, labels=None) -> dict[str, np.ndarray]:
+        return views.probe_variables(np.asarray(ids), self.pad_id)
+
+    def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return views.attention_targets(np.asarray(ids))

@@ -1,0 +1,106 @@
+"""Counterfactual (base, source) pairs of the counting task (Grant, Goodman, McClelland 2025).
+
+Kind "<model>:<variable>" or "<model>:full" (every variable of that model, the authors'
+default "full" swap), the models being the programs of `causal`. Base and source sequences
+are drawn afresh, without voids, with counts 1-20, held-out counts included, for every split
+but `heldout` (held-out counts only) [authors: `grantsrb/mas/main.py` builds the DAS data
+with `hold_outs=[]` and `unk_p=0`]; `task.cf_counts=trained` restricts them to the trained
+counts (`pair_counts`). A position is drawn uniformly in each among the demo and response
+tokens (not B, T, E or PAD) [paper: `filters.default_filter`].
+The causal model's variables after the source token replace the base's after its token;
+the model then generates the rest (`CausalModel.intervene`). `base_ids` is that
+*counterfactual* sequence: the base up to `base_pos`, then the continuation the intervened
+model sees if it emits the counterfactual outputs (the paper feeds models their own outputs).
+`cf_labels` are the program's next tokens at positions >= base_pos in its response phase;
+`base_labels` are what the unintervened program predicts on the same inputs at the same
+positions (IGNORE where that is "some demo token" of several). Pairs whose counterfactual
+sequence exceeds seq_len, or that leave nothing scored (an Up-Up swap making the responses
+outnumber the demos ends in an unscored `E`), are redrawn [ours]. Pair strata: `count`,
+`source_count`, `base_phase`, `source_phase` (0 demo / 1 response at the chosen token) and
+`value` (the source's value of the first swapped variable); `Pairs.changed` marks pairs whose
+cf_labels differ from base_labels.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from study.core.errors import UsageError
+from study.tasks.base import IGNORE, Pairs
+from study.tasks.counting.causal import DEMO, parse_kind
+from study.tasks.counting.generate import SPLIT_CODE
+from study.tasks.counting.vocab import ID
+
+CF_COUNTS = ("all", "trained")  # the choices of `task.cf_counts`
+
+
+def pair_counts(gen, split: str) -> np.ndarray:
+    """The counts counterfactual pairs of a split draw from (`gen`: the task's `Generator`):
+    `heldout` the held-out counts; the others every count (`cf_counts=all`, the authors' DAS
+    data) or the trained counts (`cf_counts=trained`)."""
+    c = gen.config
+    if split == "heldout" or c.cf_counts == "trained":
+        return gen.counts_of(split)
+    return np.arange(c.min_count, c.max_count + 1, dtype=np.int64)
+
+
+def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
+    """n pairs of `kind` ("<model>:<variable>" or "<model>:full") for `split` of a
+    `CountingTask`, a pure function of (config, kind, n, split, seed)."""
+    try:
+        model_name, variables = parse_kind(kind)
+    except ValueError:
+        raise UsageError(f"kind={kind!r} is not a counterfactual kind of counting; choose "
+                         f"from {', '.join(task.counterfactual_kinds)}") from None
+    if split not in task.splits:
+        raise UsageError(f"split={split!r} is not a split of task counting; choose from "
+                         f"{', '.join(task.splits)}")
+    gen = task.generator
+    model, L = task.causal_model(model_name), gen.seq_len
+    rng = gen.rng(SPLIT_CODE[split], zlib.crc32(kind.encode()), seed, 3)
+    counts, rows, tries = pair_counts(gen, split), [], 0
+    while len(rows) < n:
+        tries += 1
+        if tries > 100 * n + 1000:  # under 15 % are redrawn at the defaults
+            raise RuntimeError(f"counting: too few {kind} pairs fit in seq_len {L}")
+        row = _pair(gen, model, variables, counts, rng)
+        if row is not None:
+            rows.append(row)
+    cols = [np.array(c, dtype=np.int64) for c in zip(*rows)]
+    base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos = cols[:6]
+    names = ("count", "source_count", "base_phase", "source_phase", "value")
+    strata = dict(zip(names, cols[6:]))
+    return Pairs(kind, base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos,
+                 strata)
+
+
+def _pair(gen, model, variables, counts: np.ndarray, rng):
+    """One pair as a tuple of rows, or None when the counterfactual sequence is too long or
+    leaves nothing scored."""
+    L, a = gen.seq_len, gen.alphabet
+    nb, ns = (int(x) for x in rng.choice(counts, size=2))
+    base, source = (gen.tokens(k, rng) for k in (nb, ns))
+    bpos, spos = _position(nb, rng), _position(ns, rng)
+    cf, nxt, scored = model.intervene(base, bpos, source, spos, variables, rng)
+    if len(cf) > L or not any(scored[bpos:]):
+        return None  # [ours] too long, or nothing left to score (Up-Up's unscored E)
+    _, plain = model.run(cf, obj_count=nb)  # unintervened predictions on the same inputs
+    cf_lab = np.full(L, IGNORE, np.int64)
+    base_lab = np.full(L, IGNORE, np.int64)
+    for t in range(bpos, len(cf)):
+        if scored[t]:
+            cf_lab[t] = ID[nxt[t]]
+            p = plain[t]
+            if p == DEMO and len(a.demo) == 1:
+                p = a.demo[0]
+            base_lab[t] = IGNORE if p == DEMO else ID[p]
+    value = model.run(source)[0][spos][variables[0]]
+    return (gen.pad(cf), gen.pad(source), base_lab, cf_lab, bpos, spos,
+            nb, ns, int(bpos > nb), int(spos > ns), value)
+
+
+def _position(count: int, rng) -> int:
+    """Uniform over demo positions 1..n and response positions n+2..2n+1."""
+    k = int(rng.integers(2 * count))
+    return 1 + k if k < count else 2 + k
