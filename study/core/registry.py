@@ -79,7 +79,7 @@ def register(kind: str, name: str, *, config: type, presets: dict | None = None,
         existing = _REGISTRY[kind].get(name)
         if existing is not None and getattr(existing.obj, "__wrapped__", existing.obj) is not obj:
             raise ValueError(f"{kind} {name!r} registered twice")
-        doc = help or ((obj.__doc__ or "").strip().splitlines() or [""])[0]
+        doc = help or summary(obj.__doc__)
         stored = network.checked_builder(obj, capabilities) if kind == "model" else obj
         _REGISTRY[kind][name] = Entry(kind, name, stored, config, dict(presets or {}),
                                       capabilities, requires, doc, check)
@@ -101,6 +101,13 @@ def _scan(kind: str) -> None:
 def entries(kind: str) -> dict[str, Entry]:
     _scan(kind)
     return dict(sorted(_REGISTRY[kind].items()))
+
+
+def summary(docstring: str | None) -> str:
+    """A docstring's first paragraph on one line: what `list` and `describe` show of an entry
+    (its first line alone would often stop mid-sentence)."""
+    paragraph = (docstring or "").strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in paragraph.splitlines())
 
 
 def builtin(kind: str) -> dict[str, Entry]:
