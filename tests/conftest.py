@@ -78,15 +78,30 @@ def trained_runs(tmp_path_factory):
 
 @contextlib.contextmanager
 def step_loop(model):
-    """Inside: a recurrent network runs its step loop, as under any analysis (a no-op hook on
-    one state site; without one it may take its fused kernel, equal only to float tolerance)."""
-    sites = getattr(getattr(model, "sites", None), "state", None)
-    handle = sites[0].register_forward_hook(lambda _m, _a, y: y) if sites else None
+    """Inside: a recurrent network runs its Python step loop (a global no-op module hook
+    watches every module call, which only the loop serves); other networks run as always."""
+    from torch.nn.modules.module import register_module_forward_hook
+
+    handle = register_module_forward_hook(lambda _m, _a, y: None)
     try:
         yield model
     finally:
-        if handle is not None:
-            handle.remove()
+        handle.remove()
+
+
+@contextlib.contextmanager
+def same_cuts(model, steps):
+    """Inside: a recurrent network runs as under an intervention at the state steps `steps`
+    (identity hooks there), so its fused kernel is cut at the same steps and a clean run is
+    bitwise comparable with the intervened one. Other networks run as always."""
+    sites = getattr(getattr(model, "sites", None), "state", None)
+    handles = [sites[int(t)].register_forward_hook(lambda _m, _a, y: y)
+               for t in sorted(set(int(t) for t in steps))] if sites else []
+    try:
+        yield model
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def project_entries(kind: str) -> dict:
@@ -97,3 +112,15 @@ def project_entries(kind: str) -> dict:
     from study.core import registry
 
     return registry.builtin(kind)
+
+
+def report_charts(page) -> dict[str, list[dict]]:
+    """Figure key -> the rows its chart draws, read back from the Vega-Lite specs a report's
+    HTML page embeds (what a reader of the page is shown)."""
+    import json
+    import re
+
+    specs = re.findall(r'class="vl-spec" data-for="([^"]+)">(.*?)</script>',
+                       Path(page).read_text(), flags=re.S)
+    return {key: [row for rows in json.loads(text).get("datasets", {}).values() for row in rows]
+            for key, text in specs}

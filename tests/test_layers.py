@@ -79,3 +79,82 @@ def test_no_benchmark_code_in_product_packages():
     for top in ("analyses", "reports", "tasks", "models"):
         for path in (ROOT / "study" / top).rglob("*.py"):
             assert "bench" not in path.name, path
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (anywhere in the file, lazy imports too);
+    `from a.b import c` counts as importing `a.b.c` when that is a module, else `a.b`."""
+    paths = {module_name(p): p for p in sources()}
+
+    def resolve(name):
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{up}.{node.module}" if node.module else up
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for name in names:
+                target = resolve(name)
+                # a module's own package is initialised before it: not an edge of a cycle
+                if target and target != module and not module.startswith(target + "."):
+                    found.add(target)
+        graph[module] = found
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index, low, on_stack, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]; counter[0] += 1
+        stack.append(root); on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = counter[0]; counter[0] += 1
+                    stack.append(w); on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop(); on_stack.discard(w); component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1:
+                        out.append(sorted(component))
+    return out
+
+
+def test_the_cycle_finder_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_two_modules_import_each_other_even_lazily():
+    cycles = _cycles(_import_graph())
+    assert not cycles, "import cycles (a lazy import inside a function counts):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)

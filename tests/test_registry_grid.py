@@ -76,20 +76,20 @@ def _analysed_run(task: str, model: str, tmp_path_factory):
     checkpoint=STEP` builds trajectories); per analysis the exception it raised, if any."""
     key = (task, model)
     if key not in _ANALYSED:
-        from study.analyze import analyze, resolve_analyses
-        from study.core.rundir import RunDir
+        from study.analyze import analyze
+        from study.api import open_run
 
         run_dir = tmp_path_factory.mktemp(f"{task}-{model}") / "run"
         _train(task, model, run_dir)
-        rd, errors = RunDir(run_dir), {}
+        run, errors = open_run(run_dir), {}
         first, final = list_checkpoints(run_dir)[1], list_checkpoints(run_dir)[-1]
         for name in ANALYSES:
             if not _supports(model, name):
                 continue
             try:
-                configs = resolve_analyses(rd, (name,), {})
+                configs = run.analysis_configs((name,))
                 for step in (first, final):
-                    analyze(rd, configs, checkpoint=step)
+                    analyze(run, configs, checkpoint=step)
             except Exception as e:  # reported by that analysis's own test
                 errors[name] = e
         _ANALYSED[key] = (run_dir, errors, first, final)

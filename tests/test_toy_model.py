@@ -15,6 +15,7 @@ from torch import nn
 from study.models.sites import SiteKind
 from study.models.sites.modules import Sites
 from study.core import registry
+from tests.conftest import report_charts
 
 
 @dataclass(frozen=True)
@@ -76,5 +77,8 @@ def test_a_one_file_model_family_trains_is_analysed_and_reported(tmp_path):
         table = run_dir / "analyses" / name / f"{name}.parquet"
         assert table.exists(), name
         assert name == "subspaces" or len(pd.read_parquet(table)), name
-    html = write_report([run_dir], tmp_path / "report", markdown=False)
-    assert "toy_elman" in html.read_text()
+    charts = report_charts(write_report([run_dir], tmp_path / "report", markdown=False))
+    assert {r["model"] for r in charts["counting-das-iia"]} == {"toy_elman"}
+    patched = charts["counting-patching-pair-sites"]  # its state site, patched at each step
+    assert {r["run"] for r in patched} == {"toy_elman s0"}
+    assert "state" in {r["site_layer"] for r in patched}

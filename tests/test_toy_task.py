@@ -18,6 +18,7 @@ import torch
 
 from study.core import registry
 from study.tasks.base import IGNORE, Examples, Pairs, Task
+from tests.conftest import report_charts
 
 
 @dataclass(frozen=True)
@@ -117,8 +118,11 @@ def test_toy_task_trains_runs_every_analysis_and_reports(tmp_path):
     patching = pd.read_parquet(run_dir / "analyses" / "patching" / "patching.parquet")
     assert set(patching.counterfactual) == {"first", "distractor"}
     html = write_report([run_dir], tmp_path / "report", markdown=False)
-    assert html.exists() and "toy" in html.read_text()
-    assert "toy" in (run_dir / "report.html").read_text()
+    for page in (html, run_dir / "report.html"):  # the shared report and the run's own
+        charts = report_charts(page)
+        assert {r["variable"] for r in charts["toy-das-iia"]} == {"first"}, page
+        kinds = {r["counterfactual"] for r in charts["toy-patching-gru-s0"]}
+        assert "first" in kinds and any(k.startswith("distractor") for k in kinds), page
 
 
 def test_circuits_runs_on_the_toy_task_with_the_task_defaults(tmp_path):

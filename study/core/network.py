@@ -4,14 +4,17 @@ Every network the model registry builds satisfies `Network`: an `nn.Module` call
 `model(ids)` with `ids` (batch, pos) long, returning logits (batch, pos, vocab);
 `model(ids, readout=mask)` with `mask` (batch, pos) bool returns only the scored rows,
 (n_true, vocab). It exposes its intervention sites under `model.sites` (the vocabulary is
-`study/models/sites`), lists them in `site_kinds()`, states `n_layers` and `n_heads`, and carries
+`study/core/sites.py`), lists them in `site_kinds()`, states `n_layers` and `n_heads`, and carries
 the `capabilities` its family declared at registration.
 
-Capabilities are the names in `CAPABILITIES`. A family declares them once
+Capabilities are the names in `CAPABILITIES`, the one table of what each promises: site kinds,
+attributes, a structural check. A family declares them once
 (`register("model", ..., capabilities=(...))`); the registry refuses unknown names, sets
 them on every network it builds and checks that the network offers what they promise
-(`check_network`). Analyses ask `"heads" in model.capabilities` (or `require`) instead of
-guessing from attributes, and declare what they need with `register(..., requires=(...))`.
+(`check_network`). The site kinds a family offers are known from its declared capabilities
+before any network is built (`declared_kinds`). Analyses ask `"heads" in model.capabilities`
+(or `require`) instead of guessing from attributes, and declare what they need with
+`register(..., requires=(...))`.
 """
 from __future__ import annotations
 
@@ -21,11 +24,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 from study.core.errors import UsageError
+from study.core.sites import KINDS
 
 
 @runtime_checkable
 class SiteShape(Protocol):
-    """One row of a network's shape table (`study.models.sites.SiteKind`)."""
+    """One row of a network's shape table (`study.core.sites.SiteKind`)."""
 
     name: str  # the site kind
     count: int  # modules in `model.sites.<name>`
@@ -54,11 +58,11 @@ class Network(Protocol):
 
 @dataclass(frozen=True)
 class Capability:
-    """What a capability promises: a site kind, attributes, and a further check."""
+    """What a capability promises: site kinds, attributes, and a further check."""
 
     name: str
     doc: str
-    site_kind: Optional[str] = None  # a kind of `model.sites` it promises
+    site_kinds: tuple[str, ...] = ()  # kinds of `model.sites` it promises (names in KINDS)
     attributes: tuple[str, ...] = ()  # attributes of the network it promises
     check: Optional[Callable[[Any], Optional[str]]] = None  # -> what is wrong, or None
 
@@ -101,13 +105,16 @@ def _weights_view(model) -> Optional[str]:
 
 CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
     Capability("attention", "causal attention layers whose patterns "
-               "`study.models.nets.attention.capture_attention` records", check=_attention),
+               "`study.models.nets.attention.capture_attention` records, their outputs at "
+               "`attn_out[l]`", site_kinds=("attn_out",), check=_attention),
     Capability("heads", "per-head attention outputs: `head` sites of width n_heads * d_head, "
-               "head h in features [h*d_head, (h+1)*d_head)", site_kind="head", check=_heads),
+               "head h in features [h*d_head, (h+1)*d_head)", site_kinds=("head",),
+               check=_heads),
     Capability("residual", "a residual stream: `resid[l]` entering layer l, "
-               "l = n_layers the final stream", site_kind="resid", check=_residual),
+               "l = n_layers the final stream, and the MLP block outputs `mlp_out[l]`",
+               site_kinds=("resid", "mlp_out"), check=_residual),
     Capability("recurrent", "a recurrent state: one `state[t]` site per time step",
-               site_kind="state"),
+               site_kinds=("state",)),
     Capability("weights_view", "TransformerLens-named matrices for QK/OV/Fourier views: "
                "W_E (vocab, d), W_pos (seq, d), W_U (d, vocab), blocks[l].attn.W_Q/W_K/W_V "
                "(n_heads, d, d_head) and W_O (n_heads, d_head, d), blocks[l].mlp None or with "
@@ -116,6 +123,13 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
     Capability("learned_positions", "a learned positional embedding W_pos (seq_len, d): inputs "
                "no longer than the seq_len it was built for", attributes=("W_pos", "seq_len")),
 )}
+
+
+def declared_kinds(capabilities) -> tuple[str, ...]:
+    """The site kinds a family with these capabilities offers, in the order of KINDS."""
+    offered = {k for cap in capabilities if cap in CAPABILITIES
+               for k in CAPABILITIES[cap].site_kinds}
+    return tuple(k for k in KINDS if k in offered)
 
 
 class ContractError(TypeError):
@@ -159,8 +173,9 @@ def check_network(model) -> None:
     for cap in sorted(model.capabilities):
         spec = CAPABILITIES[cap]
         lacking = [a for a in spec.attributes if not hasattr(model, a)]
-        if spec.site_kind is not None and spec.site_kind not in counts:
-            problem = f"it has no {spec.site_kind!r} sites (only {', '.join(sorted(counts))})"
+        absent = [k for k in spec.site_kinds if k not in counts]
+        if absent:
+            problem = f"it has no {absent[0]!r} sites (only {', '.join(sorted(counts))})"
         elif lacking:
             problem = f"it lacks {', '.join(lacking)}"
         else:

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+from study.core.atomic import atomic_path, remove_temporaries
+
 STATUSES = ("created", "running", "interrupted", "done", "failed")
 MARKER = ".study-run"
 CONFIG_KEYS = ("task", "model", "seed", "task_config", "model_config", "train")
-TEMP_GLOBS = (".*.tmp", ".alignments.tmp*")  # what atomic writers leave when killed
 
 
 class DamagedFileError(Exception):
@@ -31,21 +29,9 @@ class DamagedFileError(Exception):
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    done = False
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the usual mode
-        os.replace(tmp, path)
-        done = True
-    finally:  # any failure (full disk, Ctrl-C, a bug) leaves no temp file behind
-        if not done:
-            Path(tmp).unlink(missing_ok=True)
+    """Write `data` to `path` atomically and durably (`study.core.atomic.atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def jsonable(obj: Any) -> Any:
@@ -165,13 +151,8 @@ class RunDir:
         atomic_write_json(self.marker_path, {"hash": config_hash, "created": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
     def clean_temporaries(self) -> list[Path]:
-        """Remove temp files of atomic writes a killed process left (call only while holding the
-        directory's claim: another live writer's temp file would look the same)."""
-        removed = []
-        for folder in [self.path, *self.path.glob("analyses/*")]:
-            for pattern in TEMP_GLOBS:
-                for p in folder.glob(pattern):
-                    if p.is_file():
-                        p.unlink(missing_ok=True)
-                        removed.append(p)
-        return removed
+        """Remove temp files and directories of atomic writes a killed process left (call only
+        while holding the directory's claim: another live writer's temp file would look the
+        same)."""
+        folders = [self.path, *(p for p in self.path.glob("analyses/*") if p.is_dir())]
+        return [p for folder in folders for p in remove_temporaries(folder)]

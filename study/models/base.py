@@ -8,7 +8,8 @@ a builder `build(config, vocab_size, seq_len) -> nn.Module` that imports its net
 family's capabilities and is checked against `study.core.network.Network`.
 
 Every network exposes its intervention sites as identity modules under `model.sites`; the
-site vocabulary (kinds, hook shapes, capture and intervention helpers) is `models/sites`.
+site vocabulary (kinds, hook shapes, labels) is `study/core/sites.py`, the torch helpers that
+read sites and intervene on them (through pyvene) are `models/sites`.
 """
 from __future__ import annotations
 

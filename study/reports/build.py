@@ -4,20 +4,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from study.reports.figure import Figure, Section, slug
-from study.reports.load import Run
+from study.reports.load import RunTables
 from study.reports.sections import sections
 
 
 @dataclass
 class TaskReport:
     task: str
-    runs: list[Run]
+    runs: list[RunTables]
     sections: list[Section] = field(default_factory=list)
 
 
 @dataclass
 class Report:
-    runs: list[Run]
+    runs: list[RunTables]
     tasks: list[TaskReport]
 
     @property
@@ -38,9 +38,9 @@ class Report:
         return f"{tasks}: {models} ({len(self.runs)} runs)"
 
 
-def build_report(runs: list[Run]) -> Report:
+def build_report(runs: list[RunTables]) -> Report:
     """Apply every section to the runs of each task (in the order the runs were given)."""
-    groups: dict[str, list[Run]] = {}
+    groups: dict[str, list[RunTables]] = {}
     for r in runs:
         groups.setdefault(r.task, []).append(r)
     entries = sections()

@@ -25,6 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from study.core.atomic import atomic_dir, remove_temporaries
 from study.core.errors import UsageError
 
 STEP_PREFIX = "step_"
@@ -82,25 +83,6 @@ def latest(run_dir) -> Path | None:
 
 # --- writing -------------------------------------------------------------------------------
 
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make the renames inside `path` durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def save(run_dir, step: int, model, meta: dict, state: dict | None, *, resume: bool = False,
          keep_state: str = "last") -> Path:
     """Write a checkpoint directory atomically (temp dir, then rename); when it holds a state,
@@ -110,34 +92,17 @@ def save(run_dir, step: int, model, meta: dict, state: dict | None, *, resume: b
     from safetensors.torch import save_file
 
     root = checkpoints_dir(run_dir)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / dir_name(step, resume)
-    tmp = root / f".tmp-{final.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with atomic_dir(final) as tmp:
         save_file(weights_of(model), str(tmp / WEIGHTS), metadata={"step": str(step)})
         (tmp / META).write_text(json.dumps({**meta, "step": step, "format": FORMAT},
                                            indent=2, sort_keys=True, default=str) + "\n")
         if state is not None:
             torch.save(state, tmp / STATE)
-        for f in tmp.iterdir():
-            _fsync_file(f)
-        if final.exists():  # a directory cannot be renamed over a non-empty one
-            for kept in final.glob("*.damaged*"):  # set aside for inspection: not ours to drop
-                os.replace(kept, tmp / kept.name)
-            old = root / f".old-{final.name}-{os.getpid()}"
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        for kept in final.glob("*.damaged*"):  # set aside for inspection: not ours to drop
+            os.replace(kept, tmp / kept.name)
+    # atomic_dir fsynced `root`: the new state is durable before any older one goes
     if state is not None:
-        _fsync_dir(root)  # the new state is durable before any older one goes
         _prune_states(run_dir, final, step, keep_state)
     return final
 
@@ -154,11 +119,7 @@ def _prune_states(run_dir, newest: Path, step: int, keep_state: str) -> None:
 
 def clean_temporaries(run_dir) -> None:
     """Remove leftovers of checkpoint writes that a crash interrupted."""
-    root = checkpoints_dir(run_dir)
-    if root.is_dir():
-        for p in root.iterdir():
-            if p.name.startswith((".tmp-", ".old-")):
-                shutil.rmtree(p, ignore_errors=True)
+    remove_temporaries(checkpoints_dir(run_dir))
 
 
 # --- reading -------------------------------------------------------------------------------

@@ -71,8 +71,7 @@ class Evaluator:
                     logits = free_logits(model, x, feed_mask(y)).float()  # (b, L, V)
                     ce = F.cross_entropy(out.logits(logits).transpose(1, 2), out.targets(y),
                                          ignore_index=IGNORE, reduction="none")  # (b, L)
-                    ok = (out.predict(logits) == y) | (y == IGNORE)  # (b, L)
-                    correct.append(ok.all(-1))  # (b,)
+                    correct.append(out.right(logits, y))  # (b,) every scored position right
                     loss.append(ce.sum(-1))
                     count.append((y != IGNORE).sum(-1))
                 pending.append((name, groups, correct, loss, count))

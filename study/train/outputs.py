@@ -1,45 +1,42 @@
-"""The output vocabulary a task scores: the logits the loss and the accuracy look at.
+"""The training engine's view of the task's output space: the rule of `study/core/outputs.py`
+(which logits the loss and the accuracy look at, when an example is right) on device tensors.
 
-A task declares `output_ids` (token ids, or None for every token; `study/tasks/base.py`). The loss
-is the cross entropy of the softmax over those logits only, and a prediction is the argmax
-among them, mapped back to its token id. Exoo et al. (2026) score the 59 number logits
-(`bexoo/assign-and-add` train.py: `logits[:, -1, :MOD]`); with output_ids = the numbers, a
-network whose unembedding covers the whole vocabulary trains exactly as theirs would (the
-other columns get no gradient from the loss). Labels outside the output vocabulary (only
-possible with `train.loss_on=all`) are left unscored.
+The loss is the cross entropy of the softmax over the output ids' logits only, and a
+prediction is the argmax among them, mapped back to its token id. Labels outside the output
+vocabulary (only possible with `train.loss_on=all`) are left unscored. The analyses score
+with the same rule (`study.analyses.common.interchange`, `study.analyses.common.data`).
 """
 from __future__ import annotations
 
 import torch
 
-from study.core.labels import IGNORE
+from study.core import outputs as rule
 
 
 class OutputSpace:
     """Restricts (..., V) logits to the task's output ids and maps labels into that space."""
 
     def __init__(self, output_ids, vocab_size: int, device: torch.device):
-        self.all = output_ids is None or list(output_ids) == list(range(vocab_size))
+        self.space = rule.OutputSpace.of(output_ids, vocab_size)
+        self.all = self.space.whole
+        self.ids = None  # (n_out,) the output ids on the device; None: every token
         if not self.all:
-            ids = torch.as_tensor(list(output_ids), dtype=torch.long)
-            if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
-                raise ValueError(f"output_ids must be token ids in 0..{vocab_size - 1}")
-            self.ids = ids.to(device)  # (n_out,)
-            self.index = torch.full((vocab_size,), IGNORE, dtype=torch.long, device=device)
-            self.index[self.ids] = torch.arange(len(ids), device=device)  # (V,)
+            self.ids = torch.as_tensor(self.space.ids, dtype=torch.long, device=device)
+            self.index = torch.as_tensor(self.space.column_index(), dtype=torch.long,
+                                         device=device)  # (V + 1,)
 
     def logits(self, logits: torch.Tensor) -> torch.Tensor:
         """(..., V) -> (..., n_out): the scored columns."""
-        return logits if self.all else logits.index_select(-1, self.ids)
+        return rule.scored_logits(logits, self.ids)
 
     def targets(self, labels: torch.Tensor) -> torch.Tensor:
         """(...) token ids or IGNORE -> (...) indices into the scored columns, or IGNORE."""
-        if self.all:
-            return labels
-        return torch.where(labels == IGNORE, labels, self.index[labels.clamp(min=0)])
+        return labels if self.all else rule.target_columns(labels, self.index)
 
     def predict(self, logits: torch.Tensor) -> torch.Tensor:
         """(..., V) -> (...) token id of the argmax among the scored columns."""
-        if self.all:
-            return logits.argmax(-1)
-        return self.ids[self.logits(logits).argmax(-1)]
+        return rule.predict(logits, self.ids)
+
+    def right(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """(b, L, V), (b, L) -> (b,) bool: every scored position's prediction is its label."""
+        return rule.rows_right(logits, labels, self.ids)

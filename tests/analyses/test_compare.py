@@ -232,7 +232,7 @@ def test_a_gru_and_its_rotated_state_copy_agree_and_stitching_reproduces_its_int
 
     from study.analyses.compare.paired import SiteRef, paired_vectors
     from study.analyses.compare.stitch import apply_map, fit_map, interchange_right
-    from study.models.sites.intervene import intervene
+    from tests.models.hook_reference import intervene
     from tests.conftest import frozen_smoke_model
 
     task, gru, _ = frozen_smoke_model("counting", "gru")

@@ -19,11 +19,11 @@ from study.analyses.das.search import forward, search, site_data
 from study.analyses.common.interchange import pair_tensors
 from study.analyses.common.context import AnalysisContext
 from study.analyses.das import DasConfig
-from study.models.nets.pyvene_sites import interchange, intervenable
-from study.models.sites.intervene import intervene
+from study.models.sites.pyvene_bridge import interchange, intervenable
+from tests.models.hook_reference import intervene
 from study.models.sites.modules import Sites
 from study.core.registry import get
-from tests.conftest import frozen_smoke_model as _smoke, step_loop
+from tests.conftest import frozen_smoke_model as _smoke, same_cuts
 from study.tasks.base import Pairs
 
 
@@ -320,7 +320,7 @@ def test_a_state_intervention_at_step_t_leaves_every_earlier_output_unchanged(ba
     t = 5
     pos = torch.full((batch,), t)
     with torch.no_grad():
-        with step_loop(model):  # as under the intervention (no fused kernel)
+        with same_cuts(model, [t]):  # the kernel cut where the intervention cuts it
             plain = model(ids)
         with intervene(model, "state", 0, pos, lambda rows, v: inst(v, src[rows])):
             ours = model(ids)
@@ -367,7 +367,7 @@ def _check_pyvene_export(out, model, df, checkpoint):
     import json
 
     from study.analyses.das.export import chosen_k
-    from study.models.nets.pyvene_sites import register
+    from study.models.sites.pyvene_bridge import register
 
     index = json.loads((out / "pyvene" / "index.json").read_text())
     test = df[(df["split"] == "test") & df["alignment"].isin(["oaf", "laf"]) & ~df["too_few"]]

@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 from study.analyses.common.context import AnalysisContext
 from study.analyses.das.alignment import OrthogonalAlignment
 from study.core import registry
+from study.core.tables import check_outputs
 from tests.analyses.implicit_device import ROOT, implicit_device_on_meta
 from tests.conftest import frozen_smoke_model, project_entries
 
@@ -68,7 +69,7 @@ def test_the_check_fails_a_device_free_tensor_of_ours_and_nothing_else():
     def run(src, filename):
         return eval(compile(src, filename, "eval"), {"torch": torch, "x": x})
 
-    from study.models.nets.pyvene_sites import pyvene
+    from study.models.sites.pyvene_loader import pyvene
     with implicit_device_on_meta() as made:
         with pytest.raises(RuntimeError, match="meta"):
             run("torch.eye(3) @ x", ours)
@@ -166,7 +167,7 @@ PREPARE = {"subspaces": _das_at_two_checkpoints}  # what an analysis reads of an
 @pytest.fixture(scope="module", autouse=True)
 def _pyvene_imported():
     """pyvene's import (seconds, and tensors of its own) happens once, before any check."""
-    from study.models.nets.pyvene_sites import pyvene
+    from study.models.sites.pyvene_loader import pyvene
     pyvene()
 
 
@@ -195,7 +196,8 @@ def test_an_analysis_makes_every_tensor_on_the_device_of_its_network(
         PREPARE[a_name](t_name, m_name, run_dir)
     ctx, entry = _context(t_name, m_name, a_name, run_dir)
     tables = _checked(f"{a_name} on {m_name} ({t_name})", lambda: entry.obj(ctx))
-    assert tables and all(len(df.columns) for df in tables.values())
+    # every table it writes is a declared one, with exactly its declared columns
+    check_outputs(a_name, tables)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -215,6 +217,7 @@ def test_the_comparison_across_runs_makes_every_tensor_on_the_device_of_its_netw
     cfg = CompareConfig(k=(2,), n_fit=32, n_test=32, n_geometry=16, n_perm=1)  # one of das' k
     tables = _checked(f"compare on {t_name}",
                       lambda: compare(subjects, task, cfg, torch.device("cpu")))
+    check_outputs("compare", tables)
     n = len(subjects)
     assert len(tables["compare_similarity"]) == 2 * n * n  # cka and procrustes, every pair
     assert len(tables["compare_stitching"]) == n * n

@@ -11,9 +11,9 @@ import torch
 from study.analyses.common.context import AnalysisContext
 from study.analyses.common.interchange import all_right, logit_diff, pair_tensors
 from study.analyses.patching.sweep import sweep, tables
-from study.models.nets.pyvene_sites import interchange, intervenable
+from study.models.sites.pyvene_bridge import interchange, intervenable
 from study.models.sites.capture import capture
-from study.models.sites.intervene import intervene, replace_fn
+from tests.models.hook_reference import intervene, replace_fn
 from study.core.registry import get
 from tests.conftest import frozen_smoke_model as _smoke
 
@@ -107,7 +107,7 @@ def _brute(model, pt, kind, layer, pos, feats):
                                     replace_fn(a[torch.arange(n), spos][:, fs], feats)):
         logits = model(pt.base_ids)
     ld, ok = logit_diff(logits, pt.cf_labels, pt.base_labels)
-    return all_right(logits, pt.cf_labels).float().mean().item(), ld, ok
+    return all_right(logits, pt.cf_labels, pt.outputs).float().mean().item(), ld, ok
 
 
 def test_batched_sweep_equals_brute_force_on_aligned_pairs():

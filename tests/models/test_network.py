@@ -10,12 +10,13 @@ import torch
 from torch import nn
 
 from study.models.base import build_model
-from study.models.sites import KINDS, SiteKind
 from study.models.sites.modules import Sites
 from study.core.errors import UsageError
 from study.core.network import (CAPABILITIES, ContractError, check_network, checked_builder,
-                                require)
+                                declared_kinds, require)
+from study.core.sites import KINDS, SiteKind
 from study.core.registry import entries, register
+from tests.conftest import project_entries
 
 VOCAB, SEQ = 13, 10
 
@@ -26,7 +27,7 @@ def _built(name):
     return entry, build_model(entry, entry.make_config("smoke"), VOCAB, SEQ)
 
 
-@pytest.mark.parametrize("name", list(entries("model")))
+@pytest.mark.parametrize("name", list(project_entries("model")))
 def test_every_family_builds_a_network_that_keeps_its_promises(name):
     entry, model = _built(name)
     assert model.capabilities == entry.capabilities and entry.capabilities <= CAPABILITIES.keys()
@@ -37,6 +38,9 @@ def test_every_family_builds_a_network_that_keeps_its_promises(name):
         assert model.n_heads >= 1 and kinds["head"].width % model.n_heads == 0
     if "residual" in model.capabilities:
         assert kinds["resid"].count == model.n_layers + 1
+    # the site kinds an analysis may ask for are read off the declared capabilities before
+    # any network is built (`check_sites`): they must be the built network's kinds
+    assert set(declared_kinds(entry.capabilities)) == set(model.sites.kinds())
     if "recurrent" in model.capabilities:
         assert "state" in kinds
     if "attention" in model.capabilities:
@@ -89,15 +93,17 @@ def test_registration_refuses_an_unknown_capability_name():
 # ----------------------------------------------------------------------------- broken promises
 
 class _Tiny(nn.Module):
-    """A minimal network meeting the contract: resid sites, two heads of width 2."""
+    """A minimal network meeting the contract: resid, attn_out, mlp_out and head sites, two
+    heads of width 2."""
 
     def __init__(self, head_width: int = 4, n_heads: int = 2, resid: int = 2, extra_kind=None):
         super().__init__()
         self.n_layers, self.n_heads = 1, n_heads
         self.embed = nn.Embedding(5, 4)
-        counts = {"resid": resid, "head": 1}
+        counts = {"resid": resid, "attn_out": 1, "mlp_out": 1, "head": 1}
         self.sites = Sites(**counts)
-        self.table = [SiteKind("resid", resid, 4), SiteKind("head", 1, head_width)]
+        self.table = [SiteKind("resid", resid, 4), SiteKind("attn_out", 1, 4),
+                      SiteKind("mlp_out", 1, 4), SiteKind("head", 1, head_width)]
         if extra_kind:
             self.table.append(SiteKind(extra_kind, 1, 4))
 
@@ -131,7 +137,7 @@ def test_a_checked_builder_sets_the_capabilities_and_accepts_a_network_that_keep
     ({"resid": 3}, ("residual",), "n_layers \\+ 1"),
     ({}, ("learned_positions",), "lacks W_pos, seq_len"),
     ({}, ("weights_view",), "lacks W_E, W_pos, W_U, blocks"),
-    ({"extra_kind": "mlp_out"}, (), "does not match its sites"),  # shape table vs sites
+    ({"extra_kind": "state"}, (), "does not match its sites"),  # shape table vs sites
 ])
 def test_a_network_that_breaks_a_promise_is_refused_when_built(kwargs, caps, match):
     with pytest.raises(ContractError, match=match):

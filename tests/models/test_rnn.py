@@ -7,15 +7,17 @@ import torch
 from torch import nn
 
 from study.models.base import build_model
-from study.models.nets import pyvene_sites as ps
+from study.models.sites import pyvene_bridge as ps
 from study.models.nets.rnn import RecurrentLM
 from study.models.sites.capture import site_widths
 from study.models.sites.modules import Sites
 from study.models.rnn import GRUConfig, LSTMConfig, RNNConfig
 from study.core.errors import UsageError
 from study.core.registry import SCALES, get
+from tests.conftest import project_entries
 
 VOCAB, SEQ = 7, 9
+CELLS = [n for n, e in project_entries("model").items() if "recurrent" in e.capabilities]
 
 
 def _model(cell: str, seed: int = 0) -> RecurrentLM:
@@ -56,7 +58,7 @@ def _hook_snapshot(model):
 
 # ----------------------------------------------------------------------------- families
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("scale", SCALES)
 def test_param_count_is_the_built_networks(cell, scale):
     entry = get("model", cell)
@@ -65,10 +67,9 @@ def test_param_count_is_the_built_networks(cell, scale):
     assert config.param_count(VOCAB, SEQ) == sum(p.numel() for p in model.parameters())
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 def test_smoke_entry_runs_and_offers_a_state_site_per_token(cell):
     entry = get("model", cell)
-    assert "recurrent" in entry.capabilities
     model = _model(cell)
     ids = _ids(3, 1)
     logits, states = _states(model, ids)
@@ -125,7 +126,7 @@ def _authors_rnn(cell: str, vocab: int) -> nn.Module:
         "lm_head": nn.Linear(4 * d_model, vocab)})
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 def test_paper_networks_have_the_authors_parameters(cell):
     entry = get("model", cell)
     config = entry.make_config("paper")
@@ -162,7 +163,7 @@ def _hand_rolled_free_loss(model, ids, targets, feed):
     return nn.functional.cross_entropy(logits[mask], targets[mask]), logits
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 def test_free_running_loss_equals_a_hand_rolled_loop(cell):
     model = _model(cell, seed=3)
     ids = _ids(6, 11)
@@ -198,7 +199,7 @@ def test_lstm_matches_torch_lstm():
     torch.testing.assert_close(states[:, -1, 4:], c_last[0], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("batch", [1, 5])
 def test_patching_state_t_changes_t_onward_and_nothing_before(cell, batch):
     model, t = _model(cell), 3
@@ -217,7 +218,7 @@ def test_patching_state_t_changes_t_onward_and_nothing_before(cell, batch):
 
 # ----------------------------------------------------------------------------- pyvene, state
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("batch", [1, 5])
 def test_pyvene_state_interchange_is_causal_and_equals_a_hook(cell, batch):
     model, t = _model(cell), 4
@@ -252,7 +253,7 @@ def test_pyvene_state_interchange_is_causal_and_equals_a_hook(cell, batch):
     torch.testing.assert_close(out, by_hook, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 def test_pyvene_identity_swap_changes_nothing(cell):
     model = _model(cell)
     base = _ids(5, 8)
@@ -281,7 +282,7 @@ def test_pyvene_state_source_from_other_steps_equals_a_hook():
         ps.interchange(iv, base, source, source_pos=2)
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 def test_pyvene_rotated_subspace_equals_a_hook_and_trains(cell):
     model, t = _model(cell), 3
     base, source = _ids(4, 13), _ids(4, 14)
@@ -433,8 +434,11 @@ def test_bridge_rejects_bad_sites():
 # ----------------------------------------------------------------------------- fused kernel
 
 def _step_loop(model):
-    """A no-op hook on one state site: the network must then run its step loop."""
-    return model.sites.state[0].register_forward_hook(lambda _m, _a, y: y)
+    """A global no-op module hook (watches every module call): the network must then run its
+    step loop. Returns the handle."""
+    from torch.nn.modules.module import register_module_forward_hook
+
+    return register_module_forward_hook(lambda _m, _a, y: None)
 
 
 def _grads(model, logits):
@@ -443,7 +447,7 @@ def _grads(model, logits):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 def test_with_no_site_hooked_the_fused_kernel_runs_and_equals_the_step_loop(cell, monkeypatch):
     model = _model(cell, seed=5)
     ids = _ids(5, 4)
@@ -464,7 +468,7 @@ def test_with_no_site_hooked_the_fused_kernel_runs_and_equals_the_step_loop(cell
         torch.testing.assert_close(got_grads[name], want_grads[name], rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 def test_free_running_by_fused_fixed_point_passes_equals_the_step_loop(cell, monkeypatch):
     import study.models.nets.rnn as rnn
 
@@ -510,7 +514,7 @@ def _as_one_block(model: RecurrentLM) -> None:
             offset += w.numel()
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 def test_a_checkpoint_of_weights_in_one_block_is_written_and_read_back(cell, tmp_path):
     from study.train import checkpoint as ckpt
 
@@ -529,7 +533,7 @@ def test_a_checkpoint_of_weights_in_one_block_is_written_and_read_back(cell, tmp
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("cell", CELLS)
 def test_on_cuda_the_fused_kernel_reads_its_weights_without_a_copy_or_a_warning(cell):
     import warnings
 

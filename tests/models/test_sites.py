@@ -8,16 +8,17 @@ import pytest
 import torch
 
 from study.models.base import build_model
-from study.models.sites import KINDS, STEP_KINDS, check_site, default_sites
+from study.core.sites import (KINDS, STEP_KINDS, check_site, default_sites, parse_site_key,
+                              site_key, site_label)
 from study.models.sites.capture import capture, collect, gather_site, hooked, site_widths
-from study.models.sites.intervene import intervene, replace_fn
+from tests.models.hook_reference import intervene, replace_fn
 from study.models.sites.modules import Sites
 from study.core.errors import UsageError
 from study.core.registry import entries
-from tests.conftest import step_loop
+from tests.conftest import project_entries, same_cuts
 
 VOCAB, SEQ, BATCH = 11, 9, 4
-FAMILIES = list(entries("model"))
+FAMILIES = list(project_entries("model"))
 
 
 def _model(name):
@@ -47,7 +48,7 @@ def _no_hooks(model):
 def test_identity_swap_at_every_site_changes_nothing(name):
     model = _model(name)
     ids, pos = _ids(1), torch.tensor([0, 3, 5, SEQ - 1])
-    with step_loop(model):  # the clean run on the path an intervention takes, bit for bit
+    with same_cuts(model, pos):  # the clean run on the path an intervention takes, bit for bit
         clean = model(ids)
     for kind, layer in _sites(model):
         own = gather_site(model, ids, kind, layer, pos)  # (BATCH, width)
@@ -171,3 +172,17 @@ def test_sites_modules_take_only_known_kinds():
     assert sites.kinds() == {"resid": 3, "state": 2} and set(sites.kinds()) <= set(KINDS)
     with pytest.raises(ValueError, match="unknown site kinds"):
         Sites(residual=2)
+
+
+def test_a_site_is_written_one_way_and_read_back():
+    """Table rows, saved alignment keys and chart labels all write a site the same way, and
+    a saved key parses back to the site it names."""
+    assert site_label("resid", 1) == "resid[1]" and site_label("state", 0) == "state"
+    assert site_label("resid", 3, 17) == "resid[3]@17" and site_label("head", 2, -1) == "head[2]"
+    assert site_key("resid", 1, -1) == "resid[1]@pair" and site_key("state", 0, -1) == "state@pair"
+    assert site_key("resid", 3, 17) == "resid[3]@17"
+    for kind in KINDS:
+        layer = 0 if kind in STEP_KINDS else 2
+        for position in (-1, 0, 9):
+            assert parse_site_key(site_key(kind, layer, position)) == (kind, layer, position)
+            assert parse_site_key(site_label(kind, layer, position)) == (kind, layer, position)

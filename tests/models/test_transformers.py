@@ -10,8 +10,9 @@ import torch
 from study.models.base import build_model
 from study.models.nets.attention import capture_attention
 from study.core.registry import SCALES, get
+from tests.conftest import project_entries
 
-FAMILIES = ("gpt12", "rope2", "attn2")
+FAMILIES = [n for n, e in project_entries("model").items() if "attention" in e.capabilities]
 VOCAB, SEQ = 23, 12
 
 
@@ -240,7 +241,8 @@ def manual_interchange(model, site, base, source, p):
         handle.remove()
 
 
-@pytest.mark.parametrize("name", ["gpt12", "attn2"])
+@pytest.mark.parametrize("name", [n for n, e in project_entries("model").items()
+                                  if "residual" in e.capabilities])
 @pytest.mark.parametrize("route", ["module_path", "site_helpers"])
 @torch.no_grad()
 def test_pyvene_resid_interchange_equals_manual_hook(name, route):
@@ -252,7 +254,7 @@ def test_pyvene_resid_interchange_equals_manual_hook(name, route):
     assert not torch.allclose(manual, clean)
 
     if route == "module_path":  # pyvene's fallback: a module path as the component
-        from study.models.nets.pyvene_sites import pyvene
+        from study.models.sites.pyvene_loader import pyvene
         pv = pyvene()
         rep = pv.RepresentationConfig(
             layer=1, component="sites.resid[1].output", unit="pos", max_number_of_units=1,
@@ -263,7 +265,7 @@ def test_pyvene_resid_interchange_equals_manual_hook(name, route):
         def run(src):
             return iv({"ids": base}, [{"ids": src}], {"sources->base": (where, where)})[1]
     else:
-        from study.models.nets.pyvene_sites import interchange, intervenable
+        from study.models.sites.pyvene_bridge import interchange, intervenable
         iv = intervenable(model, "resid", 1, "vanilla")
 
         def run(src):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from study.reports.load import Run
+from study.reports.load import RunTables
 from study.reports.sections.das import build as das_build
 from study.reports.sections.verdict import (ALIGNED_IIA, MARGIN, build, verdict, verdict_numbers,
                                       verdict_table)
@@ -55,7 +55,7 @@ EXPECTED = {"gru": ("aligned", 0.96, 0.2, 0.5), "lstm": ("partial", 0.8, 0.3, 0.
 
 def _run(model, das, control):
     tables = {"das": pd.DataFrame(das), "das_control": pd.DataFrame(control)}
-    return Run(Path(f"/nonexistent/{model}"), {"task": "counting", "model": model, "seed": 0},
+    return RunTables(Path(f"/nonexistent/{model}"), {"task": "counting", "model": model, "seed": 0},
                {}, "done", None, None, tables, label=f"{model} s0")
 
 

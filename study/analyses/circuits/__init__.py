@@ -75,11 +75,10 @@ class CircuitsConfig:
 })
 def run(ctx) -> dict:
     """Per-head attention scores, QK/OV and Fourier views, and head ablation by stratum."""
-    import pandas as pd
-
     from study.analyses.circuits import attn2_views, scores
     from study.analyses.circuits.ablation import ablation_rows
     from study.analyses.common.data import sample
+    from study.core.tables import ABLATION, CIRCUITS
 
     cfg, task, model, dev = ctx.config, ctx.task, ctx.model, ctx.device
     ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
@@ -108,8 +107,7 @@ def run(ctx) -> dict:
                 at[step] = score_rows(ctx.model_at(step))
             except LookupError as e:  # a damaged checkpoint: the trajectory has a gap
                 warnings.warn(f"circuits.trajectory: step {step} left out ({e})")
-    circuits = pd.DataFrame([(step, *r) for step in sorted(at) for r in at[step]],
-                            columns=["checkpoint", "layer", "head", "score", "value"])
+    circuits = CIRCUITS.frame((step, *r) for step in sorted(at) for r in at[step])
 
     abl = []
     if cfg.ablation:
@@ -120,9 +118,7 @@ def run(ctx) -> dict:
                     model, task, s_ids, s_labels, strata, dev, n_heads, cfg.ablation,
                     cfg.batch_size):
                 abl.append((ctx.checkpoint, layer, head, method, split, stratum, acc))
-    ablation = pd.DataFrame(abl, columns=["checkpoint", "layer", "head", "method", "split",
-                                          "stratum", "accuracy"])
-    return {"circuits": circuits, "ablation": ablation}
+    return {CIRCUITS.name: circuits, ABLATION.name: ABLATION.frame(abl)}
 
 
 def _progress_probe(model, task, ids, score: str, variable: str, device, seed: int) -> tuple:

@@ -6,8 +6,12 @@ projection, so zeroing it removes exactly that head's contribution to the residu
 - `mean`: the slice is set to its mean over the evaluated sequences at each position
   [ours: position-wise mean ablation over the same sequences, the usual reference
   distribution when no separate one is named].
-Accuracy uses the task's rule (every scored position right, `study.analyses.common.data.correct`);
-stratum values read as the task labels them (`task.stratum_label`).
+The ablation runs through pyvene like every intervention of the library: an `intervenable`
+at `head[l]` holding an `AblateIntervention`, applied over the site's whole output
+(`study.models.sites.pyvene_bridge.run_sourceless`).
+Accuracy uses training's rule (every scored position's argmax among the task's output ids is
+its label, `study/core/outputs.py` via `study.analyses.common.data.correct`); stratum values
+read as the task labels them (`task.stratum_label`).
 """
 from __future__ import annotations
 
@@ -15,18 +19,21 @@ import numpy as np
 import torch
 
 from study.analyses.common.data import correct
-from study.models.sites.capture import batches, hooked
+from study.models.sites.capture import batches, hooked, site_widths
+from study.models.sites.pyvene_bridge import intervenable, run_sourceless
 
 METHODS = ("zero", "mean")
 
 
 @torch.no_grad()
 def accuracy_mask(model, task, ids: np.ndarray, labels: np.ndarray, device,
-                  batch_size: int = 128) -> np.ndarray:
-    """(n,) bool: which sequences the model gets right."""
+                  batch_size: int = 128, iv=None) -> np.ndarray:
+    """(n,) bool: which sequences the model gets right (through the intervenable `iv`, an
+    `ablator`, when given)."""
     out = []
     for s in batches(len(ids), batch_size):
-        logits = model(torch.as_tensor(ids[s], device=device)).float().cpu().numpy()
+        x = torch.as_tensor(ids[s], device=device)
+        logits = (model(x) if iv is None else run_sourceless(iv, x)).float().cpu().numpy()
         out.append(correct(logits, labels[s], getattr(task, "output_ids", None)))
     return np.concatenate(out)
 
@@ -49,20 +56,17 @@ def head_means(model, ids: np.ndarray, device, batch_size: int = 128) -> dict[in
     return {layer: v / len(ids) for layer, v in sums.items()}
 
 
-def ablated(model, layer: int, head: int, d_head: int, method: str,
+def ablator(model, layer: int, head: int, d_head: int, method: str,
             means: dict[int, torch.Tensor] | None = None):
-    """Context manager: head `head` of `layer` zero- or mean-ablated during the block."""
-    lo, hi = head * d_head, (head + 1) * d_head
+    """The pyvene intervenable with head `head` of `layer` zero- or mean-ablated at every
+    position (`run_sourceless` runs it)."""
+    from study.models.sites.pyvene_interventions import AblateIntervention
 
-    def fn(t):
-        t = t.clone()
-        if method == "zero":
-            t[..., lo:hi] = 0
-        else:
-            t[..., lo:hi] = means[layer][: t.shape[1], lo:hi].to(t.dtype)
-        return t
-
-    return hooked(model, "head", {layer: fn})
+    if method not in METHODS:
+        raise ValueError(f"ablation method {method!r}; known: {', '.join(METHODS)}")
+    values = None if method == "zero" else means[layer]  # (pos, n_heads * d_head)
+    inst = AblateIntervention(features=(head * d_head, (head + 1) * d_head), values=values)
+    return intervenable(model, "head", layer, inst)
 
 
 def by_stratum(task, ok: np.ndarray, strata: dict[str, np.ndarray]) -> list[tuple[str, float]]:
@@ -83,20 +87,11 @@ def ablation_rows(model, task, ids, labels, strata, device, n_heads: int,
             by_stratum(task, accuracy_mask(model, task, ids, labels, device, batch_size), strata)]
     means = head_means(model, ids, device, batch_size) if "mean" in methods else None
     n_layers = len(model.sites.head)
-    width = _head_width(model, ids, device)
-    d_head = width // n_heads
+    d_head = site_widths(model)["head"] // n_heads
     for layer in range(n_layers):
         for head in range(n_heads):
             for method in methods:
-                with ablated(model, layer, head, d_head, method, means):
-                    ok = accuracy_mask(model, task, ids, labels, device, batch_size)
+                iv = ablator(model, layer, head, d_head, method, means)
+                ok = accuracy_mask(model, task, ids, labels, device, batch_size, iv)
                 rows += [(layer, head, method, s, a) for s, a in by_stratum(task, ok, strata)]
     return rows
-
-
-@torch.no_grad()
-def _head_width(model, ids, device) -> int:
-    seen = []
-    with hooked(model, "head", {0: lambda t: seen.append(t.shape[-1])}):
-        model(torch.as_tensor(ids[:1], device=device))
-    return int(seen[0])

@@ -53,7 +53,7 @@ def chosen(key: str, asked, allowed, what: str) -> tuple:
 
 def check_sites(key: str, asked, model_entry) -> None:
     """Refuse, before anything runs, a site kind the model family does not have."""
-    from study.models.sites import declared_kinds
+    from study.core.network import declared_kinds
     from study.core.errors import UsageError
     have = declared_kinds(model_entry.capabilities)
     for kind in asked:

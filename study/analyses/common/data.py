@@ -1,8 +1,9 @@
 """Task data as analyses see it: a seeded sample of a split, and the correctness rule.
 
 - `sample(task, split, n, seed)`: up to n sequences of a split (ids/labels as int64, strata);
-- `correct(logits, labels, output_ids)`: the training engine's rule, an example is right
-  when every scored position's argmax over the task's output vocabulary is its label.
+- `correct(logits, labels, output_ids)`: the training engine's rule (`study/core/outputs.py`),
+  an example is right when every scored position's argmax among the task's output ids is
+  its label.
 
 Everything else an analysis reads of a task's semantics (probe variables, attention
 targets, progress-measure facts, stratum labels) is asked of the task itself.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from study.core.labels import IGNORE
+from study.core.outputs import OutputSpace, rows_right
 
 
 def sample(task, split: str, n: int, seed: int = 0):
@@ -27,14 +28,10 @@ def sample(task, split: str, n: int, seed: int = 0):
 
 
 def correct(logits, labels: np.ndarray, output_ids=None) -> np.ndarray:
-    """(n,) bool: every scored position's argmax over the output vocabulary (`output_ids`,
-    the task's `Task.output_ids`; None: every token) equals its label (study/tasks/base.py's rule,
-    as the training engine scores it). `logits` (n, pos, vocab)."""
+    """(n,) bool: every scored position's argmax among the output ids (`output_ids`, the
+    task's `Task.output_ids`; None: every token) equals its label: the rule training scores
+    with (`study/core/outputs.py`). `logits` (n, pos, vocab), labels (n, pos)."""
     logits = np.asarray(logits)
-    if output_ids is None:
-        pred = np.argmax(logits, axis=-1)  # (n, pos)
-    else:
-        out = np.asarray(output_ids)
-        pred = out[np.argmax(logits[..., out], axis=-1)]  # (n, pos) token ids
-    scored = labels != IGNORE
-    return np.all((pred == labels) | ~scored, axis=1)
+    space = OutputSpace.of(output_ids, logits.shape[-1])
+    columns = None if space.whole else np.asarray(space.ids)
+    return np.asarray(rows_right(logits, np.asarray(labels), columns))

@@ -1,25 +1,28 @@
 """Counterfactual pairs as tensors, and the scores of interchange interventions: what the
 `patching` and `das` analyses share on top of the site helpers (`study.models.sites.capture`) and
-the pyvene bridge (`study.models.nets.pyvene_sites`).
+the pyvene bridge (`study.models.sites.pyvene_bridge`).
 
 - `pair_tensors`: a task's `Pairs` on a device, with the positions intervened at
   (`PairTensors`); `answer_positions` for aligned pairs.
 - `scored_end`: causal truncation. The networks are causal (a transformer's output at p
   reads tokens <= p; an RNN's state at t reads tokens <= t), so a batch whose scored outputs
   all lie before T can be cut to its first T tokens without changing them.
-- `all_right`, `rows_right` (the same from the scored positions only), `logit_diff`: per-row
-  scores of intervened logits.
+- `all_right`, `rows_right` (the same from the scored positions only): a row is right when
+  every scored position's argmax among the task's output ids is its label, the rule training
+  scores with (`study/core/outputs.py`; the pairs carry the output space, `PairTensors.outputs`);
+  `logit_diff`: per-row scores of intervened logits.
 - `PairTensors.changed`: the pairs whose counterfactual output differs from the base's; IIA
   and flip rates are scored on them (`study/analyses/common/stats.py`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from study.tasks.base import IGNORE
+from study.analyses.common.outputs import Outputs
+from study.core.labels import IGNORE
 
 
 @dataclass
@@ -33,6 +36,7 @@ class PairTensors:
     base_pos: torch.Tensor  # (n,) the base position intervened at
     source_pos: torch.Tensor  # (n,) the source position read
     aligned: bool
+    outputs: Outputs = field(default_factory=Outputs)  # the task's output space on the device
 
     def __len__(self) -> int:
         return int(self.base_ids.shape[0])
@@ -46,7 +50,7 @@ class PairTensors:
     def take(self, idx) -> "PairTensors":
         return PairTensors(self.base_ids[idx], self.source_ids[idx], self.base_labels[idx],
                            self.cf_labels[idx], self.base_pos[idx], self.source_pos[idx],
-                           self.aligned)
+                           self.aligned, self.outputs)
 
 
 def answer_positions(cf_labels: np.ndarray) -> np.ndarray:
@@ -57,9 +61,11 @@ def answer_positions(cf_labels: np.ndarray) -> np.ndarray:
     return cf_labels.shape[1] - 1 - np.argmax(scored[:, ::-1], axis=1)
 
 
-def pair_tensors(pairs, device, position: int = -1) -> PairTensors:
+def pair_tensors(pairs, device, position: int = -1, outputs=None) -> PairTensors:
     """Tensors of a `Pairs`; `position` -1 = the pair's own positions (explicit pairs) or the
-    answer position (aligned pairs); p >= 0 = position p in base and source (aligned only)."""
+    answer position (aligned pairs); p >= 0 = position p in base and source (aligned only).
+    `outputs`: the task whose pairs they are (or its `study.core.outputs.OutputSpace`, or an
+    `Outputs`): the output ids the pairs' answers are scored over; None: every token."""
     aligned = bool((pairs.base_pos < 0).all())
     if not aligned and (pairs.base_pos < 0).any():
         raise ValueError(f"pairs of kind {pairs.kind!r} mix aligned and explicit positions")
@@ -76,8 +82,9 @@ def pair_tensors(pairs, device, position: int = -1) -> PairTensors:
     else:
         bpos, spos = pairs.base_pos, pairs.source_pos
     t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long, device=device)  # noqa: E731
+    outs = outputs.to(device) if isinstance(outputs, Outputs) else Outputs.of(outputs, device)
     return PairTensors(t(pairs.base_ids), t(pairs.source_ids), t(pairs.base_labels),
-                       t(pairs.cf_labels), t(bpos), t(spos), aligned)
+                       t(pairs.cf_labels), t(bpos), t(spos), aligned, outs)
 
 
 def scored_end(labels: torch.Tensor, pos: torch.Tensor | None = None) -> int:
@@ -89,19 +96,18 @@ def scored_end(labels: torch.Tensor, pos: torch.Tensor | None = None) -> int:
     return end
 
 
-def all_right(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """(batch,) bool: every scored position's argmax equals the label (IGNORE: unscored)."""
-    T = logits.shape[1]
-    lab = labels[:, :T]
-    return ((logits.argmax(-1) == lab) | (lab == IGNORE)).all(1)
+def all_right(logits: torch.Tensor, labels: torch.Tensor, outputs: Outputs) -> torch.Tensor:
+    """(batch,) bool: every scored position's argmax among the output ids equals the label
+    (IGNORE: unscored). logits (batch, T, vocab), labels (batch, >= T)."""
+    return outputs.right(logits, labels[:, :logits.shape[1]])
 
 
-def rows_right(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor, n: int):
+def rows_right(logits: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor, n: int,
+               outputs: Outputs):
     """`all_right` from the scored positions only: logits (m, vocab) and labels (m,) of the
     scored positions, rows (m,) the pair each belongs to -> (n,) bool, every scored position
     of the row right (rows with none count as right)."""
-    wrong = (logits.argmax(-1) != labels).to(torch.int32)
-    return torch.zeros(n, dtype=torch.int32, device=logits.device).index_add_(0, rows, wrong) == 0
+    return outputs.rows_right(logits, labels, rows, n)
 
 
 def logit_diff(logits: torch.Tensor, cf: torch.Tensor, base: torch.Tensor):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from study.analyses.common.interchange import PairTensors, pair_tensors
-from study.models.sites import check_site
+from study.core.sites import check_site, parse_site_key
 from study.models.sites.capture import gather_site
 
 
@@ -29,11 +29,9 @@ class SiteRef:
 
     @classmethod
     def parse(cls, label: str) -> "SiteRef":
-        """From a das key fragment: "state@pair", "resid[1]@pair", "resid[3]@17"."""
-        where, _, pos = label.partition("@")
-        kind, _, rest = where.partition("[")
-        layer = int(rest.rstrip("]")) if rest else 0
-        return cls(kind, layer, -1 if pos in ("", "pair") else int(pos))
+        """From a das key fragment: "state@pair", "resid[1]@pair", "resid[3]@17"
+        (`study.core.sites.site_key`)."""
+        return cls(*parse_site_key(label))
 
 
 @dataclass
@@ -51,10 +49,12 @@ class PairedVectors:
 
 
 @torch.no_grad()
-def paired_vectors(model, pairs, site: SiteRef, device, batch_size: int = 512) -> PairedVectors:
-    """A run's vectors at `site` on the pairs (a `study.tasks.base.Pairs`)."""
+def paired_vectors(model, pairs, site: SiteRef, device, batch_size: int = 512,
+                   outputs=None) -> PairedVectors:
+    """A run's vectors at `site` on the pairs (a `study.tasks.base.Pairs`); `outputs`: the
+    task, whose output ids score interchanges on these pairs (`pair_tensors`)."""
     check_site(model, site.kind, site.layer)
-    pt = pair_tensors(pairs, device, site.position)
+    pt = pair_tensors(pairs, device, site.position, outputs)
     base = gather_site(model, pt.base_ids, site.kind, site.layer, pt.base_pos, batch_size)
     source = gather_site(model, pt.source_ids, site.kind, site.layer, pt.source_pos, batch_size)
     return PairedVectors(pt, base.float(), source.float())

@@ -7,7 +7,12 @@ through a linear map between their aligned subspaces.
 2. For each test pair: read z_A at the source input in A, map it, write it into B's subspace
    at the base input (B's other coordinates kept, `Subspace.write`) and run B on.
 3. IIA = the fraction of *changed* pairs (`study.tasks.base.Pairs.changed`: the intervention must
-   change the output) whose every scored output equals the counterfactual labels.
+   change the output) whose every scored output equals the counterfactual labels (the argmax
+   among the task's output ids, as training scores: `study/core/outputs.py`).
+
+The write runs through pyvene like every intervention of the library
+(`study.models.sites.pyvene_bridge.site_intervenable` holding a `WriteIntervention`, the
+mapped coordinates handed in as each pair's source representation).
 
 Controls [ours]: the map fitted on shuffled pairs (rows of z_A permuted against z_B: it can
 only write B's mean), and the random-rotation subspaces (both runs' random DAS controls, the
@@ -22,9 +27,8 @@ import torch
 from study.analyses.common.interchange import PairTensors, rows_right, scored_end
 from study.analyses.compare.paired import SiteRef
 from study.analyses.compare.projection import Subspace
-from study.models.sites.intervene import intervene
-from study.core.network import read_out
-from study.tasks.base import IGNORE
+from study.core.labels import IGNORE
+from study.models.sites.pyvene_bridge import interchange_vectors, site_intervenable
 
 
 def fit_map(za: torch.Tensor, zb: torch.Tensor) -> torch.Tensor:
@@ -44,20 +48,19 @@ def interchange_right(model, site: SiteRef, space: Subspace, pt: PairTensors,
                       z: torch.Tensor, batch_size: int = 500) -> np.ndarray:
     """(n,) bool: with each base's aligned coordinates at its base position replaced by z
     (n, k), every scored output equals the counterfactual label."""
+    from study.models.sites.pyvene_interventions import WriteIntervention
+
+    iv = site_intervenable(model, site.kind, site.layer, WriteIntervention(write=space.write))
     out = []
     for lo in range(0, len(pt), batch_size):
         sub = pt.take(slice(lo, lo + batch_size))
-        zz = z[lo:lo + batch_size]
         T = scored_end(sub.cf_labels, sub.base_pos)
-
-        def fn(rows, vecs, zz=zz):
-            return space.write(vecs, zz[rows.to(zz.device)])
-
         scored = sub.cf_labels[:, :T] != IGNORE  # (b, T): the output layer runs only there
-        with intervene(model, site.kind, site.layer, sub.base_pos, fn):
-            logits = read_out(model, sub.base_ids[:, :T], scored)  # (m, vocab)
+        logits = interchange_vectors(iv, sub.base_ids[:, :T], sub.base_pos,
+                                     z[lo:lo + batch_size], readout=scored)  # (m, vocab)
         rows = scored.nonzero()[:, 0]
-        out.append(rows_right(logits, sub.cf_labels[:, :T][scored], rows, len(sub)).cpu().numpy())
+        out.append(rows_right(logits, sub.cf_labels[:, :T][scored], rows, len(sub),
+                              sub.outputs).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0, bool)
 
 

@@ -14,17 +14,9 @@ from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors
 from study.analyses.compare.projection import Subspace
 from study.analyses.compare.stitch import fit_map, interchange_right, shuffled, stitched_iia
 from study.analyses.compare.values import layout, points, site_activations
+from study.core.tables import COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING
 
 _KEY = re.compile(r"^(?P<alignment>[^/]+)/(?P<variable>.+)/(?P<site>[^/]+)/k=(?P<k>\d+)$")
-
-SIMILARITY = ["variable", "run", "other_run", "checkpoint", "other_checkpoint", "measure",
-              "value", "baseline", "random_subspace", "model", "other_model", "site",
-              "other_site", "alignment", "k", "n_inputs"]
-STITCHING = ["variable", "run", "other_run", "checkpoint", "other_checkpoint", "iia", "own_iia",
-             "shuffled_map_iia", "random_subspace_iia", "fit_r2", "n_changed", "model",
-             "other_model", "site", "other_site", "alignment", "k"]
-GEOMETRY = ["variable", "run", "checkpoint", "model", "site", "alignment", "k", "value", "pc1",
-            "pc2", "sd1", "sd2", "n", "held_out"]
 
 
 def saved_keys(path) -> dict[tuple[str, str, int], str]:
@@ -51,8 +43,8 @@ def random_space(like: Subspace, seed: int) -> Subspace:
 class _Spaces:
     """Per subject and variable: the learned and random subspaces and paired vectors (cached)."""
 
-    def __init__(self, subject, keys, cfg, device, fit_pairs, test_pairs):
-        self.s, self.keys, self.cfg, self.device = subject, keys, cfg, device
+    def __init__(self, subject, keys, cfg, device, fit_pairs, test_pairs, task=None):
+        self.s, self.keys, self.cfg, self.device, self.task = subject, keys, cfg, device, task
         self.fit_pairs, self.test_pairs = fit_pairs, test_pairs
         self._vec: dict = {}
         self._space: dict = {}
@@ -77,7 +69,7 @@ class _Spaces:
         if (label, which) not in self._vec:
             pairs = self.fit_pairs if which == "fit" else self.test_pairs
             self._vec[(label, which)] = paired_vectors(self.s.model, pairs, SiteRef.parse(label),
-                                                       self.device)
+                                                       self.device, outputs=self.task)
         return self._vec[(label, which)]
 
 
@@ -109,7 +101,7 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
         fit_pairs = task.counterfactuals(variable, cfg.n_fit, split="train", seed=cfg.seed)
         test_pairs = task.counterfactuals(variable, cfg.n_test, split="test", seed=cfg.seed)
         changed = np.asarray(test_pairs.changed)
-        spaces = {id(s): _Spaces(s, keys[id(s)], cfg, device, fit_pairs, test_pairs)
+        spaces = {id(s): _Spaces(s, keys[id(s)], cfg, device, fit_pairs, test_pairs, task)
                   for s in subjects}
         for k in ks:
             print(f"compare: {variable}, k={k}, {len(subjects)} runs", file=sys.stderr)
@@ -142,9 +134,9 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                     stitch.append(dict(common, own_iia=own[id(b)],
                                        **_stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb,
                                                     changed, cfg)))
-    return {"compare_similarity": pd.DataFrame(sim, columns=SIMILARITY),
-            "compare_stitching": pd.DataFrame(stitch, columns=STITCHING),
-            "compare_geometry": pd.DataFrame(geo, columns=GEOMETRY)}
+    return {COMPARE_SIMILARITY.name: COMPARE_SIMILARITY.frame(sim),
+            COMPARE_STITCHING.name: COMPARE_STITCHING.frame(stitch),
+            COMPARE_GEOMETRY.name: COMPARE_GEOMETRY.frame(geo)}
 
 
 def _own_iia(b, sb, tb, lb, changed) -> float:

@@ -231,7 +231,7 @@ def run(ctx):
             for position in cfg.positions:
                 try:
                     data = site_data(model, train_pairs, test_pairs, kind, layer, position,
-                                     ctx.device, cfg.eval_batch_size)
+                                     ctx.device, cfg.eval_batch_size, outputs=task)
                 except ValueError as e:  # e.g. an explicit position for explicit pairs
                     raise UsageError(f"das at {kind}[{layer}] for {variable}: {e}") from None
                 # [ours] alignment initialisations differ between checkpoints (the pairs do
@@ -246,7 +246,7 @@ def run(ctx):
                     # the control: the same search, pairs and budget on the step-0 network;
                     # its alignments are not saved (nothing reads them)
                     data0 = site_data(untrained, train_pairs, test_pairs, kind, layer, position,
-                                      ctx.device, cfg.eval_batch_size)
+                                      ctx.device, cfg.eval_batch_size, outputs=task)
                     r, _ = search(untrained, data0, variable, position, cfg,
                                   (seed * 1_000_003) * 1009 + v_i, 0, progress=bar,
                                   alignments=trained_kinds)

@@ -43,8 +43,8 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from study.models.nets.pyvene_interventions import gate_rows, is_row_mask
-from study.models.nets.pyvene_sites import pyvene
+from study.models.sites.pyvene_interventions import gate_rows, is_row_mask
+from study.models.sites.pyvene_loader import pyvene
 
 pv = pyvene()
 LAF_EPS = 0.1  # [paper] A = M M^T + 0.1 I; also the authors' floor on the column signs
@@ -81,7 +81,7 @@ class _Standardised:
 class OrthogonalAlignment(_Standardised, pv.RotatedSpaceIntervention):
     """OAF: pyvene's rotated-space interchange of the first k dims, in standardised space.
     `subspaces`: None (every row), a (batch,) bool row selection
-    (`study/models/nets/pyvene_interventions.py`), or pyvene's per-example lists of rotated dims."""
+    (`study/models/sites/pyvene_interventions.py`), or pyvene's per-example lists of rotated dims."""
 
     takes_row_mask = True
 
@@ -288,6 +288,8 @@ def save_alignments(tensors: dict, out_dir, checkpoint: int):
     from safetensors import safe_open
     from safetensors.torch import save_file
 
+    from study.core.atomic import atomic_path
+
     out_dir = Path(out_dir)
     path = out_dir / "alignments.safetensors"
     if path.exists():
@@ -296,9 +298,8 @@ def save_alignments(tensors: dict, out_dir, checkpoint: int):
         if old is not None and old.isdigit() and int(old) != checkpoint:
             os.replace(path, out_dir / f"alignments-{int(old)}.safetensors")
     (out_dir / f"alignments-{checkpoint}.safetensors").unlink(missing_ok=True)
-    tmp = out_dir / f".alignments.tmp{os.getpid()}"
-    save_file(tensors, str(tmp), metadata={"checkpoint": str(checkpoint)})
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata={"checkpoint": str(checkpoint)})
 
 
 def load_alignment(path, key: str):

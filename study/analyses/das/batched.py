@@ -8,8 +8,9 @@ each restart what it would get alone (float tolerance; `tests/analyses/test_das_
   the drawn batches are stacked, restart j's in rows [j * b, (j + 1) * b), and run through
   one `StackedAlignment` (`study/analyses/das/stacked.py`), which applies restart j's alignment
   to its chunk;
-- loss: the sum over restarts of each chunk's mean cross entropy. The restarts'
-  parameters are disjoint, so each gets exactly the gradient of its own loss;
+- loss: the sum over restarts of each chunk's mean cross entropy over the task's output ids
+  (`train`'s loss, `study/core/outputs.py`). The restarts' parameters are disjoint, so each
+  gets exactly the gradient of its own loss;
 - optimiser: one Adam with one param group per restart (each keeps its own moments); the
   lr schedule is the same for every group, as every restart starts at step 0;
 - stopping: `train`'s rules (`stop_iia` on the windowed IIA, `patience`, `steps`) per
@@ -21,10 +22,11 @@ each restart what it would get alone (float tolerance; `tests/analyses/test_das_
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from study.analyses.common.interchange import rows_right
 from study.analyses.das.stacked import StackedAlignment
+from study.analyses.das.update import MIN_GAIN, WINDOW, lr_factor, scored_iv
+from study.core.labels import IGNORE
 
 
 def train_restarts(model, data, insts, *, steps: int, batch_size: int, lr: float,
@@ -33,8 +35,6 @@ def train_restarts(model, data, insts, *, steps: int, batch_size: int, lr: float
     """Fit the alignments `insts` (one per restart, same kind and k) together; restart j
     draws its batches with `seeds[j]`. Returns each one's number of updates, as `train`
     would for it alone."""
-    from study.analyses.das.search import _MIN_GAIN, _WINDOW, _lr_factor, scored_iv
-
     groups = [[p for p in inst.parameters() if p.requires_grad] for inst in insts]
     if not all(groups) or steps == 0:
         return [0] * len(insts)
@@ -42,7 +42,7 @@ def train_restarts(model, data, insts, *, steps: int, batch_size: int, lr: float
     stacked = StackedAlignment(insts).to(data.src_train.device)
     iv = data.intervenable(model, stacked)
     opt = torch.optim.Adam([{"params": ps} for ps in groups], lr=lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: _lr_factor(i, steps, lr_floor))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_factor(i, steps, lr_floor))
     gens = [torch.Generator().manual_seed(int(s)) for s in seeds]  # host-side, as `train`
     n = len(data.train)
     order = [torch.randperm(n, generator=g) for g in gens]
@@ -69,9 +69,11 @@ def train_restarts(model, data, insts, *, steps: int, batch_size: int, lr: float
             # (s, vocab), (s,), (s,): the scored positions' logits, labels and rows
             logits, labels, rows = scored_iv(iv, pt, data.src_train[rows_idx])
         chunk = rows // b  # (s,) which restart's pair each scored position is
-        ce = F.cross_entropy(logits.float(), labels, reduction="none")  # (s,)
-        sums = torch.zeros(len(active), dtype=ce.dtype, device=ce.device).index_add_(0, chunk, ce)
-        counts = torch.bincount(chunk, minlength=len(active)).clamp_min(1)  # (m,)
+        ce = pt.outputs.loss(logits, labels, reduction="none")  # (s,) 0 where unscored
+        scored = (pt.outputs.targets(labels) != IGNORE).to(ce.dtype)  # (s,) as the mean counts
+        zeros = torch.zeros(len(active), dtype=ce.dtype, device=ce.device)
+        sums = zeros.index_add(0, chunk, ce)
+        counts = zeros.index_add(0, chunk, scored).clamp_min(1)  # (m,)
         loss = (sums / counts).sum()  # each chunk's mean, as `train`'s loss of that restart
         opt.zero_grad(set_to_none=True)
         if loss.requires_grad:  # else the outputs do not read the site: no gradient, no update
@@ -82,16 +84,16 @@ def train_restarts(model, data, insts, *, steps: int, batch_size: int, lr: float
                     p.grad = None
         opt.step()
         sched.step()
-        right = rows_right(logits.detach(), labels, rows, len(rows_idx))  # (m * b,)
+        right = rows_right(logits.detach(), labels, rows, len(rows_idx), pt.outputs)  # (m * b,)
         iia = right.view(len(active), b).float().mean(1).tolist()  # one host sync per step
         for j, got in zip(active, iia):
-            recent[j] = (recent[j] + [got])[-_WINDOW:]
-            if len(recent[j]) < _WINDOW:
+            recent[j] = (recent[j] + [got])[-WINDOW:]
+            if len(recent[j]) < WINDOW:
                 continue
-            mean = sum(recent[j]) / _WINDOW
+            mean = sum(recent[j]) / WINDOW
             if mean >= stop_iia:
                 done[j] = i + 1
-            elif mean > best[j] + _MIN_GAIN:
+            elif mean > best[j] + MIN_GAIN:
                 best[j], best_at[j] = mean, i
             elif patience and i - best_at[j] >= patience:
                 done[j] = i + 1

@@ -10,7 +10,7 @@ pyvene's own `IntervenableModel.save`:
 
 (`:` in a variable's name is written `-` in the directory name.) A pyvene user loads one with
 pyvene alone, given the network (`pyvene.IntervenableModel.load(directory,
-study.models.nets.pyvene_sites.register(net))`); the alignment classes are importable from
+study.models.sites.pyvene_bridge.register(net))`); the alignment classes are importable from
 `study.analyses.das.alignment`, where pyvene's saved type names point. The step kind's model holds
 one representation per time step (`site_intervenable`), so pyvene's format stores one copy of
 the alignment per step; that is why only the chosen k is exported [ours].
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 from pathlib import Path
+
+from study.core.atomic import atomic_dir
 
 TOLERANCE = 0.01
 TRAINED = ("oaf", "laf")
@@ -53,18 +53,15 @@ def export(model, rows: list[dict], kept: dict, out_dir, checkpoint: int) -> Non
     its chosen k, `kept[(alignment, variable, site label, k)]` (an instance), with
     `index.json` listing them."""
     from study.analyses.das.search import site_label
-    from study.models.nets.pyvene_sites import save_pyvene, site_intervenable
+    from study.models.sites.pyvene_bridge import save_pyvene, site_intervenable
 
     groups: dict = {}
     for r in rows:
         if r["split"] == "test" and r["alignment"] in TRAINED:
             key = (r["alignment"], r["variable"], r["site"], int(r["layer"]), int(r["position"]))
             groups.setdefault(key, {})[int(r["k"])] = r["iia"]
-    out_dir = Path(out_dir)
-    tmp = out_dir / f".pyvene.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     index = []
-    try:
+    with atomic_dir(Path(out_dir) / "pyvene") as tmp:
         for (alignment, variable, kind, layer, position), by_k in sorted(groups.items()):
             label = site_label(kind, layer, position)
             k = chosen_k(by_k)
@@ -76,12 +73,4 @@ def export(model, rows: list[dict], kept: dict, out_dir, checkpoint: int) -> Non
             index.append(dict(directory=name, alignment=alignment, variable=variable, site=kind,
                               layer=layer, position=position, label=label, k=k,
                               test_iia=by_k[k], checkpoint=checkpoint))
-        tmp.mkdir(parents=True, exist_ok=True)
         (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")
-        final, old = out_dir / "pyvene", out_dir / f".pyvene.old{os.getpid()}"
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

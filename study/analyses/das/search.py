@@ -4,7 +4,7 @@ behind `das`.
 For one (variable, site, position) the pairs' source vectors at the site never change while
 an alignment trains (the model is frozen), so they are read once (`SiteData`) and each step
 runs only the base forward: a `pyvene.IntervenableModel` over the site
-(`study.models.nets.pyvene_sites.site_intervenable`, holding the alignment, a pyvene intervention
+(`study.models.sites.pyvene_bridge.site_intervenable`, holding the alignment, a pyvene intervention
 from `study/analyses/das/alignment.py`) gets the cached vectors as `source_representations`
 (`interchange_vectors`). A tutorial-style pyvene loop runs the source forward at every step
 as well and reads every position's logits; `study/bench_das.py` measures the difference and
@@ -13,10 +13,12 @@ the tests check both give the same logits. Inputs are cut after the last scored 
 at the scored positions only (`readout`).
 
 Training [paper]: Adam lr 1e-3, batch 128, model frozen, loss = cross-entropy of the
-intervened outputs against `cf_labels` at the scored positions. [ours] Batches are drawn
+intervened outputs against `cf_labels` at the scored positions, over the task's output ids
+only, as training's loss (`study/core/outputs.py`). [ours] Batches are drawn
 epoch by epoch from a seeded permutation; training stops after `steps` updates or once the
 mean IIA of the last 20 training batches reaches `stop_iia` [authors' code stops at an
-accuracy threshold too]. A pair is right when every scored position is right.
+accuracy threshold too]. A pair is right when every scored position is right: its argmax
+among the task's output ids is its counterfactual label (the rule training scores with).
 
 Search [ours, so that a larger k does not lose what a smaller k found]: the lr decays on a
 cosine to `lr_floor * lr`; each (alignment, k) is trained `restarts` times and the restart
@@ -31,28 +33,26 @@ bootstrap interval).
 """
 from __future__ import annotations
 
-import contextlib
-import math
 import sys
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from study.analyses.common.stats import changed_iia, iia_scores
-from study.analyses.das.alignment import (ALIGNMENTS, OrthogonalAlignment, cached_maps,
-                                    make_alignment, tensors_of)
-from study.analyses.common.interchange import PairTensors, pair_tensors, rows_right, scored_end
-from study.models.sites import check_site
+from study.analyses.common.interchange import PairTensors, pair_tensors, rows_right
+from study.analyses.das.alignment import ALIGNMENTS, OrthogonalAlignment, make_alignment, tensors_of
+from study.analyses.das.batched import train_restarts
+from study.analyses.das.update import MIN_GAIN, WINDOW, forward_iv, lr_factor, scored_iv
+from study.core.sites import check_site, site_key
+from study.core.tables import DAS
 from study.models.sites.capture import gather_site
-from study.models.nets.pyvene_sites import interchange_vectors, site_intervenable
-from study.tasks.base import IGNORE
+from study.models.sites.pyvene_bridge import site_intervenable
 
-_WINDOW = 20  # training batches averaged for early stopping [ours]
+site_label = site_key  # the name study/api.py and das/export.py import the key fragment by
+
 ALIGNMENT_INDEX = {name: i for i, name in enumerate(ALIGNMENTS)}  # seeds per alignment kind
-_MIN_GAIN = 0.005  # windowed-IIA gain that resets the plateau count (`das.patience`) [ours]
 
 
 @dataclass
@@ -78,10 +78,12 @@ class SiteData:
 
 
 def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: int,
-              device, batch_size: int = 512) -> SiteData:
+              device, batch_size: int = 512, outputs=None) -> SiteData:
+    """The pairs of one variable at one site, their source vectors read once. `outputs`: the
+    task (its output ids score the pairs, `pair_tensors`); None: every token."""
     check_site(model, kind, layer)
-    train = pair_tensors(train_pairs, device, position)
-    test = pair_tensors(test_pairs, device, position)
+    train = pair_tensors(train_pairs, device, position, outputs)
+    test = pair_tensors(test_pairs, device, position, train.outputs)
     src = lambda pt: gather_site(model, pt.source_ids, kind, layer, pt.source_pos,  # noqa: E731
                                  batch_size)
     src_train, src_test = src(train), src(test)
@@ -98,60 +100,35 @@ def forward(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor,
     return forward_iv(data.intervenable(model, inst), pt, src, readout)
 
 
-def forward_iv(iv, pt: PairTensors, src: torch.Tensor,
-               readout: torch.Tensor | None = None) -> torch.Tensor:
-    """`forward` with a ready intervenable (any `site_intervenable` holding alignments, one
-    `IntervenableModel.load` rebuilt too)."""
-    T = scored_end(pt.cf_labels, pt.base_pos)
-    with contextlib.ExitStack() as stack:
-        for inst in {id(i): i for i in iv.interventions.values()}.values():
-            stack.enter_context(cached_maps(inst))  # each distinct alignment's maps, once
-        return interchange_vectors(iv, pt.base_ids[:, :T], pt.base_pos, src,
-                                   readout=None if readout is None else readout[:, :T])
-
-
 def scored(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor):
     """Logits at the scored positions only, (n, vocab), their labels (n,) and each one's row
     (n,): the output layer runs nowhere else."""
     return scored_iv(data.intervenable(model, inst), pt, src)
 
 
-def scored_iv(iv, pt: PairTensors, src: torch.Tensor):
-    """`scored` with a ready intervenable."""
-    T = scored_end(pt.cf_labels, pt.base_pos)
-    mask = pt.cf_labels[:, :T] != IGNORE  # (batch, T)
-    return forward_iv(iv, pt, src, mask), pt.cf_labels[:, :T][mask], mask.nonzero()[:, 0]
-
-
 def step(model, data: SiteData, inst, opt, idx: torch.Tensor) -> torch.Tensor:
     """One Adam update on the pairs `idx`; returns their IIA under the pre-update alignment."""
     pt = data.train.take(idx)
     logits, labels, rows = scored(model, data, inst, pt, data.src_train[idx])
-    loss = F.cross_entropy(logits.float(), labels)
+    loss = pt.outputs.loss(logits, labels)  # over the task's output ids, as training's
     opt.zero_grad(set_to_none=True)
     if loss.requires_grad:  # else the outputs do not read the site: no gradient, no update
         loss.backward()
     opt.step()
-    return rows_right(logits.detach(), labels, rows, len(idx))
-
-
-def _lr_factor(i: int, steps: int, floor: float) -> float:
-    """Cosine decay from 1 to `floor` over `steps` updates [ours: the authors keep Adam's lr
-    constant; the decay lets a long search settle instead of hopping between solutions]."""
-    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(i, steps) / max(steps, 1)))
+    return rows_right(logits.detach(), labels, rows, len(idx), pt.outputs)
 
 
 def train(model, data: SiteData, inst, *, steps: int, batch_size: int, lr: float,
           stop_iia: float, seed: int, patience: int = 0, lr_floor: float = 1.0) -> int:
     """Fit a trainable alignment; returns the number of updates made. The lr follows a cosine
     from `lr` to `lr * lr_floor` (1.0 = constant). With `patience` > 0 training also stops once
-    the windowed training IIA has not gained `_MIN_GAIN` over its best for that many updates
+    the windowed training IIA has not gained `MIN_GAIN` over its best for that many updates
     (a plateau)."""
     params = [p for p in inst.parameters() if p.requires_grad]
     if not params or steps == 0:
         return 0
     opt = torch.optim.Adam(params, lr=lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: _lr_factor(i, steps, lr_floor))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_factor(i, steps, lr_floor))
     g = torch.Generator().manual_seed(seed)
     n = len(data.train)
     order, at, recent = torch.randperm(n, generator=g), 0, []
@@ -162,13 +139,13 @@ def train(model, data: SiteData, inst, *, steps: int, batch_size: int, lr: float
             order, at = torch.randperm(n, generator=g), 0
         idx = order[at:at + batch_size].to(data.src_train.device)
         at += batch_size
-        recent = (recent + [float(step(model, data, inst, opt, idx).float().mean())])[-_WINDOW:]
+        recent = (recent + [float(step(model, data, inst, opt, idx).float().mean())])[-WINDOW:]
         sched.step()
-        if len(recent) == _WINDOW:
-            mean = sum(recent) / _WINDOW
+        if len(recent) == WINDOW:
+            mean = sum(recent) / WINDOW
             if mean >= stop_iia:
                 return i + 1
-            if mean > best + _MIN_GAIN:
+            if mean > best + MIN_GAIN:
                 best, best_at = mean, i
             elif patience and i - best_at >= patience:
                 return i + 1
@@ -191,7 +168,7 @@ def pairs_right(iv, pt: PairTensors, src: torch.Tensor, batch_size: int = 1000) 
     for lo in range(0, len(pt), batch_size):
         sub = pt.take(slice(lo, lo + batch_size))
         logits, labels, rows = scored_iv(iv, sub, src[lo:lo + batch_size])
-        out.append(rows_right(logits, labels, rows, len(sub)))
+        out.append(rows_right(logits, labels, rows, len(sub), sub.outputs))
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool, device=src.device)
 
 
@@ -199,12 +176,6 @@ def iia(model, data: SiteData, inst, split: str, batch_size: int = 1000) -> floa
     """Fraction of ALL the split's pairs whose every scored output equals cf_labels (Grant et
     al. 2025's IIA; the table's `iia` is over changed pairs, `study/analyses/common/stats.py`)."""
     return float(pair_right(model, data, inst, split, batch_size).float().mean())
-
-
-def site_label(kind: str, layer: int, position: int) -> str:
-    """Key fragment of a site: "resid[1]@pair", "state@pair", "resid[3]@17"."""
-    where = "pair" if position < 0 else str(position)
-    return (kind if kind == "state" else f"{kind}[{layer}]") + "@" + where
 
 
 @dataclass
@@ -256,7 +227,6 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
     if batched is None:
         batched = getattr(cfg, "batch_restarts", True)
     if name != "random" and batched and n_restarts > 1:
-        from study.analyses.das.batched import train_restarts
         train_restarts(model, data, insts, seeds=[seed + r for r in range(n_restarts)],
                        **budget)
     elif name != "random":
@@ -282,9 +252,7 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
     return Fit(best[2], best[3], sd)
 
 
-COLUMNS = ["checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split",
-           "iia", "iia_lo", "iia_hi", "iia_all", "n_pairs", "n_changed", "too_few",
-           "iia_restart_sd"]
+COLUMNS = list(DAS.columns)  # the das and das_control tables' columns
 
 
 def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
@@ -296,7 +264,7 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
     the instance."""
     width = data.src_train.shape[1]
     rows, saved = [], {}
-    label = site_label(data.kind, data.layer, position)
+    label = site_key(data.kind, data.layer, position)
     changed = {s: getattr(data, s).changed.cpu().numpy() for s in ("train", "test")}
     names = tuple(alignments or cfg.alignments)
     warm = {}

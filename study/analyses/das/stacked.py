@@ -15,7 +15,7 @@ form
 - OAF: W = R, W^-1 = R^T, b = 0 (pyvene's rotated-space interchange);
 - LAF (either form): W = `matrix()`, W^-1 its inverse, b the learned bias.
 
-`subspaces` follows the convention of the alignments (`study/models/nets/pyvene_interventions.py`):
+`subspaces` follows the convention of the alignments (`study/models/sites/pyvene_interventions.py`):
 None (every row) or a (batch,) bool row selection, the other rows returned as they are.
 `gate_rows` hands its function the selected rows without their indices, and here a row's
 index says which member acts on it, so the selection is made here: few selected rows (the
@@ -31,8 +31,8 @@ import torch
 from torch import nn
 
 from study.analyses.das.alignment import LinearAlignment, OrthogonalAlignment
-from study.models.nets.pyvene_interventions import gate_rows, is_row_mask
-from study.models.nets.pyvene_sites import pyvene
+from study.models.sites.pyvene_interventions import gate_rows, is_row_mask
+from study.models.sites.pyvene_loader import pyvene
 
 pv = pyvene()
 

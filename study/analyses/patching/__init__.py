@@ -11,7 +11,7 @@ switches to the counterfactual answer]. Each site is patched with the source's a
 Aligned pairs (base_pos = -1) are patched position by position; pairs with explicit
 positions (counting) are patched once per site, source_pos into base_pos (position -1).
 
-Tables (long format):
+Tables (long format; names and columns declared in `study/core/tables.py`):
 - `patching`: checkpoint, site, layer, position, head, counterfactual, metric, value,
   value_all, n_pairs, n_changed; metric in flip_rate | logit_diff | norm_logit_diff (see
   `study/analyses/patching/sweep.py`; flip_rate's value is over the pairs whose answer must
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from study.models.sites import KINDS
+from study.core.sites import KINDS
 from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
@@ -68,12 +68,11 @@ def check(cfg: PatchingConfig, task_cls, model_entry, model_config) -> None:
 })
 def run(ctx):
     """Counterfactual activation patching per (layer x position), time step, and head."""
-    import pandas as pd
-
     from study.analyses.common.context import chosen
     from study.analyses.common.interchange import pair_tensors
+    from study.core.tables import HEAD_RANKING, PATCHING, POSITIONS
     from study.analyses.patching.sweep import head_ranking, sweep, tables
-    from study.models.sites import default_sites
+    from study.core.sites import default_sites
 
     cfg, model, task = ctx.config, ctx.model, ctx.task
     kinds = chosen("patching.kinds", cfg.kinds, task.counterfactual_kinds,
@@ -84,13 +83,10 @@ def run(ctx):
         pairs = task.counterfactuals(kind, cfg.n_pairs, split=cfg.split, seed=ctx.seed + cfg.seed)
         positions += [(ctx.checkpoint, kind, p, task.vocab[int(t)])
                       for p, t in enumerate(pairs.base_ids[0])]
-        pt = pair_tensors(pairs, ctx.device)
+        pt = pair_tensors(pairs, ctx.device, outputs=task)
         acc, ref = sweep(model, pt, sites, model.n_heads, cfg.batch_size)
         rows += tables(acc, ref, kind, pt.aligned, ctx.checkpoint)
-    cols = ["checkpoint", "site", "layer", "position", "head", "counterfactual", "metric", "value",
-            "value_all", "n_pairs", "n_changed"]
-    patching = pd.DataFrame(rows, columns=cols)
-    return {"patching": patching, "head_ranking": head_ranking(patching, ctx.checkpoint),
-            "positions": pd.DataFrame(positions, columns=["checkpoint", "counterfactual",
-                                                          "position", "token"])}
+    patching = PATCHING.frame(rows)
+    return {PATCHING.name: patching, HEAD_RANKING.name: head_ranking(patching, ctx.checkpoint),
+            POSITIONS.name: POSITIONS.frame(positions)}
 

@@ -17,13 +17,14 @@ positions, are run together in batches of `batch_size` rows (each row carries it
 position), cut to the last scored position. Unchanged rows keep the base's outputs exactly.
 
 The patched forwards run through pyvene: one `IntervenableModel` per (site, head) over our
-sites (`study.models.nets.pyvene_sites.site_intervenable` with a `PatchIntervention`, the vanilla
+sites (`study.models.sites.pyvene_bridge.site_intervenable` with a `PatchIntervention`, the vanilla
 interchange restricted to the head's features), the recorded source vectors handed in as
 `source_representations` (`interchange_vectors`).
 
 Metrics per (site, position) over the pairs [ours where the papers are silent]:
 - `flip_rate`: fraction of the *changed* pairs (`PairTensors.changed`: the counterfactual
-  output differs from the base's) whose every scored output equals `cf_labels`, in `value`
+  output differs from the base's) whose every scored output equals `cf_labels` (the argmax
+  among the task's output ids, as training scores: `study/core/outputs.py`), in `value`
   (NaN for a kind with no changed pair, e.g. binding's `distractor`); the fraction over all
   pairs is `value_all` [ours: an unchanged pair "flips" when the patch does nothing];
 - `logit_diff`: mean LD_patched - mean LD_base, LD = logit(cf answer) - logit(base answer)
@@ -41,8 +42,9 @@ import numpy as np
 import torch
 
 from study.analyses.common.interchange import PairTensors, all_right, logit_diff, scored_end
-from study.models.sites import STEP_KINDS
-from study.models.nets.pyvene_sites import interchange_vectors, site_intervenable
+from study.core.sites import STEP_KINDS
+from study.core.tables import HEAD_RANKING
+from study.models.sites.pyvene_bridge import interchange_vectors, site_intervenable
 from study.models.sites.capture import capture
 
 
@@ -69,7 +71,7 @@ class _Acc:
 
 
 def _metrics(logits, pt: PairTensors):
-    flip = all_right(logits, pt.cf_labels)
+    flip = all_right(logits, pt.cf_labels, pt.outputs)
     ld, ok = logit_diff(logits, pt.cf_labels, pt.base_labels)
     return flip, ld, ok
 
@@ -78,7 +80,7 @@ def _patcher(model, kind: str, layer: int, feats: slice | None, cache: dict):
     """The pyvene intervenable patching `(kind, layer)` (only `feats` of it), built once."""
     key = (kind, layer, None if feats is None else (feats.start, feats.stop))
     if key not in cache:
-        from study.models.nets.pyvene_interventions import PatchIntervention
+        from study.models.sites.pyvene_interventions import PatchIntervention
         inst = PatchIntervention(features=key[2])
         cache[key] = site_intervenable(model, kind, layer, inst)
     return cache[key]
@@ -183,12 +185,10 @@ def head_ranking(patching, checkpoint: int):
     (1 = largest) within each counterfactual and metric. Metrics: `logit_diff` (already an
     effect over the unpatched base) and `flip_gain` (flip_rate on changed pairs minus the
     unpatched base's)."""
-    import pandas as pd
-
-    cols = ["checkpoint", "counterfactual", "metric", "layer", "head", "value", "rank"]
+    cols = list(HEAD_RANKING.columns)
     heads = patching[patching["site"] == "head"].copy()
     if heads.empty:
-        return pd.DataFrame(columns=cols)
+        return HEAD_RANKING.frame()
     floor = (patching[(patching["site"] == "none") & (patching["metric"] == "flip_rate")]
              .set_index("counterfactual")["value"])
     flips = heads["metric"] == "flip_rate"
@@ -197,7 +197,7 @@ def head_ranking(patching, checkpoint: int):
     # a kind with no changed pair has no flip rate (NaN) and so no flip_gain ranking
     heads = heads[heads["metric"].isin(["logit_diff", "flip_gain"]) & heads["value"].notna()]
     if heads.empty:
-        return pd.DataFrame(columns=cols)
+        return HEAD_RANKING.frame()
     out = (heads.groupby(["counterfactual", "metric", "layer", "head"], as_index=False)["value"]
            .sum())
     out["rank"] = (out.groupby(["counterfactual", "metric"])["value"]

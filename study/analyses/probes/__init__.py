@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from study.models.sites import KINDS, STEP_KINDS
+from study.core.sites import KINDS, STEP_KINDS
 from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
@@ -78,7 +78,7 @@ def check(cfg: ProbesConfig, task_cls, model_entry, model_config) -> None:
     """Before training: at least one asked site kind is the model's; the asked variables are
     the task's (`probe_variable_names`)."""
     from study.analyses.common.context import chosen
-    from study.models.sites import declared_kinds
+    from study.core.network import declared_kinds
     have = declared_kinds(model_entry.capabilities)
     if not set(cfg.sites) & set(have):
         raise UsageError(f"probes.sites={','.join(cfg.sites)}: model {model_entry.name} has "
@@ -95,11 +95,10 @@ def check(cfg: ProbesConfig, task_cls, model_entry, model_config) -> None:
 def run(ctx) -> dict:
     """Linear probes (and shuffled-label controls) for each causal variable at each site."""
     import numpy as np
-    import pandas as pd
-
     from study.analyses.probes.fit import probe_site, shuffled
     from study.analyses.common.data import sample
     from study.analyses.common.context import chosen
+    from study.core.tables import PROBES
     from study.models.sites.capture import grouped_collect
 
     cfg, task, model = ctx.config, ctx.task, ctx.model
@@ -132,6 +131,4 @@ def run(ctx) -> dict:
                     min_train=cfg.min_train, min_test=cfg.min_test, max_pooled=cfg.max_pooled,
                     C=cfg.C, max_iter=cfg.max_iter, seed=ctx.seed, n_jobs=cfg.n_jobs):
                 rows.append((ctx.checkpoint, var, kind, layer, pos, split, acc, control))
-    table = pd.DataFrame(rows, columns=["checkpoint", "variable", "site", "layer", "position",
-                                        "split", "accuracy", "control"])
-    return {"probes": table}
+    return {PROBES.name: PROBES.frame(rows)}

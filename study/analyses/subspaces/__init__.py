@@ -55,9 +55,8 @@ def run(ctx) -> dict:
     import sys
     from pathlib import Path
 
-    import pandas as pd
-
     from study.analyses.subspaces.geometry import alignment_files, principal_cosines, read_alignments
+    from study.core.tables import SUBSPACES
 
     cfg = ctx.config
     own_dir = Path(ctx.out_dir).parent.parent
@@ -93,6 +92,4 @@ def run(ctx) -> dict:
                 cos = principal_cosines(A, B)
                 rows.append((ctx.checkpoint, var, site, align, k, other_run, other_step, o_site,
                              float(cos.mean()), float(cos.min())))
-    cols = ["checkpoint", "variable", "site", "alignment", "k", "other_run", "other_checkpoint",
-            "other_site", "mean_cos_angle", "min_cos_angle"]
-    return {"subspaces": pd.DataFrame(rows, columns=cols)}
+    return {SUBSPACES.name: SUBSPACES.frame(rows)}

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from study.models.nets.attention import CausalAttention
-from study.models.sites import SiteKind, transformer_site_kinds
+from study.models.nets.rotary import transformer_kinds
 from study.models.sites.modules import Sites
 
 
@@ -104,10 +104,7 @@ class Attn2Transformer(nn.Module):
                            mlp_out=config.n_layers, head=config.n_layers)
         self.reset_parameters()
 
-    def site_kinds(self) -> list[SiteKind]:
-        """The site kinds this network offers, with their counts and widths."""
-        c = self.config
-        return transformer_site_kinds(self.n_layers, c.d_model, c.n_heads * c.d_head)
+    site_kinds = transformer_kinds  # the site kinds it offers, with counts and widths
 
     @property
     def device(self) -> torch.device:

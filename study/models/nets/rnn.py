@@ -25,12 +25,27 @@ one (batch, d_hidden) x (d_hidden, gates*d_hidden) matmul plus elementwise gates
 bf16 autocast the matmuls run in bf16 while the state stays float32 (promotion against the
 float32 initial state), so the recurrence does not accumulate bf16 rounding.
 
-Fused kernel [ours]: when nothing is attached to the state sites (`Sites.hooked`: no hook,
-so no analysis reads or replaces a step) and the forward is not being traced by
-torch.compile, the unroll runs in torch's own GRU/LSTM kernel (`torch._VF.gru` / `lstm`,
-what nn.GRU / nn.LSTM call; cuDNN on CUDA) on the same weights, in float32: one call for
-the whole sequence instead of a Python loop of small ops. Free-running goes through it too,
-to the fixed point on CUDA: with the head's dropout mask drawn once for the whole sequence,
+Fused kernel [ours]: a teacher-forced forward runs torch's own GRU/LSTM kernel
+(`torch._VF.gru` / `lstm`, what nn.GRU / nn.LSTM call; cuDNN on CUDA) on the same weights, in
+float32, instead of a Python loop of small ops, and runs the state sites only where something
+reads or replaces a step (a hook on `sites.state[t]`). `_plan` picks one of three modes:
+- segmented: the kernel runs up to each hooked step t, `sites.state[t]` runs on the kernel's
+  state there (the tensor the loop would hand it), and its output is what the head reads at t
+  and what the next segment starts from. No hook: one call for the whole sequence. Hooks at k
+  steps: k calls, plus one after the last if it is not the final step.
+- gathered: when the caller declared that each row is touched at its own step only
+  (`Sites.per_row`, as `site_intervenable` does) and more than `MAX_SEGMENTS` steps are hooked:
+  one clean call up to each row's own step, the hooked sites in turn on one (batch, d_state)
+  tensor of each row's own-step state, one packed call over each row's remaining steps, and
+  the three composed per row. Two kernel calls, whatever the number of steps.
+- loop: the step loop, with every site, when the forward is traced by torch.compile (inductor
+  fuses the loop's small ops), captured into a CUDA graph (positions live on the device
+  only), or watched by a global module hook (it sees every site call).
+The modes compute the step loop's function and agree with it to float rounding (on the CPU
+within about 1e-7; cuDNN rounds differently again). Runs hooked at the same steps take the same
+cuts, so a clean run with identity hooks there is bitwise the intervened run's prefix.
+Free-running goes through the kernel too when no state site is hooked, to the fixed point on
+CUDA: with the head's dropout mask drawn once for the whole sequence,
 teacher-forced passes without gradients replace each fed input by the previous position's
 argmax until nothing changes (a trained network settles in one pass), then one pass with
 gradients runs on the settled inputs. With the same mask at each step, that is exactly the
@@ -47,6 +62,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from study.models.sites import SiteKind
 from study.models.sites.modules import Sites
@@ -55,6 +71,7 @@ from study.core.fixed_point import settle_inputs
 _ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 SETTLE_PASSES = 3  # no-gradient passes a free-running batch may take to settle
 FUSED_FREE_DEVICES = ("cuda",)  # device types whose free-running uses the fused kernel
+MAX_SEGMENTS = 3  # a per-row declaration with more hooked steps than this runs gathered
 
 
 class RecurrentLM(nn.Module):
@@ -95,8 +112,12 @@ class RecurrentLM(nn.Module):
             raise ValueError(f"sequence of {pos} tokens, the network was built for {self.n_steps}")
         if feed is not None:
             return self._free(ids, feed, readout)
-        if self._fusable():
-            out = self._fused(self.embed(ids))  # (batch, pos, d_hidden)
+        mode, arg = self._plan(batch, pos)
+        if mode == "segmented":
+            out = self._segmented(self.embed(ids), arg)  # (batch, pos, d_hidden)
+            return self.head(out if readout is None else out[readout])
+        if mode == "gathered":
+            out = self._gathered(self.embed(ids), *arg)  # (batch, pos, d_hidden)
             return self.head(out if readout is None else out[readout])
         x = self.embed(ids)  # (batch, pos, d_embed)
         gi = F.linear(x, self.cell.weight_ih, self.cell.bias_ih)  # (batch, pos, gates * H)
@@ -136,21 +157,132 @@ class RecurrentLM(nn.Module):
                     cudnn_rnn.get_cudnn_mode("LSTM" if self.is_lstm else "GRU"),
                     cell.hidden_size, 0, 1, True, False)  # proj 0, 1 layer, batch-first, one way
 
+    def _plan(self, batch: int, pos_len: int):
+        """How a teacher-forced forward of (batch, pos_len) tokens runs its state sites:
+        ("loop", None) | ("segmented", hooked steps) | ("gathered", (pos, hooked steps)),
+        the steps sorted (module docstring)."""
+        if torch.compiler.is_compiling() or (torch.cuda.is_available()
+                                             and torch.cuda.is_current_stream_capturing()):
+            return "loop", None
+        steps = self.sites.hooked_steps("state", pos_len)
+        if steps is None:  # a global hook: every site call is watched
+            return "loop", None
+        declared = self.sites.declared_rows("state")
+        if declared is not None and len(steps) > MAX_SEGMENTS:
+            pos, own = declared
+            if (len(pos) == batch and 0 <= int(pos.min()) and int(pos.max()) < pos_len
+                    and set(steps) <= set(own)):
+                return "gathered", (pos, steps)
+        return "segmented", steps
+
+    def _kernel(self, x, h, c, lengths=None):
+        """torch's GRU/LSTM kernel on the cell's weights, float32, autocast off.
+        x (batch, L, d_embed); h, c (1, batch, H) the initial state (c None for the GRU);
+        `lengths` (batch,) int64 on the CPU, each >= 1: row i's first lengths[i] inputs only,
+        packed (h_n, c_n are then each row's own last step).
+        -> (y (batch, L, H) float32, h_n (1, batch, H), c_n (1, batch, H) or None)."""
+        cell = self.cell
+        params = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        # cuDNN keeps what its backward needs only with train=True; with one layer and no
+        # dropout the flag changes nothing else (analyses train alignments in eval mode)
+        train = self.training or torch.is_grad_enabled()
+        with torch.autocast(x.device.type, enabled=False):
+            x = x.float()
+            if lengths is None:
+                if self.is_lstm:
+                    return torch._VF.lstm(x, (h, c), params, True, 1, 0.0, train, False, True)
+                y, h = torch._VF.gru(x, h, params, True, 1, 0.0, train, False, True)
+                return y, h, None
+            p = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            srt, uns = p.sorted_indices, p.unsorted_indices
+            if self.is_lstm:
+                out, h, c = torch._VF.lstm(p.data, p.batch_sizes, (h[:, srt], c[:, srt]),
+                                           params, True, 1, 0.0, train, False)
+            else:
+                out, h = torch._VF.gru(p.data, p.batch_sizes, h[:, srt], params, True, 1, 0.0,
+                                       train, False)
+                c = None
+            y, _ = pad_packed_sequence(p._replace(data=out), batch_first=True,
+                                       total_length=x.shape[1])
+            return y, h[:, uns], (None if c is None else c[:, uns])
+
+    def _site_state(self, t: int, h, c) -> torch.Tensor:
+        """sites.state[t] on the kernel's state h, c (1, batch, H) -> its output
+        (batch, d_state), handed in as the loop hands it: a fresh [h, c] (LSTM), a copy of h."""
+        s = torch.cat([h[0], c[0]], 1) if self.is_lstm else h[0].clone()
+        return self.sites.state[t](s)
+
+    def _split(self, s: torch.Tensor):
+        """A state (batch, d_state) -> the kernel's initial (h, c), (1, batch, H) float32
+        contiguous each (cuDNN refuses a strided one); c None for the GRU."""
+        H = self.d_hidden
+        h = s[:, :H].float()[None].contiguous()
+        return h, (s[:, H:].float()[None].contiguous() if self.is_lstm else None)
+
+    def _segmented(self, x: torch.Tensor, steps: list[int]) -> torch.Tensor:
+        """x (batch, T, d_embed) -> h (batch, T, d_hidden): the kernel between the sorted
+        `steps`, each step's site run on the whole batch's state there (the loop's
+        computation, cut where a hook reads or replaces the state)."""
+        B, T = x.shape[:2]
+        h = x.new_zeros(1, B, self.d_hidden, dtype=torch.float32)
+        c = h if self.is_lstm else None
+        pieces, start = [], 0
+        for t in steps:
+            y, h, c = self._kernel(x[:, start:t + 1], h, c)  # (B, t + 1 - start, H)
+            s = self._site_state(t, h, c)  # (B, d_state)
+            h, c = self._split(s)
+            pieces += [y[:, :-1], s[:, None, :self.d_hidden].to(y.dtype)]  # the head reads h
+            start = t + 1
+        if start < T or not pieces:
+            pieces.append(self._kernel(x[:, start:], h, c)[0])
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces, 1)
+
+    def _gathered(self, x: torch.Tensor, pos: torch.Tensor, steps: list[int]) -> torch.Tensor:
+        """x (batch, T, d_embed); pos (batch,) int64 on the CPU, row i's own step; `steps` the
+        hooked ones, sorted -> h (batch, T, d_hidden).
+        1. The clean kernel up to each row's step (GRU: one call up to the last, read at pos;
+           LSTM: packed by length pos + 1, so that h_n, c_n are each row's own step).
+        2. The sites of `steps` in turn on the (batch, d_state) tensor of own-step states
+           (`Sites.per_row`: the hooks at t touch the rows at t only).
+        3. One packed call from each row's new state over its T - 1 - pos remaining steps,
+           left-aligned; then per row: clean before pos, the site's h at pos, the rest after."""
+        H, (B, T), dev = self.d_hidden, x.shape[:2], x.device
+        first, last = int(pos.min()), int(pos.max())
+        pos_d = pos.to(dev, non_blocking=True)
+        h0 = x.new_zeros(1, B, H, dtype=torch.float32)
+        if self.is_lstm:
+            clean, hn, cn = self._kernel(x[:, :last + 1], h0, h0, lengths=pos + 1)
+            state = torch.cat([hn[0], cn[0]], 1)  # (B, 2H): [h, c] at each row's step
+        else:
+            clean = self._kernel(x[:, :last + 1], h0, None)[0]  # (B, last + 1, H)
+            state = clean[torch.arange(B, device=dev), pos_d]  # (B, H)
+        for t in steps:
+            state = self.sites.state[t](state)
+        t_idx = torch.arange(T, device=dev)[None, :]  # (1, T)
+        before = (t_idx < pos_d[:, None])[..., None]  # (B, T, 1)
+        at = (t_idx == pos_d[:, None])[..., None]
+        h_new = state[:, None, :H].to(clean.dtype)  # (B, 1, H): what the head reads at pos
+        if clean.shape[1] < T:
+            clean = torch.cat([clean, clean.new_zeros(B, T - clean.shape[1], H)], 1)
+        L = T - 1 - first  # the longest remainder
+        if L <= 0:  # every row at the last step
+            return torch.where(before, clean, h_new.expand(B, T, H))
+        src = (pos_d[:, None] + 1 + torch.arange(L, device=dev)[None, :]).clamp_max(T - 1)
+        xs = x.gather(1, src[..., None].expand(-1, -1, x.shape[2]))  # (B, L, d_embed)
+        h1, c1 = self._split(state)
+        rest = self._kernel(xs, h1, c1, lengths=(T - 1 - pos).clamp_min(1))[0]  # (B, L, H)
+        j = (t_idx - pos_d[:, None] - 1).clamp(0, L - 1)  # (B, T): index into the remainder
+        after = rest.gather(1, j[..., None].expand(-1, -1, H))
+        return torch.where(before, clean, torch.where(at, h_new, after))
+
     def _fusable(self) -> bool:
         return not self.sites.hooked("state") and not torch.compiler.is_compiling()
 
     def _fused(self, x: torch.Tensor) -> torch.Tensor:
         """x (batch, pos, d_embed) -> h at every step (batch, pos, d_hidden), float32, by
-        torch's GRU/LSTM kernel on the cell's weights."""
-        cell = self.cell
-        params = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
-        with torch.autocast(x.device.type, enabled=False):
-            x = x.float()
-            h0 = x.new_zeros(1, x.shape[0], self.d_hidden)  # (layers, batch, H)
-            if self.is_lstm:
-                return torch._VF.lstm(x, (h0, h0), params, True, 1, 0.0, self.training,
-                                      False, True)[0]
-            return torch._VF.gru(x, h0, params, True, 1, 0.0, self.training, False, True)[0]
+        torch's GRU/LSTM kernel on the cell's weights, no site run."""
+        h0 = x.new_zeros(1, x.shape[0], self.d_hidden, dtype=torch.float32)  # (layers, batch, H)
+        return self._kernel(x, h0, h0 if self.is_lstm else None)[0]
 
     def _head(self, h: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """The output MLP with a given dropout mask (..., d_mlp) (None: the head as is)."""

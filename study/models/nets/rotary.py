@@ -87,6 +87,13 @@ class Block(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
 
+def transformer_kinds(net) -> list[SiteKind]:
+    """The site kinds a transformer `net` offers, with their counts and widths (its
+    `site_kinds()`): from `net.n_layers` and its config's d_model, n_heads and d_head."""
+    c = net.config
+    return transformer_site_kinds(net.n_layers, c.d_model, c.n_heads * c.d_head)
+
+
 class RotaryTransformer(nn.Module):
     """ids (batch, pos) -> logits (batch, pos, vocab_size); sites resid/attn_out/mlp_out/head."""
 
@@ -107,10 +114,7 @@ class RotaryTransformer(nn.Module):
         self.register_buffer("rot_sin", sin, persistent=False)
         self.reset_parameters()
 
-    def site_kinds(self) -> list[SiteKind]:
-        """The site kinds this network offers, with their counts and widths."""
-        c = self.config
-        return transformer_site_kinds(self.n_layers, c.d_model, c.n_heads * c.d_head)
+    site_kinds = transformer_kinds  # the site kinds it offers, with counts and widths
 
     @property
     def device(self) -> torch.device:

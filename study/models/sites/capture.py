@@ -1,7 +1,7 @@
 """Reading the activations at a network's sites with forward hooks.
 
 A forward hook on `model.sites.<kind>[i]` sees exactly the tensor the site names (shapes in
-`study/models/sites/__init__.py`). Every helper here removes its hooks in `finally`, so a failing
+`study/core/sites.py`). Every helper here removes its hooks in `finally`, so a failing
 forward never leaves one behind.
 
 - `hooked`: run `fn(tensor)` at chosen sites of one kind during a block (a return value
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from study.models.sites import STEP_KINDS
+from study.core.sites import STEP_KINDS
 
 
 @contextmanager

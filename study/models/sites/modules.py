@@ -3,15 +3,18 @@
 A `Site` returns its input unchanged; it exists so that pyvene (by module path, e.g.
 `"sites.resid[2].output"`) and plain forward hooks see exactly the tensor an analysis means.
 They cost nothing at training time and survive `torch.compile`. The kinds and their hook
-shapes are listed in `study/models/sites/__init__.py`.
+shapes are listed in `study/core/sites.py`.
 """
 from __future__ import annotations
+
+import contextlib
+from typing import Callable, NamedTuple
 
 import torch
 from torch import nn
 from torch.nn.modules import module as _torch_module
 
-from study.models.sites import KINDS
+from study.core.sites import KINDS
 
 
 class Site(nn.Module):
@@ -44,3 +47,72 @@ class Sites(nn.Module):
             return True
         return any(site._forward_hooks or site._forward_pre_hooks
                    for site in getattr(self, kind, ()))
+
+    def hooked_steps(self, kind: str, n: int) -> list[int] | None:
+        """The sorted indices < n of the `kind` sites a forward must run: those carrying a
+        forward (pre-)hook, except, under an `only` / `per_row` declaration, indices outside the
+        declared ones whose every hook the declaration vouches inert. None when a global module
+        hook watches every module call (then every site must run)."""
+        if _torch_module._global_forward_hooks or _torch_module._global_forward_pre_hooks:
+            return None
+        mods = getattr(self, kind, ())
+        decl = self.__dict__.get("_declared", {}).get(kind)
+        out = []
+        for t in range(min(n, len(mods))):
+            hooks = [*mods[t]._forward_hooks.values(), *mods[t]._forward_pre_hooks.values()]
+            if hooks and (decl is None or t in decl.steps or not all(map(decl.inert, hooks))):
+                out.append(t)
+        return out
+
+    def declared_rows(self, kind: str) -> tuple[torch.Tensor, list[int]] | None:
+        """(pos (batch,) int64 on the CPU, its distinct values sorted) as declared by an active
+        `per_row` block on `kind`, or None: also when a `kind` site carries a hook the
+        declaration does not vouch for (a user's hook may read rows at other steps)."""
+        decl = self.__dict__.get("_declared", {}).get(kind)
+        if decl is None or decl.pos is None:
+            return None
+        for site in getattr(self, kind, ()):
+            hooks = [*site._forward_hooks.values(), *site._forward_pre_hooks.values()]
+            if not all(map(decl.inert, hooks)):
+                return None
+        return decl.pos, sorted(decl.steps)
+
+    def only(self, kind: str, steps, inert=None):
+        """Context manager: within the block, hooks at `kind` sites outside `steps` leave their
+        site unchanged, so a network may skip those sites. `inert(hook) -> bool` names the hooks
+        this holds for (default: every hook); a site with any other hook keeps running."""
+        return self._declare(kind, None, steps, inert)
+
+    def per_row(self, kind: str, pos, inert=None):
+        """Context manager: within the block, row i of a forward is read or replaced at its own
+        index pos[i] only. The hooks at index t touch only the rows with pos == t, and the
+        hooks (vouched by `inert`, as in `only`) at indices no row sits at leave their site
+        unchanged. A network may then run the sites on one tensor whose row i holds row i's
+        activation at pos[i]. pos: (batch,) ints (list, array or tensor; a device tensor
+        costs one host read)."""
+        pos = torch.as_tensor(pos).reshape(-1).long().cpu()  # (batch,)
+        return self._declare(kind, pos, pos.unique().tolist(), inert)
+
+    @contextlib.contextmanager
+    def _declare(self, kind, pos, steps, inert):
+        # kept in __dict__: not a buffer or submodule, so state_dict and .to() ignore it
+        table = self.__dict__.setdefault("_declared", {})
+        if kind in table:
+            raise RuntimeError(f"a declaration on the {kind} sites is already active")
+        table[kind] = _Declaration(pos, frozenset(int(s) for s in steps), inert or _every_hook)
+        try:
+            yield
+        finally:
+            table.pop(kind, None)
+
+
+class _Declaration(NamedTuple):
+    """An active `Sites.only` / `Sites.per_row` block: pos (batch,) or None, the declared
+    indices, and the predicate naming the hooks that leave other indices unchanged."""
+    pos: torch.Tensor | None
+    steps: frozenset
+    inert: Callable
+
+
+def _every_hook(_fn) -> bool:
+    return True

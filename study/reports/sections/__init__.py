@@ -16,7 +16,7 @@ class SectionEntry:
     name: str
     title: str
     order: int  # position in the report, ascending
-    build: Callable  # (runs: list[Run]) -> list[Figure], runs all of one task
+    build: Callable  # (runs: list[RunTables]) -> list[Figure], runs all of one task
 
 
 def section(name: str, title: str, order: int) -> Callable:

@@ -48,11 +48,6 @@ def stacked(runs, table: str, **extra) -> pd.DataFrame | None:
     return pd.concat(parts, ignore_index=True) if parts else None
 
 
-def site_label(site: str, layer: int) -> str:
-    """`resid[1]`, `state` — how a site is written in charts."""
-    return "state" if site == "state" else f"{site}[{int(layer)}]"
-
-
 def fmt(mean: float, std: float = 0.0, n: int = 1, digits: int = 3) -> str:
     """'0.912' or '0.912 ± 0.004' (± one standard deviation over n seeds)."""
     if mean is None or (isinstance(mean, float) and np.isnan(mean)):

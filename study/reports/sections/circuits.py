@@ -6,9 +6,14 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from study.core.tables import ABLATION, CIRCUITS
 from study.reports.figure import Figure
 from study.reports.sections import section
 from study.reports.sections._common import stacked
+from study.reports.sections._heatmap import heatmap
+
+# the tooltip of the per-head heat maps
+HEAD_TOOLTIP = ["run:N", "head_label:N", "score:N", alt.Tooltip("value:Q", format=".3f")]
 
 
 def head_label(layer: int, head: int) -> str:
@@ -18,7 +23,7 @@ def head_label(layer: int, head: int) -> str:
 def scores(runs) -> pd.DataFrame | None:
     """run, head_label, score, value for the scores that are fractions or cosines
     (frequencies such as `fourier_freq_<i>` are left to the table)."""
-    c = stacked(runs, "circuits")
+    c = stacked(runs, CIRCUITS.name)
     if c is None:
         return None
     c = c[~c["score"].str.startswith("fourier_freq_")]
@@ -26,7 +31,7 @@ def scores(runs) -> pd.DataFrame | None:
 
 
 def ablation(runs) -> pd.DataFrame | None:
-    a = stacked(runs, "ablation")
+    a = stacked(runs, ABLATION.name)
     if a is None:
         return None
     base = a[a["method"] == "none"][["run", "split", "stratum", "accuracy"]]
@@ -69,15 +74,10 @@ def roles_chart(runs, r: pd.DataFrame):
     order = [_with_accuracy(x) for x in runs if x.label in set(r["run"])]
     heads = sorted(r["head_label"].unique(), key=lambda h: [int(p[1:]) for p in h.split(".")])
     names = list(dict.fromkeys(r["score"]))
-    base = alt.Chart().encode(
-        x=alt.X("column:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40)),
-        y=alt.Y("head_label:N", sort=heads, title="head"))
-    rect = base.mark_rect().encode(
-        color=alt.Color("value:Q", scale=alt.Scale(domain=[0, 1], scheme="oranges", clamp=True),
-                        title="score"),
-        tooltip=["run:N", "head_label:N", "score:N", alt.Tooltip("value:Q", format=".3f")])
-    text = base.mark_text(fontSize=8).encode(text=alt.Text("value:Q", format=".2f"))
-    return alt.layer(rect, text, data=r).properties(
+    return heatmap(
+        r, alt.X("column:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40)),
+        alt.Y("head_label:N", sort=heads, title="head"), "value", title="score",
+        scheme="oranges", clamp=True, labels=8, tooltip=HEAD_TOOLTIP,
         width=max(60, 42 * len(order)), height=max(60, 16 * len(heads))).facet(
         facet=alt.Facet("score:N", sort=names, title=None), columns=4).resolve_scale(
         y="independent")
@@ -96,7 +96,7 @@ def along_training(runs) -> pd.DataFrame | None:
     analysis=circuits checkpoint=all`), layer-level rows (head -1) at the paper's layer."""
     parts = []
     for r in runs:
-        c = r.tables.get("circuits")
+        c = r.tables.get(CIRCUITS.name)
         if c is None or c.empty or c["checkpoint"].nunique() < 2:
             continue
         c = c[(c["head"] < 0) & (c["layer"] == c["score"].map(PROGRESS))]
@@ -146,15 +146,10 @@ def build(runs) -> list[Figure]:
     if s is not None and not s.empty:
         names = list(dict.fromkeys(s["score"]))
         heads = sorted(s["head_label"].unique())
-        base = alt.Chart().encode(
-            x=alt.X("score:N", sort=names, title=None, axis=alt.Axis(labelAngle=-40)),
-            y=alt.Y("head_label:N", sort=heads, title="head (L = all heads of the layer)"))
-        rect = base.mark_rect().encode(
-            color=alt.Color("value:Q", scale=alt.Scale(domain=[0, 1], scheme="oranges",
-                                                       clamp=True), title="score"),
-            tooltip=["run:N", "head_label:N", "score:N", alt.Tooltip("value:Q", format=".3f")])
-        text = base.mark_text(fontSize=8).encode(text=alt.Text("value:Q", format=".2f"))
-        chart = alt.layer(rect, text, data=s).properties(
+        chart = heatmap(
+            s, alt.X("score:N", sort=names, title=None, axis=alt.Axis(labelAngle=-40)),
+            alt.Y("head_label:N", sort=heads, title="head (L = all heads of the layer)"),
+            "value", title="score", scheme="oranges", clamp=True, labels=8, tooltip=HEAD_TOOLTIP,
             width=max(200, 34 * len(names)), height=max(60, 18 * len(heads))).facet(
             row=alt.Row("run:N", title=None, sort=[r.label for r in runs]))
         figs.append(Figure(
@@ -184,15 +179,14 @@ def build(runs) -> list[Figure]:
             chart=chart))
         strata = a[(a["stratum"] != "all") & (a["method"] == "zero")]
         if not strata.empty:
-            chart = alt.Chart(strata).mark_rect().encode(
-                x=alt.X("stratum:N", title=None, axis=alt.Axis(labelAngle=-50)),
-                y=alt.Y("head_label:N", title="zero-ablated head"),
-                color=alt.Color("drop:Q", title="accuracy lost",
-                                scale=alt.Scale(scheme="reds", domain=[0, 1], clamp=True)),
-                row=alt.Row("run:N", title=None, sort=[r.label for r in runs]),
+            chart = heatmap(
+                strata, alt.X("stratum:N", title=None, axis=alt.Axis(labelAngle=-50)),
+                alt.Y("head_label:N", title="zero-ablated head"), "drop",
+                title="accuracy lost", scheme="reds", clamp=True,
                 tooltip=["run:N", "stratum:N", "head_label:N",
                          alt.Tooltip("drop:Q", format=".3f")],
-            ).properties(height=max(40, 18 * strata["head_label"].nunique()))
+                height=max(40, 18 * strata["head_label"].nunique()),
+                row=alt.Row("run:N", title=None, sort=[r.label for r in runs]))
             figs.append(Figure(
                 key="head-ablation-strata", title="Head ablation by stratum",
                 caption=("Accuracy lost per stratum when each head is zeroed: a head that "

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import altair as alt
 
+from study.core.tables import COMPARE_GEOMETRY
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._compare import cross_table, pick_k, run_order
 
 
 def geometry(runs):
-    df = cross_table(runs, "compare_geometry")
+    df = cross_table(runs, COMPARE_GEOMETRY.name)
     if df is None:
         return None
     return df.assign(lo1=df["pc1"] - df["sd1"], hi1=df["pc1"] + df["sd1"],

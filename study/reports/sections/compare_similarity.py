@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import altair as alt
 
+from study.core.tables import COMPARE_SIMILARITY
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._compare import cross_table, pick_k, run_order
+from study.reports.sections._heatmap import heatmap
 
 KINDS = {"value": "aligned subspaces", "baseline": "inputs shuffled",
          "random_subspace": "random subspace (other run)"}
@@ -16,7 +18,7 @@ KINDS = {"value": "aligned subspaces", "baseline": "inputs shuffled",
 
 def similarity(runs):
     """Long rows for the matrices: variable, run, other_run, measure, k, compared, value."""
-    df = cross_table(runs, "compare_similarity")
+    df = cross_table(runs, COMPARE_SIMILARITY.name)
     if df is None:
         return None
     long = df.melt(id_vars=["variable", "run", "other_run", "measure", "k", "site", "other_site"],
@@ -36,19 +38,13 @@ def build(runs) -> list:
         k = pick_k(v["k"])
         v = v[v["k"] == k]
         order = run_order(runs, list(v["run"]) + list(v["other_run"]))
-        base = alt.Chart().encode(
-            x=alt.X("other_run:N", sort=order, title="other run", axis=alt.Axis(labelAngle=-40)),
-            y=alt.Y("run:N", sort=order, title="run"))
-        rect = base.mark_rect().encode(
-            color=alt.Color("score:Q", scale=alt.Scale(domain=[0, 1], scheme="blues"),
-                            title="similarity"),
-            tooltip=["run:N", "other_run:N", "measure:N", "compared:N", "site:N",
-                     "other_site:N", alt.Tooltip("score:Q", format=".3f")])
-        text = base.mark_text(fontSize=10).encode(
-            text=alt.Text("score:Q", format=".2f"),
-            color=alt.condition("datum.score > 0.6", alt.value("white"), alt.value("black")))
         n = len(order)
-        chart = alt.layer(rect, text, data=v).properties(
+        chart = heatmap(
+            v, alt.X("other_run:N", sort=order, title="other run", axis=alt.Axis(labelAngle=-40)),
+            alt.Y("run:N", sort=order, title="run"), "score", title="similarity",
+            scheme="blues", labels=10, white_above=0.6,
+            tooltip=["run:N", "other_run:N", "measure:N", "compared:N", "site:N",
+                     "other_site:N", alt.Tooltip("score:Q", format=".3f")],
             width=max(90, 38 * n), height=max(60, 24 * n)).facet(
             row=alt.Row("measure:N", title=None),
             column=alt.Column("compared:N", title=None, sort=list(KINDS.values())))

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import altair as alt
 
+from study.core.tables import COMPARE_STITCHING
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._compare import cross_table, pick_k, run_order
+from study.reports.sections._heatmap import heatmap
 
 COLUMNS = {"iia": "stitched A → B", "own_iia": "B's own interchange",
            "shuffled_map_iia": "map fit on shuffled pairs",
@@ -17,7 +19,7 @@ COLUMNS = {"iia": "stitched A → B", "own_iia": "B's own interchange",
 
 @section("compare_stitching", "Same variable across architectures: stitching", order=46)
 def build(runs) -> list:
-    df = cross_table(runs, "compare_stitching")
+    df = cross_table(runs, COMPARE_STITCHING.name)
     if df is None or df.empty:
         return []
     figs = []
@@ -30,18 +32,12 @@ def build(runs) -> list:
             id_vars=["run", "other_run"], value_vars=list(COLUMNS), var_name="score",
             value_name="rate")
         long = long.assign(score=long["score"].map(COLUMNS))
-        base = alt.Chart().encode(
-            x=alt.X("other_run:N", sort=order, title="into B", axis=alt.Axis(labelAngle=-40)),
-            y=alt.Y("run:N", sort=order, title="from A"))
-        rect = base.mark_rect().encode(
-            color=alt.Color("rate:Q", scale=alt.Scale(domain=[0, 1], scheme="greens"),
-                            title="IIA (changed pairs)"),
-            tooltip=["run:N", "other_run:N", "score:N", alt.Tooltip("rate:Q", format=".3f")])
-        text = base.mark_text(fontSize=10).encode(
-            text=alt.Text("rate:Q", format=".2f"),
-            color=alt.condition("datum.rate > 0.6", alt.value("white"), alt.value("black")))
         n = len(order)
-        chart = alt.layer(rect, text, data=long).properties(
+        chart = heatmap(
+            long, alt.X("other_run:N", sort=order, title="into B", axis=alt.Axis(labelAngle=-40)),
+            alt.Y("run:N", sort=order, title="from A"), "rate", title="IIA (changed pairs)",
+            scheme="greens", labels=10, white_above=0.6,
+            tooltip=["run:N", "other_run:N", "score:N", alt.Tooltip("rate:Q", format=".3f")],
             width=max(90, 38 * n), height=max(60, 24 * n)).facet(
             facet=alt.Facet("score:N", title=None, sort=list(COLUMNS.values())),
             columns=2)  # two matrices a row: four side by side outgrow a page

@@ -7,6 +7,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from study.core.sites import site_label
+from study.core.tables import DAS, DAS_CONTROL
 from study.reports.figure import Figure
 from study.reports.sections import section
 from study.reports.sections._common import HEIGHT, WIDTH, model_color, several_seeds, spread, stacked
@@ -19,17 +21,16 @@ CONTROL = " step 0"  # suffix of the alignments trained on the step-0 network
 def iia_curves(runs, controls: bool = False) -> pd.DataFrame | None:
     """Test IIA per (model, variable, site, alignment, k): mean/min/max over seeds. With
     `controls`, the step-0 control's rows too, as alignments "oaf step 0", "laf step 0"."""
-    das = stacked(runs, "das")
+    das = stacked(runs, DAS.name)
     if das is None:
         return None
     if controls:
-        ctl = stacked(runs, "das_control")
+        ctl = stacked(runs, DAS_CONTROL.name)
         if ctl is not None and len(ctl):
             das = pd.concat([das, ctl.assign(alignment=ctl["alignment"] + CONTROL)],
                             ignore_index=True)
     d = das[das["split"] == "test"].copy()
-    d["site"] = [("state" if s == "state" else f"{s}[{int(l)}]") + ("" if p < 0 else f"@{int(p)}")
-                 for s, l, p in zip(d["site"], d["layer"], d["position"])]
+    d["site"] = [site_label(s, l, p) for s, l, p in zip(d["site"], d["layer"], d["position"])]
     return spread(d, ["model", "variable", "site", "alignment", "k"], "iia")
 
 

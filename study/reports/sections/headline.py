@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from study.core.tables import DAS
 from study.reports.figure import Figure
 from study.reports.sections import section
 from study.reports.sections._common import first_k_above, fmt, several_seeds, stacked
@@ -14,7 +15,7 @@ THRESHOLD = 0.9  # "the k where IIA first passes 0.9"
 def headline_numbers(runs) -> pd.DataFrame:
     """One row per run: model, seed, accuracy per scored split, and per (variable, alignment)
     the best test IIA over k and sites and the smallest k reaching THRESHOLD (numbers)."""
-    das = stacked(runs, "das")
+    das = stacked(runs, DAS.name)
     rows = []
     for r in runs:
         row = {"run": r.label, "model": r.model, "seed": r.seed}

@@ -9,9 +9,12 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from study.core.sites import site_label
+from study.core.tables import HEAD_RANKING, PATCHING, POSITIONS
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._common import WIDTH, model_color, site_label
+from study.reports.sections._common import WIDTH, model_color
+from study.reports.sections._heatmap import heatmap
 
 METRIC = "flip_rate"
 TOP_HEADS = 8
@@ -33,7 +36,7 @@ def flip_values(df: pd.DataFrame) -> pd.DataFrame:
 def position_labels(run) -> pd.DataFrame | None:
     """position, label ("12 x": the position and a base example's token there; one example
     for every counterfactual kind, so the panels share their axis)."""
-    pos = run.final("positions")
+    pos = run.final(POSITIONS.name)
     if pos is None:
         return None
     pos = pos[pos["counterfactual"] == pos["counterfactual"].iloc[0]]
@@ -43,7 +46,7 @@ def position_labels(run) -> pd.DataFrame | None:
 
 def heatmap_data(run) -> pd.DataFrame | None:
     """Rows of the flip-rate grid of non-head sites at explicit positions (aligned pairs)."""
-    df = run.final("patching")
+    df = run.final(PATCHING.name)
     if df is None:
         return None
     df = df[(df["metric"] == METRIC) & (df["site"] != "none") & (df["head"] == -1)
@@ -65,7 +68,7 @@ def pair_site_data(runs) -> pd.DataFrame | None:
     """Flip rates of pairs patched at their own positions (position -1), every run stacked."""
     parts = []
     for r in runs:
-        df = r.final("patching")
+        df = r.final(PATCHING.name)
         if df is None:
             continue
         df = flip_values(df[(df["metric"] == METRIC) & (df["position"] == -1)
@@ -89,15 +92,13 @@ def build(runs) -> list[Figure]:
         layers = sorted(d["site_layer"].unique(), key=lambda s: -int(s.split("[")[1][:-1])
                         if "[" in s else 0)
         rnn = set(d["site_layer"]) == {"state"}
-        chart = alt.Chart(d).mark_rect().encode(
-            x=alt.X("label:N", sort=order, title="time step" if rnn else "position (token)",
-                    axis=alt.Axis(labelAngle=-60, labelFontSize=8)),
-            y=alt.Y("site_layer:N", sort=layers, title="site"),
-            color=alt.Color("value:Q", title="flip rate", scale=alt.Scale(domain=[0, 1],
-                                                                          scheme="blues")),
-            tooltip=["counterfactual:N", "site_layer:N", "label:N",
-                     alt.Tooltip("value:Q", format=".3f", title="flip rate")],
-        ).properties(width=max(WIDTH, 9 * len(order)), height=max(60, 16 * len(layers))).facet(
+        chart = heatmap(
+            d, alt.X("label:N", sort=order, title="time step" if rnn else "position (token)",
+                     axis=alt.Axis(labelAngle=-60, labelFontSize=8)),
+            alt.Y("site_layer:N", sort=layers, title="site"), "value", title="flip rate",
+            scheme="blues", tooltip=["counterfactual:N", "site_layer:N", "label:N",
+                                     alt.Tooltip("value:Q", format=".3f", title="flip rate")],
+            width=max(WIDTH, 9 * len(order)), height=max(60, 16 * len(layers))).facet(
             # labels read horizontally: a rotated one longer than its row overlaps the next
             row=alt.Row("counterfactual:N", title=None,
                         header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="left")))
@@ -131,7 +132,7 @@ def build(runs) -> list[Figure]:
 def _head_rankings(runs) -> list[Figure]:
     parts = []
     for r in runs:
-        hr = r.final("head_ranking")
+        hr = r.final(HEAD_RANKING.name)
         if hr is None:
             continue
         hr = hr[(hr["metric"] == "logit_diff") & (hr["rank"] <= TOP_HEADS)]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from study.core.sites import site_label
+from study.core.tables import PROBES
 from study.reports.figure import Figure
 from study.reports.sections import section
-from study.reports.sections._common import HEIGHT, WIDTH, run_color, site_label, stacked
+from study.reports.sections._common import HEIGHT, WIDTH, run_color, stacked
 
 
 KINDS = ["probe", "control (shuffled labels)"]
@@ -16,7 +18,7 @@ KINDS = ["probe", "control (shuffled labels)"]
 def by_site(runs) -> pd.DataFrame | None:
     """Per run, variable, site and control: test accuracy of the pooled probe (position -1),
     or the best position's where no pooled probe was fitted."""
-    p = stacked(runs, "probes")
+    p = stacked(runs, PROBES.name)
     if p is None:
         return None
     p = p[p["split"] == "test"]
@@ -32,7 +34,7 @@ def by_site(runs) -> pd.DataFrame | None:
 
 def by_position(runs, sites: pd.DataFrame) -> pd.DataFrame | None:
     """Test accuracy per position at each (run, variable)'s best site (probe, not control)."""
-    p = stacked(runs, "probes")
+    p = stacked(runs, PROBES.name)
     if p is None:
         return None
     p = p[(p["split"] == "test") & (~p["control"]) & (p["position"] >= 0)]

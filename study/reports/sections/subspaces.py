@@ -4,6 +4,7 @@ from __future__ import annotations
 import altair as alt
 from pathlib import PurePath
 
+from study.core.tables import SUBSPACES
 from study.reports.figure import Figure
 from study.reports.sections import section
 from study.reports.sections._common import HEIGHT, WIDTH, stacked
@@ -11,7 +12,7 @@ from study.reports.sections._common import HEIGHT, WIDTH, stacked
 
 @section("subspaces", "Subspace agreement across checkpoints", order=70)
 def build(runs) -> list[Figure]:
-    s = stacked(runs, "subspaces")
+    s = stacked(runs, SUBSPACES.name)
     if s is None or s.empty:
         return []
     s = s.assign(compared_with=[

@@ -25,9 +25,11 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from study.core.sites import site_label
+from study.core.tables import COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING, DAS, DAS_CONTROL
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._common import HEIGHT, WIDTH, model_color, site_label
+from study.reports.sections._common import HEIGHT, WIDTH, model_color
 
 MARGIN = 0.1  # the lower end of the interval must clear both controls by this much
 ALIGNED_IIA = 0.9  # and the IIA itself reach this, for "aligned"
@@ -80,10 +82,10 @@ def verdict_numbers(runs) -> pd.DataFrame:
     the verdict."""
     rows = []
     for r in runs:
-        das = r.final("das")
+        das = r.final(DAS.name)
         if das is None:
             continue
-        control = _test(r.final("das_control"))
+        control = _test(r.final(DAS_CONTROL.name))
         for variable, d in das.groupby("variable", sort=False):
             cand = _candidate(d)
             test = d[d["split"] == "test"]
@@ -161,9 +163,9 @@ def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
         facet=alt.Facet("variable:N", title=None), columns=4)
 
 
-_COMPARISONS = (("compare_similarity", "compare-similarity", "similarity across runs"),
-                ("compare_geometry", "compare-geometry", "geometry of its values"),
-                ("compare_stitching", "compare-stitching", "cross-model interchange"))
+_COMPARISONS = ((COMPARE_SIMILARITY.name, "compare-similarity", "similarity across runs"),
+                (COMPARE_GEOMETRY.name, "compare-geometry", "geometry of its values"),
+                (COMPARE_STITCHING.name, "compare-stitching", "cross-model interchange"))
 
 
 def _comparison_links(runs, numbers: pd.DataFrame) -> tuple[tuple[str, str], ...]:

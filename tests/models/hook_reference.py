@@ -1,15 +1,15 @@
-"""Replacing the activation at one site, per example, with plain forward hooks.
+"""The hook-based reference the pyvene path is tested against: replacing the activation at
+one site, per example, with plain forward hooks.
+
+The library intervenes only through pyvene (`study/models/sites/pyvene_bridge.py`). These
+hooks are written independently of it, so tests that compare the two (same logits) check
+what the bridge guards in pyvene against the plain meaning of "replace this vector".
 
 `intervene(model, kind, layer, pos, fn)`: while active, every forward replaces row i's
 vector at position `pos[i]` by `fn(rows, vectors)` (rows: the batch rows handled in that
 call; vectors (len(rows), width)). Each row carries its own position, so many
-(example, position) jobs share one forward. Gradients flow through `fn` (DAS trains through
-it). For the step kind the position is the time step: row i is replaced at
-`sites.state[pos[i]]`.
-
-The `patching` and `das` analyses intervene through pyvene (`study/models/nets/pyvene_sites.py`);
-these plain hooks are the independent reference their tests compare against (same logits),
-and what the cross-run stitching of `analyses/compare` writes with.
+(example, position) jobs share one forward. Gradients flow through `fn`. For the step kind
+the position is the time step: row i is replaced at `sites.state[pos[i]]`.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from study.models.sites import STEP_KINDS
+from study.core.sites import STEP_KINDS
 
 
 @contextlib.contextmanager

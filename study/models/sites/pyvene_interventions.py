@@ -1,9 +1,10 @@
-"""pyvene interventions of our own: per-example row selection, and plain patching.
+"""pyvene interventions of our own: per-example row selection, patching, writing given values,
+and ablation.
 
 pyvene intervenes on every example of a batch at each representation it holds. Our recurrent
 networks have one site per time step (`sites.state[t]`), and the pairs of a batch are
 intervened at different steps, so the step kind's intervenable (`site_intervenable` in
-`study/models/nets/pyvene_sites.py`) holds one representation per step and tells each one which
+`study/models/sites/pyvene_bridge.py`) holds one representation per step and tells each one which
 examples are its own [ours]:
 
 - `subspaces` of one representation may be a (batch,) bool tensor, the rows intervened on
@@ -14,6 +15,13 @@ examples are its own [ours]:
 - `PatchIntervention`: pyvene's vanilla interchange (the source vector replaces the base's),
   optionally only on the features [start, stop) (one attention head of a `head` site), with
   the row selection above. The `patching` analysis runs through it.
+- `WriteIntervention`: each example's site vector becomes `write(vector, value)`, the values
+  handed in per example as pyvene's source representations (any width): the cross-run
+  stitching of `study/analyses/compare` writes another run's mapped coordinates into a
+  subspace with it. Row selection as above.
+- `AblateIntervention`: features [start, stop) of the site set to 0 or to given per-position
+  values, at every position it is applied to (the `circuits` analysis' head ablation, run over
+  the site's whole output: `study.models.sites.pyvene_bridge.run_sourceless`).
 
 The classes live in an importable module, so `pyvene.IntervenableModel.load` can rebuild them
 from the type names it saves.
@@ -24,7 +32,7 @@ from typing import Callable
 
 import torch
 
-from study.models.nets.pyvene_sites import pyvene
+from study.models.sites.pyvene_loader import pyvene
 
 pv = pyvene()
 
@@ -72,3 +80,54 @@ class PatchIntervention(pv.VanillaIntervention):
 
     def __str__(self):
         return f"PatchIntervention(features={self.features})"
+
+
+class WriteIntervention(pv.VanillaIntervention):
+    """Each example's vector becomes `write(base, value)`: base (n, width), value (n, m) the
+    example's source representation (m any width, e.g. k subspace coordinates) -> (n, width).
+    `subspaces` may select rows (`gate_rows`). Holds a function, so it is not saved."""
+
+    takes_row_mask = True
+
+    def __init__(self, embed_dim: int | None = None,
+                 write: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+                 **kwargs):
+        super().__init__(embed_dim=embed_dim, **kwargs)
+        if write is None:
+            raise ValueError("WriteIntervention needs write=fn(base, value) -> new base")
+        self.write = write
+
+    def _write(self, base, source):
+        # pyvene hands sequence sites as (n, units, width), the state as (n, width)
+        flat = self.write(base.reshape(-1, base.shape[-1]), source.reshape(-1, source.shape[-1]))
+        return flat.reshape(base.shape).to(base.dtype)
+
+    def forward(self, base, source, subspaces=None, **kwargs):
+        return gate_rows(base, source, subspaces, self._write)
+
+    def __str__(self):
+        return "WriteIntervention()"
+
+
+class AblateIntervention(pv.ConstantSourceIntervention, pv.LocalistRepresentationIntervention):
+    """Features [start, stop) of every position it sees set to 0 (`values` None) or to
+    `values[p, start:stop]` at position p (values: (pos, width), e.g. the mean over a set of
+    sequences). base: (batch, pos, width) (the site's whole output). Needs no source."""
+
+    def __init__(self, embed_dim: int | None = None, features: tuple[int, int] = (0, 0),
+                 values: torch.Tensor | None = None, **kwargs):
+        super().__init__(embed_dim=embed_dim, **kwargs)
+        self.features = (int(features[0]), int(features[1]))
+        self.values = values
+
+    def forward(self, base, source=None, subspaces=None, **kwargs):
+        lo, hi = self.features
+        new = base.clone()
+        if self.values is None:
+            new[..., lo:hi] = 0
+        else:
+            new[..., lo:hi] = self.values[: base.shape[-2], lo:hi].to(base.device, base.dtype)
+        return new
+
+    def __str__(self):
+        return f"AblateIntervention(features={self.features}, mean={self.values is not None})"

@@ -1,8 +1,8 @@
 """The one place our networks meet pyvene: site registration, intervenable models, interchanges.
 
 Every network exposes its intervention sites as identity modules under `model.sites`
-(`models/sites`). This module makes them addressable by pyvene under the site-kind names
-(`study.models.sites.KINDS`: `"resid"`, `"attn_out"`, `"mlp_out"`, `"head"`, `"state"`) and runs
+(`study/models/sites/modules.py`). This module makes them addressable by pyvene under the site-kind names
+(`study.core.sites.KINDS`: `"resid"`, `"attn_out"`, `"mlp_out"`, `"head"`, `"state"`) and runs
 interchange interventions on per-example aligned positions.
 
     iv = intervenable(model, "state", 7, "rotated")            # DAS at the state after token 7
@@ -13,10 +13,17 @@ interchange interventions on per-example aligned positions.
     logits = interchange(iv, base_ids, source_ids, base_pos=[3, 5], source_pos=[4, 2])
     logits = interchange_vectors(iv, base_ids, [3, 5], source_vectors)  # sources read once
 
-The analyses (`patching`, `das`) run through `site_intervenable` and `interchange_vectors`:
-the source vectors of a set of pairs are read once (they do not change while an alignment
-trains) and handed to pyvene as `source_representations`, and `readout=` asks the network
-for the logits of the scored positions only.
+    iv = intervenable(model, "head", 1, AblateIntervention(features=(0, 4)))
+    logits = run_sourceless(iv, ids)                            # head 0 of layer 1 silenced
+
+This is the one way the library intervenes on a network. The analyses (`patching`, `das`,
+the cross-run stitching of `compare`) run through `site_intervenable` and
+`interchange_vectors`: the source vectors of a set of pairs are read once (they do not change
+while an alignment trains) and handed to pyvene as `source_representations`, and `readout=`
+asks the network for the logits of the scored positions only. Head ablation (`circuits`)
+runs a source-free intervention over a site's whole output (`run_sourceless`). Our own
+interventions (patching a feature range, writing given values, ablation, per-step row
+selection) are in `study/models/sites/pyvene_interventions.py`.
 
 pyvene wraps a `PyveneView` of the network (`register(model)`): the network plus the two
 attributes pyvene reads from a model, `.config` (here: the width of each site kind, so the
@@ -36,7 +43,7 @@ different step per example (`source_pos`), which is read with plain hooks and ha
 pyvene as a source representation. `site_intervenable` lifts the one-step limit: it holds one
 representation per step, all with the same intervention, and each call tells every step which
 examples are its own (a row selection passed as that step's `subspaces`,
-`study/models/nets/pyvene_interventions.py`), so a batch whose examples sit at different steps runs
+`study/models/sites/pyvene_interventions.py`), so a batch whose examples sit at different steps runs
 in one forward.
 
 pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn.py):
@@ -73,7 +80,7 @@ pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn.py):
   you registered earlier on the same site runs first and sees the value *before* the
   intervention; read the result downstream (e.g. a pre-hook on the next module).
 - Importing pyvene takes ~9 s and prints a notice to stdout: it is imported lazily, inside
-  functions, with stdout captured.
+  functions, with stdout captured (`study/models/sites/pyvene_loader.py`).
 """
 from __future__ import annotations
 
@@ -86,8 +93,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from study.models.sites import KINDS, STEP_KINDS, check_site
+from study.core.sites import KINDS, STEP_KINDS, check_site
 from study.models.sites.capture import device_of, site_widths, state_at
+from study.models.sites.pyvene_loader import pyvene
 from study.core.network import read_out
 
 # pyvene's intervention classes by short name (a class or an instance may be passed instead).
@@ -101,19 +109,6 @@ INTERVENTIONS = {
     "addition": "AdditionIntervention",
     "subtraction": "SubtractionIntervention",
 }
-
-_pyvene_module = None
-
-
-def pyvene():
-    """The pyvene package, imported on first use with its start-up notice kept off stdout."""
-    global _pyvene_module
-    if _pyvene_module is None:
-        with contextlib.redirect_stdout(io.StringIO()):
-            import pyvene as pv
-        _pyvene_module = pv
-    return _pyvene_module
-
 
 # --------------------------------------------------------------------------- registration
 
@@ -243,6 +238,26 @@ def _copy_inputs(_module, args):
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
+def _rows_at_own_steps(iv, kind: str, base_pos):
+    """Declare (`Sites.per_row`) that a `site_intervenable` call touches each row at its own
+    step only (the row masks), so the network may run the hooked steps' sites once on each
+    row's own-step state. Costs one host read of device positions; nothing is declared while
+    a CUDA graph is being captured (that read would sync)."""
+    sites = iv.model.net.sites
+    if not hasattr(sites, "per_row") or (torch.cuda.is_available()
+                                         and torch.cuda.is_current_stream_capturing()):
+        return contextlib.nullcontext()
+    if isinstance(base_pos, list):
+        base_pos = [int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in base_pos]
+    return sites.per_row(kind, base_pos, inert=_bridge_hook)
+
+
+def _bridge_hook(fn) -> bool:
+    """pyvene's own hooks and `_copy_inputs`: they leave a step no row sits at unchanged."""
+    return (getattr(fn, "__module__", None) == pyvene().models.intervenable_base.__name__
+            or fn is _copy_inputs)
+
+
 def site_intervenable(model: nn.Module, kind: str, layer: int, intervention: Any = "patch"):
     """A `pyvene.IntervenableModel` acting at the analyses' site `(kind, layer)`, each
     example at its own position (`interchange_vectors`, `interchange`).
@@ -250,13 +265,13 @@ def site_intervenable(model: nn.Module, kind: str, layer: int, intervention: Any
     Sequence kinds: `intervenable(model, kind, layer, intervention)`, one representation at
     `sites.<kind>[layer]`. The step kind (layer 0): one representation per time step t at
     `sites.state[t]`, every one holding the same intervention instance, which must take a
-    row selection as `subspaces` (`study/models/nets/pyvene_interventions.py`; the DAS alignments
+    row selection as `subspaces` (`study/models/sites/pyvene_interventions.py`; the DAS alignments
     and `PatchIntervention` do). `intervention`: "patch" (`PatchIntervention`, the vanilla
     interchange), a pyvene intervention class (built with the site's width) or an instance.
     """
     check_site(model, kind, layer)
     if isinstance(intervention, str) and intervention == "patch":
-        from study.models.nets.pyvene_interventions import PatchIntervention
+        from study.models.sites.pyvene_interventions import PatchIntervention
         intervention = PatchIntervention
     if kind not in STEP_KINDS:
         return intervenable(model, kind, layer, intervention)
@@ -265,7 +280,7 @@ def site_intervenable(model: nn.Module, kind: str, layer: int, intervention: Any
     inst = _make_intervention(intervention, view.config.__dict__[kind], {})
     if not getattr(inst, "takes_row_mask", False):
         raise ValueError(f"{type(inst).__name__} cannot be told which examples to intervene "
-                         f"on at each step (study/models/nets/pyvene_interventions.py); the {kind} "
+                         f"on at each step (study/models/sites/pyvene_interventions.py); the {kind} "
                          f"kind needs that, or intervenable(model, {kind!r}, step, ...) for "
                          f"one step")
     reps = [pv.RepresentationConfig(layer=t, component=kind, unit="pos", max_number_of_units=1,
@@ -403,6 +418,25 @@ def interchange(iv, base: torch.Tensor, source: torch.Tensor | None = None, *,
     return out
 
 
+def run_sourceless(iv, base: torch.Tensor, *, readout: torch.Tensor | None = None) -> torch.Tensor:
+    """Run `base` (batch, pos) with the intervenable's source-free intervention (a pyvene
+    `ConstantSourceIntervention`, e.g. `AblateIntervention`) applied to its site's whole
+    output: every position of a sequence kind, the step of a step kind. `iv`: an
+    `intervenable` at one module. Returns logits (batch, pos, vocab), or with `readout`
+    (batch, pos) bool only the True positions', (n_true, vocab)."""
+    adopt(iv)
+    _reset_fast(iv)
+    if getattr(iv, "study_steps", False):
+        raise ValueError("run_sourceless needs an intervenable at one module, not one per step")
+    for inter in iv.interventions.values():
+        if not getattr(inter, "is_source_constant", False):
+            raise ValueError(f"{type(inter).__name__} needs a source; run_sourceless runs "
+                             f"source-free interventions only")
+    base_in = {"input_ids": base} if readout is None else {"input_ids": base, "readout": readout}
+    _, out = iv(base_in, None, unit_locations=None)
+    return out
+
+
 def _reset_fast(iv) -> None:
     """trap: fast mode is sticky once any call passed an integer location."""
     iv.use_fast = False
@@ -447,8 +481,9 @@ def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor,
         if getattr(iv, "study_steps", False):
             layers = _step_layers(iv, pos.device)  # (n_steps,)
             masks = pos[None, :] == layers[:, None]  # (n_steps, batch): each step's own rows
-            _, out = iv(base_in, unit_locations=None, source_representations=sources,
-                        subspaces=list(masks))
+            with _rows_at_own_steps(iv, kind, base_pos):
+                _, out = iv(base_in, unit_locations=None, source_representations=sources,
+                            subspaces=list(masks))
         else:
             if bool((pos != index).any()):
                 raise ValueError(f"base_pos: this intervenable acts at {kind}[{index}] only; "

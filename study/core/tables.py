@@ -1,0 +1,97 @@
+"""The analysis tables: each one's name and columns, declared once.
+
+An analysis returns `{table name: DataFrame}` and the application writes each to
+`RUN_DIR/analyses/<analysis>/<table>.parquet`; `python -m study compare` writes the
+`compare_*` tables beside its report. The analyses build their tables with these columns
+(`Table.frame`) and the reports read them by these names, so a renamed or added column is
+changed here and nowhere else. `check(name, df)` refuses a table whose columns are not its
+schema's. Every table is long-format: one row per measured value, its keys first. What each
+column means is documented with the analysis that writes it (`study/analyses/<name>`).
+
+Torch-free (reports, which run without torch, import it); pandas is imported only when
+`Table.frame` builds a table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Table:
+    """One analysis table: its file name (without `.parquet`), the analysis that writes it,
+    and its columns in order."""
+
+    name: str
+    analysis: str  # the registered analysis (or `compare`, the cross-run command)
+    columns: tuple[str, ...]
+
+    def frame(self, rows=()):
+        """A pandas DataFrame of `rows` (tuples in column order, or dicts) with exactly these
+        columns."""
+        import pandas as pd
+        return pd.DataFrame(list(rows), columns=list(self.columns))
+
+
+PATCHING = Table("patching", "patching", (
+    "checkpoint", "site", "layer", "position", "head", "counterfactual", "metric", "value",
+    "value_all", "n_pairs", "n_changed"))
+HEAD_RANKING = Table("head_ranking", "patching", (
+    "checkpoint", "counterfactual", "metric", "layer", "head", "value", "rank"))
+POSITIONS = Table("positions", "patching", ("checkpoint", "counterfactual", "position", "token"))
+DAS = Table("das", "das", (
+    "checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split", "iia",
+    "iia_lo", "iia_hi", "iia_all", "n_pairs", "n_changed", "too_few", "iia_restart_sd"))
+DAS_CONTROL = Table("das_control", "das", DAS.columns)  # the same search on the step-0 network
+PROBES = Table("probes", "probes", (
+    "checkpoint", "variable", "site", "layer", "position", "split", "accuracy", "control"))
+CIRCUITS = Table("circuits", "circuits", ("checkpoint", "layer", "head", "score", "value"))
+ABLATION = Table("ablation", "circuits", (
+    "checkpoint", "layer", "head", "method", "split", "stratum", "accuracy"))
+SUBSPACES = Table("subspaces", "subspaces", (
+    "checkpoint", "variable", "site", "alignment", "k", "other_run", "other_checkpoint",
+    "other_site", "mean_cos_angle", "min_cos_angle"))
+COMPARE_SIMILARITY = Table("compare_similarity", "compare", (
+    "variable", "run", "other_run", "checkpoint", "other_checkpoint", "measure", "value",
+    "baseline", "random_subspace", "model", "other_model", "site", "other_site", "alignment",
+    "k", "n_inputs"))
+COMPARE_STITCHING = Table("compare_stitching", "compare", (
+    "variable", "run", "other_run", "checkpoint", "other_checkpoint", "iia", "own_iia",
+    "shuffled_map_iia", "random_subspace_iia", "fit_r2", "n_changed", "model", "other_model",
+    "site", "other_site", "alignment", "k"))
+COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
+    "variable", "run", "checkpoint", "model", "site", "alignment", "k", "value", "pc1", "pc2",
+    "sd1", "sd2", "n", "held_out"))
+
+TABLES: dict[str, Table] = {t.name: t for t in (
+    PATCHING, HEAD_RANKING, POSITIONS, DAS, DAS_CONTROL, PROBES, CIRCUITS, ABLATION, SUBSPACES,
+    COMPARE_SIMILARITY, COMPARE_STITCHING, COMPARE_GEOMETRY)}
+
+
+def of_analysis(analysis: str) -> tuple[Table, ...]:
+    """The tables an analysis (or `compare`) writes, in declaration order."""
+    return tuple(t for t in TABLES.values() if t.analysis == analysis)
+
+
+def check(name: str, df) -> None:
+    """ValueError unless `name` is a declared table and `df` has exactly its columns, in
+    order."""
+    if name not in TABLES:
+        raise ValueError(f"table {name!r} is not declared; declared: {', '.join(TABLES)}")
+    got, want = tuple(df.columns), TABLES[name].columns
+    if got != want:
+        missing = [c for c in want if c not in got]
+        extra = [c for c in got if c not in want]
+        raise ValueError(f"table {name!r} has columns {list(got)}, its schema {list(want)}"
+                         + (f"; missing {missing}" if missing else "")
+                         + (f"; undeclared {extra}" if extra else ""))
+
+
+def check_outputs(analysis: str, tables: dict) -> None:
+    """ValueError unless an analysis's returned `{name: DataFrame}` holds exactly the tables
+    declared for it, each with exactly its columns."""
+    want = [t.name for t in of_analysis(analysis)]
+    if sorted(tables) != sorted(want):
+        raise ValueError(f"analysis {analysis!r} returned tables {sorted(tables)}; declared "
+                         f"{sorted(want)}")
+    for name, df in tables.items():
+        check(name, df)
