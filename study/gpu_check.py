@@ -40,30 +40,17 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from study.core.coerce import coerce
 from study.core.errors import UsageError
 from study.core.settings import split_args
+from study.gpu_check_items import BUDGETS, ITEM_NAMES, ROOT, Item, Options, Result
 from study.gpu_check_summary import (ARCHIVE, LOG, SUMMARY, _duration, _pack, _shown,
                                      _write_log, machine_info, write_summary)
 
-ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("out", "device", "quick", "scale", "work", "only")
 DEVICES = ("cuda", "cpu")
-# name -> (budget in seconds on a GPU, budget in quick mode on a small CPU)
-BUDGETS = {
-    "doctor": (150, 240),
-    "tests": (300, 240),
-    "demo": (300, 300),
-    "grid": (300, 300),
-    "bench-train": (240, 240),
-    "bench-das": (90, 180),
-    "binding-paper": (240, 240),
-    "assign_add-paper": (360, 240),
-}
-ITEM_NAMES = tuple(BUDGETS)
 # the tests that exercise CUDA beyond those marked `gpu`: the GPU code path, doctor, the
 # device checks made at parse time, the batch streams' CUDA workers, CUDA RNG state in resumes
 GPU_TEST_FILES = ("tests/study/test_gpu_path.py", "tests/study/test_doctor.py",
@@ -74,36 +61,6 @@ QUICK_TEST_FILES = ("tests/study/test_preflight.py",)  # the rest run in the def
 GRACE_S = 15  # after SIGTERM (a run writes its resume point), before SIGKILL
 _LIVE: set = set()  # the items' processes running now, stopped if the check is interrupted
 _ABORT = threading.Event()  # the check was interrupted: items start no further command
-
-
-@dataclass(frozen=True)
-class Options:
-    out: Path
-    device: str = "cuda"
-    quick: bool = False
-    scale: str = "paper"
-    work: Path | None = None  # None: a temporary folder, removed at the end
-    only: tuple[str, ...] = ITEM_NAMES
-
-
-@dataclass(frozen=True)
-class Item:
-    """One check: its commands run one after another in `cwd` within `budget_s` seconds."""
-    name: str
-    commands: tuple[tuple[str, ...], ...]
-    budget_s: float
-    cwd: Path = ROOT
-    ok_codes: tuple[int, ...] = (0,)
-    alone: bool = False  # it measures speed: nothing else runs beside it
-
-
-@dataclass
-class Result:
-    item: Item
-    ok: bool
-    seconds: float
-    error: str = ""  # the last error line, for the summary
-    output: str = ""
 
 
 # --- settings ---------------------------------------------------------------------------
@@ -226,7 +183,7 @@ def _tests_item(opts: Options, work: Path) -> Item:
 QUICK_TRAIN = {"train.steps": "2", "train.checkpoints": "1", "train.eval_examples": "16"}
 QUICK_ANALYSES = {
     "das": {"steps": "1", "restarts": "1", "controls": "false", "k": "1", "n_train": "32",
-            "n_test": "16", "n_boot": "20", "alignments": "oaf"},
+            "n_test": "16", "alignments": "oaf"},
     "patching": {"n_pairs": "4"},
     "probes": {"n_examples": "32", "max_iter": "10", "layers": "0", "positions": "1,2"},
     "circuits": {"n_examples": "8", "n_induction": "4", "n_ablation": "8"},

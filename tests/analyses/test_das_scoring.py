@@ -1,5 +1,5 @@
 """DAS scoring: IIA on changed pairs (an intervention the network ignores scores 0), the
-bootstrap interval, the too-few flag, the step-0 trained control and the restart search."""
+Wilson interval, the too-few flag, the step-0 trained control and the restart search."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from study.analyses.common.context import AnalysisContext
-from study.analyses.common.stats import bootstrap_interval, iia_scores
+from study.analyses.common.stats import iia_scores, wilson_interval
 from study.analyses.das import DasConfig
 from study.analyses.das.search import search, site_data
 from study.core.registry import get
@@ -52,22 +52,32 @@ def test_an_ignored_intervention_scores_zero_on_changed_pairs_and_the_unchanged_
     for r in rows:
         if r["split"] != "test":
             continue
-        assert r["iia"] == 0.0 and r["iia_lo"] == 0.0 and r["iia_hi"] == 0.0, r
+        assert r["iia"] == 0.0 and r["iia_lo"] == 0.0 and 0 < r["iia_hi"] < 0.05, r
         assert r["iia_all"] == pytest.approx(unchanged), r
         assert r["n_pairs"] == 300 and r["n_changed"] == int(test.changed.sum())
 
 
-def test_the_bootstrap_interval_holds_the_estimate_and_shrinks_with_more_pairs():
+def test_the_interval_holds_the_estimate_shrinks_with_more_pairs_and_covers_the_truth():
     rng = np.random.default_rng(0)
     widths = []
     for n in (100, 400, 1600):
         right = rng.random(n) < 0.7
-        lo, hi = bootstrap_interval(right, 1000, seed=1)
+        lo, hi = wilson_interval(right)
         assert lo <= right.mean() <= hi
         widths.append(hi - lo)
     assert widths[0] > widths[1] > widths[2]
-    assert widths[2] < 0.06  # ~ 2 * 1.96 * sqrt(0.21 / 1600) = 0.045
-    assert all(math.isnan(x) for x in bootstrap_interval(np.zeros(0, bool)))
+    assert widths[2] < 0.05  # ~ 2 * 1.96 * sqrt(0.21 / 1600) = 0.045
+    assert all(math.isnan(x) for x in wilson_interval(np.zeros(0, bool)))
+    # 95 % coverage: of 400 draws of 50 pairs at p = 0.9, about 380 intervals hold 0.9
+    covered = sum(lo <= 0.9 <= hi for lo, hi in
+                  (wilson_interval(rng.random(50) < 0.9) for _ in range(400)))
+    assert 360 <= covered <= 400
+
+
+def test_the_interval_keeps_a_width_when_every_pair_or_none_is_right():
+    for right, inside in ((np.ones(40, bool), 1.0), (np.zeros(40, bool), 0.0)):
+        lo, hi = wilson_interval(right)
+        assert lo <= inside <= hi and 0.05 < hi - lo < 0.15  # 40 pairs: about 0.09 wide
 
 
 def test_a_variable_with_too_few_changed_pairs_is_flagged_not_scored():

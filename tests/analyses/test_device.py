@@ -38,7 +38,7 @@ from tests.conftest import frozen_smoke_model, project_entries
 # and leaves out its control, the same search again on the step-0 network.
 TINY = {
     "das": {"k": "1,2", "steps": "2", "controls": "false", "n_train": "32", "n_test": "32",
-            "batch_size": "16", "eval_batch_size": "16", "n_boot": "10"},
+            "batch_size": "16", "eval_batch_size": "16"},
     "patching": {"n_pairs": "4", "batch_size": "16"},
     "probes": {"n_examples": "24", "positions": "1,2", "max_iter": "5", "max_pooled": "64"},
     "circuits": {"n_examples": "8", "n_induction": "4", "n_ablation": "8", "trajectory": "true"},

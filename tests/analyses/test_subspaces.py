@@ -5,7 +5,8 @@ import pytest
 import torch
 from safetensors.numpy import save_file
 
-from study.analyses.subspaces.geometry import alignment_basis, alignment_files, principal_cosines
+from study.analyses.subspaces.geometry import (alignment_basis, alignment_files, principal_angles,
+                                               principal_cosines)
 from study.analyses.common.context import AnalysisContext
 from study.core import registry
 from study.core.errors import UsageError
@@ -88,3 +89,13 @@ def test_subspaces_across_checkpoints(tmp_path):
     assert set(table.other_run) == {str(run)}  # another run's coordinates are never read
     with pytest.raises(UsageError):
         analyse(_ctx(run, 999))  # no alignments saved for that checkpoint
+
+
+def test_a_tiny_tilt_between_nearly_equal_subspaces_is_measured_not_rounded_to_zero():
+    Q, _ = np.linalg.qr(np.random.default_rng(3).standard_normal((8, 8)))
+    A = Q[:, :2]
+    for tilt in (1e-9, 1e-6, 1e-3):  # rotate the second basis vector toward a third by `tilt`
+        B = np.stack([Q[:, 0], np.cos(tilt) * Q[:, 1] + np.sin(tilt) * Q[:, 2]], 1)
+        angles = principal_angles(A, B)
+        assert angles[0] == pytest.approx(0.0, abs=1e-12)
+        assert angles[1] == pytest.approx(tilt, rel=1e-6)

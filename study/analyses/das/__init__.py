@@ -23,7 +23,7 @@ Table `das`: checkpoint, variable, site, layer, position, alignment, k, split, t
 - iia: share of the split's *changed* pairs (`Pairs.changed`: the counterfactual output
   differs from the base's) whose every scored output is the counterfactual one [ours: pairs
   the base already gets right reward an intervention that does nothing];
-- iia_lo, iia_hi: 95 % percentile-bootstrap interval of iia over the changed pairs;
+- iia_lo, iia_hi: 95 % Wilson score interval of iia over the changed pairs;
 - iia_all: the share over all pairs (Grant et al. 2025's IIA);
 - n_pairs, n_changed: pairs of the split, changed ones among them;
 - too_few: fewer than `min_changed` changed *test* pairs; iia, iia_lo, iia_hi are NaN then
@@ -100,7 +100,6 @@ class DasConfig:
         True, "[ours] the first restart at k starts from the kept alignment of the previous k")
     min_changed: int = setting(
         100, "[ours] fewer changed test pairs than this: the variable is reported too_few")
-    n_boot: int = setting(1000, "[ours] bootstrap resamples of the IIA interval")
     controls: bool = setting(
         True, "[ours] also search OAF and LAF on the step-0 (untrained) network: das_control")
     standardize: bool = setting(True, "[paper, Grant et al.] standardise the site before the alignment")
@@ -143,7 +142,7 @@ class DasConfig:
             bad("steps", self.steps, "must be >= 0")
         if not self.lr > 0:
             bad("lr", self.lr, "must be positive")
-        for key in ("restarts", "n_boot"):
+        for key in ("restarts",):
             if getattr(self, key) < 1:
                 bad(key, getattr(self, key), "must be at least 1")
         if self.min_changed < 1:
@@ -197,7 +196,7 @@ def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
               "patience": 100, "k": (1, 2, 4, 8, 12, 16), "restarts": 2,
               "laf_form": "rotated"},
     "smoke": {"n_train": 64, "n_test": 32, "steps": 5, "batch_size": 32, "k": (2,),
-              "eval_batch_size": 64, "restarts": 2, "min_changed": 2, "n_boot": 200,
+              "eval_batch_size": 64, "restarts": 2, "min_changed": 2,
               "laf_form": "rotated"},
 })
 def run(ctx):

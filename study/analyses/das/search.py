@@ -29,7 +29,7 @@ gives the same result);
 k runs in increasing order and the first restart of each k starts from the kept alignment of
 the previous k (`warm_start`). The spread of test IIA over restarts is reported
 (`iia_restart_sd`). Scores: `study/analyses/common/stats.py` (IIA on changed pairs, all-pairs IIA,
-bootstrap interval).
+Wilson interval).
 """
 from __future__ import annotations
 
@@ -279,14 +279,13 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
             a_seed = seed + 7919 * ALIGNMENT_INDEX.get(name, a_i) + k
             got = fit(model, data, name, k, cfg, a_seed, warm.get(name) if cfg.warm_start
                       else None, label, variable, oaf=fitted.get("oaf"))
-            for s_i, split in enumerate(("train", "test")):
+            for split in ("train", "test"):
                 if got.inst is None:
                     scores = iia_scores(np.zeros(0, bool), np.zeros(0, bool), cfg.min_changed)
                     scores.update(n_pairs=len(changed[split]),
                                   n_changed=int(changed[split].sum()))
                 else:
-                    scores = iia_scores(got.right[split], changed[split], cfg.min_changed,
-                                        cfg.n_boot, seed + s_i)
+                    scores = iia_scores(got.right[split], changed[split], cfg.min_changed)
                 rows.append(dict(checkpoint=checkpoint, variable=variable, site=data.kind,
                                  layer=data.layer, position=position, alignment=name, k=k,
                                  split=split, **scores,

@@ -27,14 +27,21 @@ import numpy as np
 SPACES = ("write", "read", "standardised")
 
 
-def principal_cosines(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+def principal_angles(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Principal angles (radians) between span(A) and span(B), smallest first (min(k1, k2) of
+    them), from `scipy.linalg.subspace_angles`: accurate for nearly equal subspaces too, where
+    the arccos of an SVD's cosines rounds small angles to 0."""
+    from scipy.linalg import subspace_angles
+
     A, B = np.asarray(A, np.float64), np.asarray(B, np.float64)
     if A.shape[0] != B.shape[0]:
         raise ValueError(f"subspaces live in different spaces ({A.shape[0]} vs {B.shape[0]} dims)")
-    qa, _ = np.linalg.qr(A)
-    qb, _ = np.linalg.qr(B)
-    s = np.linalg.svd(qa.T @ qb, compute_uv=False)
-    return np.clip(s, 0.0, 1.0)
+    return subspace_angles(A, B)[::-1].copy()
+
+
+def principal_cosines(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Cosines of the principal angles, largest first."""
+    return np.clip(np.cos(principal_angles(A, B)), 0.0, 1.0)
 
 
 def alignment_basis(W: np.ndarray, mu: np.ndarray, sigma: np.ndarray, k: int,

@@ -4,7 +4,7 @@ with a subspace of the network, judged against both DAS controls?
 Per run and variable (tables `das` and `das_control`, test split, IIA on changed pairs):
 - the candidate: among the trained alignments (OAF, LAF) at every site and k, the one with the
   best *training-split* IIA (ties: smaller k, OAF first) [ours: choosing by test IIA would
-  bias the number upward]; its test IIA and 95 % bootstrap interval;
+  bias the number upward]; its test IIA and 95 % Wilson interval;
 - the random-rotation control: the best test IIA of the untrained random rotation over sites
   and k (table `das`);
 - the trained control: the best test IIA of OAF and LAF trained on the untrained step-0
@@ -191,7 +191,7 @@ def build(runs) -> list[Figure]:
     figs = [Figure(
         key="verdict", title="Verdict per architecture and causal variable",
         caption=("Each cell: the verdict, the test IIA on pairs whose answer must change with "
-                 "its 95 % bootstrap interval (at the trained alignment, k and site with the "
+                 "its 95 % Wilson interval (at the trained alignment, k and site with the "
                  "best training IIA), then both controls' best test IIA: an untrained random "
                  "rotation, and OAF/LAF trained on the untrained (step-0) network. Rule, under "
                  "the table: " + RULE + "."),
