@@ -1,4 +1,5 @@
-"""From Python: open run directories and continue their analysis by hand.
+"""The run handle: one object opens a run directory, whatever opens it (the `analyze`,
+`compare` and `report` commands, the end of a sweep, and Python users).
 
     import study
     run = study.open_run("runs/counting-gru-s0-1a2b3c4d")
@@ -6,19 +7,27 @@
     pairs = run.pairs("up_down:count")                # the das analysis's test pairs
     study.iia(iv, pairs)                              # the das table's test iia, through pyvene
 
-`open_run(path)` -> `Run`: `.config` (the resolved `RunConfig`), `.task`, `.model(checkpoint)`,
-`.checkpoints`, `.metrics`, `.summary`, `.table(name)`, `.pairs(variable, split, n)`,
-`.alignment(...)`, `.intervenable(...)` and `.to_transformers(checkpoint)`. `open_runs(paths)`
-opens several (each once). Everything a run directory lacks or holds damaged is one
-`UsageError` naming the file or key, as on the command line.
+`open_run(path)` -> `Run`: `.config` (the resolved `RunConfig`), `.task`,
+`.model(checkpoint, device)`, `.checkpoints`, `.metrics`, `.summary`, `.table(name)`,
+`.run_tables` (the torch-free view reports read), `.analysis_configs(names)`,
+`.pairs(variable, split, n)`, `.alignment(...)`, `.intervenable(...)` and
+`.to_transformers(checkpoint)`. `open_runs(paths)` opens several (each once). Everything a run
+directory lacks or holds damaged is one `UsageError` naming the file or key, as on the
+command line.
 
-Nothing here imports torch until a network is asked for, so `import study` stays light.
+Each step of reopening a run is written once, here: building a run's task (`build_task`, which
+training calls too), choosing the device (`choose_device`), and loading a checkpoint frozen in
+eval mode (`Run.model`, through `frozen`). Nothing here imports torch until a network is asked
+for, so `import study` stays light.
 """
 from __future__ import annotations
 
 from functools import cached_property
 
 from study.core.errors import UsageError
+
+# what a checkpoint's meta.json must name to rebuild its network
+META_KEYS = ("model", "model_config", "vocab_size", "seq_len", "step")
 
 
 def open_run(path) -> "Run":
@@ -35,56 +44,89 @@ def open_runs(paths) -> list["Run"]:
     return runs
 
 
+def build_task(cfg):
+    """The task of a run configuration (`RunConfig`), built through the task registry."""
+    from study.core import registry
+    return registry.get("task", cfg.task).obj(cfg.task_config)
+
+
+def choose_device(device=None):
+    """The torch device to work on: `device` as given (a name or a `torch.device`), or, for
+    None and "auto", the GPU when CUDA is available, else the CPU."""
+    import torch
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def frozen(net, device="cpu"):
+    """`net` on `device`, in eval mode, its parameters frozen: a network as analyses see it."""
+    net = net.to(device).eval()
+    for p in net.parameters():
+        p.requires_grad_(False)
+    return net
+
+
 class Run:
-    """One run directory. Reads lazily: opening one costs a config.json."""
+    """One run directory. Reads lazily: opening one looks only for its config.json."""
 
     def __init__(self, path):
-        from study.reports.load import load_run
         from study.core.rundir import RunDir
+        from study.reports.load import run_path
 
-        self._loaded = load_run(path)  # one-line UsageError for a path that is no run
-        self.path = self._loaded.path
-        self._rd = RunDir(self.path)
+        self.path = run_path(path)  # one-line UsageError for a path that is no run
+        self.rundir = RunDir(self.path)
 
     def __repr__(self) -> str:
-        return f"Run({str(self.path)!r}: {self._loaded.task} x {self._loaded.model}, " \
-               f"seed {self._loaded.seed}, {self._loaded.status})"
+        t = self.run_tables
+        return f"Run({str(self.path)!r}: {t.task} x {t.model}, seed {t.seed}, {t.status})"
 
     # --- what the directory says ---------------------------------------------------------
 
     @cached_property
+    def run_tables(self):
+        """The run's files as reports read them (`study.reports.load.RunTables`; no torch)."""
+        from study.reports.load import load_run
+        return load_run(self.path)
+
+    @cached_property
     def config(self):
-        """The run's resolved configuration (`study.config.RunConfig`)."""
-        from study.analyze import run_config
-        return run_config(self._rd)
+        """The run's resolved configuration (`study.config.RunConfig`); a one-line error when
+        config.json has the wrong shape."""
+        from study.config import from_dict
+        try:
+            return from_dict(self.rundir.config(), f"{self.path}/config.json")
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise UsageError(f"{self.rundir.config_path} is damaged ({type(e).__name__}: {e}); "
+                             "delete it and re-run the `run` command that made this run") from None
 
     @property
     def status(self) -> str:
-        return self._loaded.status
+        return self.run_tables.status
 
     @property
     def summary(self) -> dict:
-        return self._loaded.summary
+        return self.run_tables.summary
 
     @property
     def metrics(self):
         """Training metrics, long format: step, split, stratum, metric, value."""
-        if self._loaded.metrics is None:
+        if self.run_tables.metrics is None:
             raise UsageError(f"{self.path / 'metrics.parquet'} is missing: training writes it; "
                              f"this run has not logged any metrics yet")
-        return self._loaded.metrics
+        return self.run_tables.metrics
 
     def tables(self) -> list[str]:
         """Names of the analysis tables the run holds."""
-        return sorted(self._loaded.tables)
+        return sorted(self.run_tables.tables)
 
     def table(self, name: str):
         """An analysis table (every analysed checkpoint) as a DataFrame."""
-        if name not in self._loaded.tables:
+        if name not in self.run_tables.tables:
             have = ", ".join(self.tables()) or "none"
             raise UsageError(f"table {name!r} is not in {self.path / 'analyses'} (tables: "
                              f"{have}); run `python -m study analyze {self.path} analysis=...`")
-        return self._loaded.tables[name]
+        return self.run_tables.tables[name]
 
     @property
     def checkpoints(self) -> list[int]:
@@ -92,22 +134,38 @@ class Run:
         from study.train.checkpoint import list_checkpoints
         return list_checkpoints(self.path)
 
+    def step(self, checkpoint="final") -> int:
+        """The step of a logged checkpoint ("final" = the last)."""
+        from study.train.checkpoint import read_meta, resolve_step
+        return int(read_meta(resolve_step(self.path, checkpoint))["step"])
+
+    def analysis_configs(self, names, overrides: dict[str, str] | None = None) -> dict:
+        """name -> resolved config of each analysis, for this run's scale, task and model, with
+        `overrides` ("das.k": "1,2") applied; every setting checked before any work."""
+        from study.config import analysis_configs
+        from study.core import registry
+        cfg = self.config
+        return analysis_configs(tuple(names), cfg.scale, dict(overrides or {}),
+                                registry.get("task", cfg.task), registry.get("model", cfg.model),
+                                cfg.model_config)
+
     # --- networks and pairs ----------------------------------------------------------------
 
     @cached_property
     def task(self):
         """The task the run trained on, rebuilt from its config."""
-        from study.core import registry
-        return registry.get("task", self.config.task).obj(self.config.task_config)
+        return build_task(self.config)
 
     def model(self, checkpoint="final", device="cpu"):
-        """The network at a logged checkpoint ("final" = the last), in eval mode with its
-        parameters frozen, as the analyses see it."""
-        from study.train.checkpoint import load_model
-        net, _ = load_model(self.path, checkpoint, device)
-        for p in net.parameters():
-            p.requires_grad_(False)
-        return net
+        """The network at a logged checkpoint ("final" = the last) on `device`, in eval mode
+        with its parameters frozen, as the analyses see it."""
+        from study.train.checkpoint import META, load_model, resolve_step
+        ckpt = resolve_step(self.path, checkpoint)
+        self.rundir.read_json(str(ckpt.relative_to(self.path) / META), META_KEYS,
+                              f"delete {ckpt} to fall back to an earlier checkpoint, or re-run "
+                              f"with force=true")
+        net, _ = load_model(self.path, checkpoint)
+        return frozen(net, device)
 
     def to_transformers(self, checkpoint="final"):
         """The network as a `transformers.GPTNeoXForCausalLM` with equal logits (the rotary
@@ -118,13 +176,8 @@ class Run:
     @cached_property
     def das_config(self):
         """The das analysis's settings for this run (recorded, or its scale's preset)."""
-        cfg = self.config
-        if "das" in cfg.analysis_configs:
-            return cfg.analysis_configs["das"]
-        from study.config import analysis_configs
-        from study.core import registry
-        return analysis_configs(("das",), cfg.scale, {}, registry.get("task", cfg.task),
-                                registry.get("model", cfg.model), cfg.model_config)["das"]
+        recorded = self.config.analysis_configs
+        return recorded["das"] if "das" in recorded else self.analysis_configs(("das",))["das"]
 
     def pairs(self, variable: str, split: str = "test", n: int | None = None,
               seed: int | None = None):
@@ -145,11 +198,6 @@ class Run:
         return task.counterfactuals(variable, n, split=split, seed=seed)
 
     # --- the das alignments ------------------------------------------------------------------
-
-    def _step(self, checkpoint) -> int:
-        """The step of a checkpoint ("final" = the last logged one)."""
-        from study.train.checkpoint import read_meta, resolve_step
-        return int(read_meta(resolve_step(self.path, checkpoint))["step"])
 
     def _redo(self, step: int) -> str:
         return f"run `python -m study analyze {self.path} analysis=das checkpoint={step}`"
@@ -185,7 +233,7 @@ class Run:
 
         if alignment not in ALIGNMENTS:
             raise UsageError(f"alignment={alignment!r}: choose from {', '.join(ALIGNMENTS)}")
-        step = self._step(checkpoint)
+        step = self.step(checkpoint)
         rows = self._das_rows(variable, alignment, step)
         labels = sorted({site_label(r.site, int(r.layer), int(r.position))
                          for r in rows.itertuples()})
@@ -240,9 +288,9 @@ class Run:
                      site: str | None = None, checkpoint="final", device="cpu"):
         """A `pyvene.IntervenableModel` over the run's network at `checkpoint` holding the
         trained alignment (`alignment` for its arguments). `study.iia(iv, run.pairs(variable))`
-        gives the das table's test IIA; `study.models.nets.pyvene_sites.interchange` runs it on
+        gives the das table's test IIA; `study.models.sites.pyvene_bridge.interchange` runs it on
         any (base, source) batch."""
-        from study.models.nets.pyvene_sites import site_intervenable
+        from study.models.sites.pyvene_bridge import site_intervenable
 
         inst, kind, layer, position = self.alignment(variable, alignment, k, site, checkpoint)
         net = self.model(checkpoint, device)
@@ -255,7 +303,7 @@ class Run:
 def pyvene_view(net):
     """What pyvene wraps for one of our networks (the network, with the `.config` pyvene
     reads), registered with pyvene: pass it to `pyvene.IntervenableModel.load`."""
-    from study.models.nets.pyvene_sites import register
+    from study.models.sites.pyvene_bridge import register
     return register(net)
 
 
@@ -267,7 +315,7 @@ def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None) ->
     from study.analyses.common.interchange import pair_tensors
     from study.analyses.common.stats import changed_iia
     from study.analyses.das.search import pairs_right
-    from study.models.nets.pyvene_sites import adopt
+    from study.models.sites.pyvene_bridge import adopt
     from study.models.sites.capture import device_of, gather_site
 
     adopt(iv)

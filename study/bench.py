@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from study.api import build_task, choose_device
 from study.core import registry
 from study.core.coerce import coerce
 from study.config import resolve
@@ -50,12 +51,9 @@ def main(kind: str, kv: dict[str, str]) -> Path:
 
 def _one(kind: str, cfg, steps: int):
     """One (task, model)'s bench table, with the task and model as its first columns."""
-    task = registry.get("task", cfg.task).obj(cfg.task_config)
+    task = build_task(cfg)
     model_entry = registry.get("model", cfg.model)
-    device = cfg.train.device
-    if device == "auto":
-        import torch
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = str(choose_device(cfg.train.device))
     if kind == "train":
         from study.bench_train import bench_train
         table = bench_train(task, model_entry, cfg.model_config, cfg.train, steps=steps, device=device)

@@ -3,7 +3,7 @@
 Both loops train the same OAF (`study/analyses/das/alignment.OrthogonalAlignment`, a pyvene
 `RotatedSpaceIntervention`) on the same pairs of the task's first causal variable, at the
 `das` analysis's default site, batch 128, Adam, fp32:
-- `pyvene`: the tutorial-style loop. An `IntervenableModel` (`study/models/nets/pyvene_sites`)
+- `pyvene`: the tutorial-style loop. An `IntervenableModel` (`study/models/sites/pyvene_bridge`)
   runs the source forward and the base forward at every step, on full-length inputs.
 - `cached`: the `das` analysis's loop (`study/analyses/das/search`), through pyvene too: source
   vectors read once (their one-off cost is `setup_s`) and handed to the `IntervenableModel`
@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from study.api import choose_device, frozen
 from study.train.runtime import sync
 
 
@@ -34,16 +35,13 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     from study.analyses.das.search import site_data, step
     from study.analyses.common.interchange import pair_tensors
     from study.models.base import build_model
-    from study.models.nets.pyvene_sites import interchange, intervenable
+    from study.models.sites.pyvene_bridge import interchange, intervenable
     from study.models.sites import default_sites
     from study.tasks.base import IGNORE
 
-    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available()
-                       else ("cpu" if device == "auto" else device))
+    dev = choose_device(device)
     torch.manual_seed(seed)
-    model = build_model(model_entry, model_config, len(task.vocab), task.seq_len).to(dev).eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
+    model = frozen(build_model(model_entry, model_config, len(task.vocab), task.seq_len), dev)
     kind, layer = default_sites(model, every_layer=False)[0]  # das's default site
     variable = task.causal_variables[0]
     pairs = task.counterfactuals(variable, n_pairs, split="train", seed=seed)

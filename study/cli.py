@@ -90,7 +90,7 @@ COMMANDS = {
     "sweep": _lazy("study.sweep", "cmd_sweep"),
     "status": _lazy("study.status", "cmd_status"),
     "analyze": _lazy("study.commands", "cmd_analyze"),
-    "report": _lazy("study.reports.write", "cmd_report"),
+    "report": _lazy("study.commands", "cmd_report"),
     "compare": _lazy("study.compare", "cmd_compare"),
     "bench": _lazy("study.commands", "cmd_bench"),
     "doctor": _lazy("study.doctor", "cmd_doctor"),

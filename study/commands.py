@@ -1,4 +1,6 @@
-"""Handlers of the simple commands (list, describe, sample, run, analyze, bench)."""
+"""Handlers of the simple commands (list, describe, sample, run, analyze, report, bench).
+
+`analyze` and `report` open their run directories with the run handle (`study.open_run`)."""
 from __future__ import annotations
 
 from study.core import registry
@@ -49,7 +51,7 @@ def cmd_describe(args):
     if kind == "train":
         entry = registry.get("task", kv[kind])
         print(f"training settings (train.FIELD), presets from task {entry.name}:")
-        _describe_fields(TrainConfig, "train.", getattr(entry.obj, "train_presets", {}))
+        _describe_fields(TrainConfig, "train.", entry.obj.train_presets)
         return
     entry = registry.get(kind, kv[kind])
     print(f"{kind} {entry.name}: {entry.help}")
@@ -60,7 +62,7 @@ def cmd_describe(args):
     _describe_fields(entry.config, entry.prefix + ".", entry.presets)
     if kind == "task":
         print("\ntraining (train.FIELD), presets from this task:")
-        _describe_fields(TrainConfig, "train.", getattr(entry.obj, "train_presets", {}))
+        _describe_fields(TrainConfig, "train.", entry.obj.train_presets)
 
 
 def _describe_fields(cls, prefix: str, presets: dict) -> None:
@@ -104,42 +106,39 @@ def cmd_run(args):
 def cmd_analyze(args):
     if not args or "=" in args[0]:
         raise UsageError("usage: analyze RUN_DIR analysis=NAME[,NAME] [checkpoint=final|STEP,..|all] [NAME.FIELD=V]")
-    from study.core.rundir import RunDir
-    rd = RunDir(args[0])
-    if not rd.exists():
-        raise UsageError(f"{rd.path} is not a run directory (no config.json)")
+    from study.api import open_run
+    run = open_run(args[0])
     kv = split_args(args[1:])
     names = tuple(a for a in kv.pop("analysis", "").split(",") if a)
     if not names:
         raise UsageError(f"analysis= is required; choose from {', '.join(registry.entries('analysis'))}")
-    steps = _checkpoints(rd, kv.pop("checkpoint", "final"))
-    from study.analyze import analyze, resolve_analyses
+    steps = _checkpoints(run, kv.pop("checkpoint", "final"))
+    from study.analyze import analyze
     from study.core.claim import claim
     from study.core.diskfull import reporting_disk_full
     from study.runner import write_report
-    configs = resolve_analyses(rd, names, kv)  # every setting checked before any work
+    configs = run.analysis_configs(names, kv)  # every setting checked before any work
     # the report is written under the same claim and full-disk handling as the tables
-    with reporting_disk_full(rd.path), claim(rd.path, "analyze"):
+    with reporting_disk_full(run.path), claim(run.path, "analyze"):
         latest = "final" if steps == ["final"] else max(steps)
         for step in steps:  # each logs "analysis NAME on RUN (step N)"
             # a trajectory (circuits.trajectory) only from the latest step: it holds the
             # earlier ones, which would otherwise be scored again at every step
-            analyze(rd, configs, checkpoint=step, trajectory=step == latest)
-        write_report(rd)  # the run's report.html now shows the new tables
+            analyze(run, configs, checkpoint=step, trajectory=step == latest)
+        write_report(run.rundir)  # the run's report.html now shows the new tables
     for name in names:
-        print(rd.analysis_dir(name))
+        print(run.rundir.analysis_dir(name))
 
 
-def _checkpoints(rd, value: str) -> list:
+def _checkpoints(run, value: str) -> list:
     """`checkpoint=`: final | STEP | STEP,STEP,... | all (every logged checkpoint, oldest
     first: the analysis tables then hold a trajectory)."""
     if value == "final":
         return ["final"]
-    from study.train.checkpoint import list_checkpoints
-    have = list_checkpoints(rd.path)
+    have = run.checkpoints
     if value == "all":
         if not have:
-            raise UsageError(f"{rd.path} has no checkpoints to analyse")
+            raise UsageError(f"{run.path} has no checkpoints to analyse")
         return have
     try:
         steps = [int(v) for v in value.split(",")]
@@ -149,9 +148,26 @@ def _checkpoints(rd, value: str) -> list:
     missing = [st for st in steps if st not in have]
     if missing:
         shown = ", ".join(map(str, have[:8])) + (" ..." if len(have) > 8 else "")
-        raise UsageError(f"checkpoint={missing[0]} is not a checkpoint of {rd.path}; it has "
+        raise UsageError(f"checkpoint={missing[0]} is not a checkpoint of {run.path}; it has "
                          f"{shown or 'none'}")
     return steps
+
+
+def cmd_report(args):
+    from study.api import open_runs
+    from study.core.settings import split_dirs_and_args
+    from study.reports.load import labelled
+    from study.reports.write import default_out, write_runs_report
+    dirs, options = split_dirs_and_args(args)
+    out = options.pop("out", None)
+    markdown = coerce("markdown", options.pop("markdown", "true"), bool)
+    if options:
+        raise UsageError(f"report: unknown option {next(iter(options))!r}; usage: report "
+                         f"RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]")
+    if not dirs:
+        raise UsageError("report needs at least one RUN_DIR: report RUN_DIR [RUN_DIR ...] [out=DIR]")
+    runs = labelled([run.run_tables for run in open_runs(dirs)])
+    print(write_runs_report(runs, out or default_out(dirs), markdown=markdown), flush=True)
 
 
 def cmd_bench(args):

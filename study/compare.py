@@ -1,9 +1,10 @@
 """`study compare RUN_DIR ... [out=DIR] [compare.FIELD=V]`: the same causal variable across
 runs of one task (architectures, seeds, checkpoints), read through each run's DAS alignment.
 
-The application's part of `study.analyses.compare`: it loads each run's networks at the
-checkpoints that have das alignments (`RUN/analyses/das/alignments*.safetensors`), groups
-them by task, calls `study.analyses.compare.compare` and writes the tables
+The application's part of `study.analyses.compare`: it opens each run (`study.open_run`),
+loads its networks (frozen, on the chosen device) at the checkpoints that have das alignments
+(`RUN/analyses/das/alignments*.safetensors`), groups them by task, calls
+`study.analyses.compare.compare` and writes the tables
 - whole, to `OUT/comparisons/<table>.parquet` (OUT: the sweep's report directory, or `out=`);
 - per run, to `RUN/analyses/compare/<table>.parquet` (the rows whose `run` is that run), so
   any report of those run directories draws them (reports read run directories only).
@@ -36,45 +37,45 @@ def _config(overrides: dict[str, str]):
     return CompareConfig(**values)
 
 
-def subjects_of(run_dirs, device) -> dict[str, tuple]:
-    """task fingerprint -> (task, [Subject]) for every run checkpoint with das alignments."""
+def subjects_of(runs, device) -> dict[str, tuple]:
+    """task fingerprint -> (task, [Subject]) for every checkpoint with das alignments of
+    `runs` (the directory as given -> the run opened with `study.open_run`)."""
     from study.analyses.compare import Subject
     from study.analyses.subspaces.geometry import alignment_files
-    from study.train.checkpoint import list_checkpoints, load_model, load_task
 
     groups: dict[str, tuple] = {}
-    for run_dir in run_dirs:
-        steps = list_checkpoints(run_dir)
-        for step, path in alignment_files(Path(run_dir)):
+    for run_dir, run in runs.items():
+        steps = run.checkpoints
+        for step, path in alignment_files(run.path):
             if step is None or step not in steps:
                 print(f"compare: {path} names no checkpoint of {run_dir}; skipped", file=sys.stderr)
                 continue
-            model, meta = load_model(run_dir, step, device)
-            for p in model.parameters():
-                p.requires_grad_(False)
-            task = load_task(meta)
-            key = task.fingerprint()
-            groups.setdefault(key, (task, []))[1].append(
-                Subject(str(run_dir), str(meta["model"]), int(step), model, path))
+            task = run.task
+            groups.setdefault(task.fingerprint(), (task, []))[1].append(
+                Subject(run_dir, run.config.model, int(step), run.model(step, device), path))
     return groups
 
 
-def compare_runs(run_dirs, out_dir, cfg=None, device=None) -> dict:
-    """Compare the runs; write the tables (see the module docstring); returns them."""
+def compare_runs(runs, out_dir, cfg=None, device=None) -> dict:
+    """Compare the runs (run directories, or runs opened with `study.open_run`); write the
+    tables (see the module docstring); returns them. Every directory is opened (and so
+    checked) before any work."""
     import pandas as pd
-    import torch
 
     from study.analyses.compare import CompareConfig, compare
+    from study.api import Run, choose_device, open_run
 
+    runs = {str(r.path) if isinstance(r, Run) else str(r): r if isinstance(r, Run) else open_run(r)
+            for r in runs}
     cfg = cfg or CompareConfig()
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = choose_device(device)
     tables: dict[str, list] = {t: [] for t in TABLES}
-    for task, subjects in subjects_of(run_dirs, device).values():
+    for task, subjects in subjects_of(runs, device).values():
         for name, df in compare(subjects, task, cfg, device).items():
             tables[name].append(df)
     out = {n: pd.concat(p, ignore_index=True) if p else pd.DataFrame() for n, p in tables.items()}
     _write(out, Path(out_dir) / "comparisons")
-    for run_dir in dict.fromkeys(str(r) for r in run_dirs):
+    for run_dir in runs:
         mine = {n: df[df["run"] == run_dir] for n, df in out.items() if not df.empty}
         if any(len(df) for df in mine.values()):
             _write(mine, Path(run_dir) / "analyses" / "compare")
@@ -95,10 +96,7 @@ def cmd_compare(args: list[str]) -> int:
     out = overrides.pop("out", None)
     if not dirs:
         raise UsageError("usage: compare RUN_DIR [RUN_DIR ...] [out=DIR] [compare.FIELD=V]")
-    for d in dirs:
-        if not (Path(d) / "config.json").is_file():
-            raise UsageError(f"RUN_DIR {d!r} is not a run directory (no config.json)")
-    cfg = _config(overrides)
+    cfg = _config(overrides)  # the run directories are opened (checked) by compare_runs
     from study.reports.write import default_out
     out_dir = Path(out) if out else default_out(dirs)
     compare_runs(dirs, out_dir, cfg)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -78,15 +77,8 @@ class RunConfig:
         return {n: json_settings(c) if (c := self.analysis_configs.get(n)) is not None else None
                 for n in self.analyses}
 
-    def legacy_hash8(self) -> str:
-        """The hash runs were given while runtime-only settings still counted (their default
-        directories and markers carry it)."""
-        return hash8(self._full_identity())
-
     def default_run_dir(self) -> str:
-        path = f"runs/{self.task}-{self.model}-s{self.seed}-{self.hash8()}"
-        legacy = f"runs/{self.task}-{self.model}-s{self.seed}-{self.legacy_hash8()}"
-        return legacy if not os.path.exists(path) and os.path.isdir(legacy) else path
+        return f"runs/{self.task}-{self.model}-s{self.seed}-{self.hash8()}"
 
     @property
     def path(self) -> str:
@@ -119,7 +111,7 @@ def hash8(identity: dict) -> str:
 
 def train_config(task_entry, scale: str, overrides: dict[str, str] | None = None) -> TrainConfig:
     """Training settings: defaults → the task's `train_presets[scale]` → overrides."""
-    presets = getattr(task_entry.obj, "train_presets", {}) or {}
+    presets = task_entry.obj.train_presets
     return resolve_group(TrainConfig, "train", presets.get(scale), overrides)
 
 

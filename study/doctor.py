@@ -39,6 +39,7 @@ def cmd_doctor(args):
                          f"seconds, train.<field>")
     import torch
 
+    from study.api import choose_device
     from study.core.torch_backend import best_build, driver_version
     from study.train.gpu import problem
     ok = True
@@ -60,7 +61,7 @@ def cmd_doctor(args):
                               f"{p.major}.{p.minor}")
     from study.launch import cores
     _line("CPU", f"{cores()} cores usable, torch threads {torch.get_num_threads()}")
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = choose_device()
     for label, check in (("bf16 autocast", _bf16), ("torch.compile", _compile),
                          ("fused AdamW", _fused)):
         works, text = check(device)
@@ -168,6 +169,7 @@ def _probe(kv: dict, seconds: float, device) -> bool:
 
     import torch
 
+    from study.api import build_task
     from study.config import resolve
     from study.core import registry
     from study.train.engine import Engine
@@ -177,7 +179,7 @@ def _probe(kv: dict, seconds: float, device) -> bool:
     settings = _probe_kv(kv)
     cfg = resolve(settings)
     train = dataclasses.replace(cfg.train, steps=10**7, warmup_steps=0)
-    task = registry.get("task", cfg.task).obj(cfg.task_config)
+    task = build_task(cfg)
     rt = resolve_runtime(train)
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)

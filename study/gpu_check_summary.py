@@ -12,12 +12,9 @@ import sys
 import tarfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from study.gpu_check import Item, Options, Result
+from study.gpu_check_items import ROOT, Item, Options, Result
 
-ROOT = Path(__file__).resolve().parent.parent
 SUMMARY, LOG, ARCHIVE = "summary.md", "gpu-check.log", "runs.tar.gz"
 PACKED = ("demo", "grid", "paper", "bench")  # the work folders whose run directories are packed
 

@@ -15,7 +15,8 @@ import traceback
 from pathlib import Path
 
 from study.core import registry
-from study.config import RunConfig, hash8, identity_of
+from study.api import build_task, open_run
+from study.config import RunConfig, identity_of
 from study import runstate
 from study.core import placement, runlog
 from study.core.claim import claim
@@ -48,7 +49,7 @@ def prepare(cfg: RunConfig, rd: RunDir | None = None) -> RunDir:
     elif cfg.force and rd.status() == "done":
         placement.clear(rd.path)
     damaged_status = (rd.path / "status.json").exists() and rd.status() is None
-    if (rd.marker() or {}).get("hash") != cfg.hash8():  # new, or marked by an older version
+    if (rd.marker() or {}).get("hash") != cfg.hash8():  # new, or cleared by force=true
         rd.write_marker(cfg.hash8())
     rd.write_json("config.json", cfg.to_dict())
     if damaged_status:
@@ -72,13 +73,11 @@ def _difference(rd: RunDir, cfg: RunConfig) -> str | None:
         keys = [_differing(k, have[k], want[k]) for k in want if have[k] != want[k]]
         if keys:
             return f"a run with a different config ({', '.join(keys)})"
-        # a marker written before runtime settings left the identity carries the old hash
-        legacy = hash8({k: old.get(k) for k in want})
-        if marker.get("hash") not in (None, cfg.hash8(), legacy):
+        if marker.get("hash") not in (None, cfg.hash8()):
             return (f"checkpoints of another config (its marker says config {marker['hash']}, "
                     f"config.json says {cfg.hash8()}: config.json was replaced)")
         return None
-    if marker.get("hash") not in (None, cfg.hash8(), cfg.legacy_hash8()):
+    if marker.get("hash") not in (None, cfg.hash8()):
         return (f"checkpoints trained with another config ({marker['hash']}; these settings are "
                 f"{cfg.hash8()}) and its config.json is gone")
     from study.train import checkpoint as ckpt
@@ -98,10 +97,6 @@ def _differing(key: str, have, want) -> str:
         fields = [f for f in sorted(set(have) | set(want)) if have.get(f) != want.get(f)]
         return f"{key} ({', '.join(fields)})"
     return key
-
-
-def build_task(cfg: RunConfig):
-    return registry.get("task", cfg.task).obj(cfg.task_config)
 
 
 def prepare_data(task) -> dict[str, int]:
@@ -230,4 +225,4 @@ def _analyses(cfg: RunConfig, rd: RunDir) -> None:
     todo = tuple(n for n in cfg.analyses if not any(rd.analysis_dir(n).glob("*.parquet")))
     if todo:
         from study.analyze import analyze
-        analyze(rd, {n: cfg.analysis_configs[n] for n in todo})
+        analyze(open_run(rd.path), {n: cfg.analysis_configs[n] for n in todo})

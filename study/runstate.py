@@ -37,6 +37,11 @@ def state_of(path) -> str:
     return "pending"  # created (or an unreadable status.json): nothing trained yet
 
 
+def summary(counts, total: int) -> str:
+    """The count of runs in each state: "2 done, 1 running, ... (of 5)"."""
+    return ", ".join(f"{counts.get(s, 0)} {s}" for s in STATES) + f" (of {total})"
+
+
 def detail(path) -> str:
     """A few words on the state: who holds a running run, the error of a failed one."""
     info = holder(path)

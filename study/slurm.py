@@ -39,6 +39,8 @@ from study.core.errors import UsageError
 from study.core.signals import signal_name
 from study.launch import child_env, PACKAGE_ROOT
 from study.runner import log
+from study.sweep_finish import finish
+from study.sweep_plan import record
 
 FORWARDED = signal.SIGUSR2  # what the run receives from the task (as from SLURM's --signal)
 WAIT_POLL_S = 5.0  # how often a waiting sweep looks at the queue and the run directories
@@ -132,7 +134,6 @@ class ReportTask:
 
     def __call__(self) -> str:
         os.chdir(self.cwd)
-        from study.sweep import finish
         done = [p for p, a, h in self.runs if runstate.complete(p, a, h)]
         missing = len(self.runs) - len(done)
         if not done:
@@ -187,7 +188,6 @@ def describe_submission(plan, options, todo: int) -> str:
 
 def submit_sweep(plan, options) -> int:
     """Submit the sweep's unfinished runs and its report; wait for them unless wait=false."""
-    from study.sweep import finish, record
     cfg = options.slurm
     if shutil.which("sbatch") is None:
         raise UsageError("launcher=slurm needs SLURM's sbatch on PATH (not found on this machine); "
@@ -252,7 +252,6 @@ def _print_result(plan, report, failed=()) -> None:
 def wait_for(plan, jobs: dict[str, str]) -> None:
     """Wait until none of the jobs ({what: job id}) is queued or running, printing where the
     runs stand."""
-    from study.status import summary
     last, last_time = None, 0.0
     while True:
         states = job_states(list(jobs.values()))
@@ -261,7 +260,7 @@ def wait_for(plan, jobs: dict[str, str]) -> None:
             continue
         active = any(s in ACTIVE for counts in states.values() for s in counts)
         runs = Counter(runstate.state_of(p) for p in plan.paths)
-        line = f"sweep: {summary(runs, len(plan.paths))}; " + "; ".join(
+        line = f"sweep: {runstate.summary(runs, len(plan.paths))}; " + "; ".join(
             f"{what} job {j}: " + (", ".join(f"{n} {s.lower()}" for s, n in sorted(states[j].items()))
                                    if states.get(j) else "ended") for what, j in jobs.items())
         if line != last or time.monotonic() - last_time >= PROGRESS_S:

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from study import runstate
 from study.core.errors import UsageError
+from study.launch import slots
+from study.slurm import describe_submission, job_states
+from study.sweep_plan import SWEEP_FILE, parse
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
@@ -33,10 +36,6 @@ def run_rows(runs) -> tuple[list[str], Counter]:
     return _table(rows), counts
 
 
-def summary(counts: Counter, total: int) -> str:
-    return ", ".join(f"{counts.get(s, 0)} {s}" for s in runstate.STATES) + f" (of {total})"
-
-
 def print_plan(plan, options) -> None:
     """`dry_run=true`: the runs, their directories and state, and what would be launched."""
     runs = [{"task": r.cfg.task, "model": r.cfg.model, "seed": r.cfg.seed, "path": r.path,
@@ -45,13 +44,11 @@ def print_plan(plan, options) -> None:
     if plan.description:
         print(f"study {plan.name}: {plan.description}")
     print("\n".join(lines))
-    print(summary(counts, len(runs)))
+    print(runstate.summary(counts, len(runs)))
     todo = len(runs) - counts.get("done", 0)
     if options.launcher == "slurm":
-        from study.slurm import describe_submission
         print(describe_submission(plan, options, todo))
     else:
-        from study.launch import slots
         s = slots(options.jobs, options.gpus, max(1, len(runs)))
         where = f"GPUs {','.join(s.gpus)}" if s.gpus else ("this process" if s.in_process else "CPU processes")
         print(f"would run {todo} of {len(runs)} runs here: {s.jobs} at once on {where}, "
@@ -62,7 +59,6 @@ def print_plan(plan, options) -> None:
 
 def find_sweep(args: list[str]) -> tuple[dict, Path | None]:
     """(the sweep's record, its sweep.json) from `status`'s arguments."""
-    from study.sweep import SWEEP_FILE, parse
     if len(args) == 1 and "=" not in args[0]:
         ref = args[0]
         candidate = Path(ref)
@@ -97,10 +93,9 @@ def cmd_status(args):
     record, path = find_sweep(args)
     lines, counts = run_rows(record["runs"])
     print("\n".join(lines))
-    print(summary(counts, len(record["runs"])))
+    print(runstate.summary(counts, len(record["runs"])))
     jobs = record.get("jobs") or {}
     if jobs:
-        from study.slurm import job_states
         states = job_states([j for j in (jobs.get("array"), jobs.get("report")) if j])
         if states is None:
             print("slurm: squeue did not answer; the jobs' states are unknown")

@@ -2,8 +2,10 @@
 
 Reports read only what a run directory holds (never training or analysis code), so a report
 can be built on a machine without torch from directories copied off a GPU box. A table from
-an analysis that ran at several checkpoints keeps every checkpoint; `Run.final` picks the
-latest one, which is what the charts show.
+an analysis that ran at several checkpoints keeps every checkpoint; `RunTables.final` picks
+the latest one, which is what the charts show. The application's run handle
+(`study.open_run`) opens a run directory through `run_path` and offers this view of it as
+`.run_tables`.
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ CONFIG = "config.json"
 
 
 @dataclass
-class Run:
-    """One run directory, loaded."""
+class RunTables:
+    """One run directory as reports read it: its records and tables, no network."""
 
     path: Path
     config: dict
@@ -61,14 +63,21 @@ class Run:
         return df.reset_index(drop=True)
 
 
-def load_run(path: str | Path) -> Run:
-    """Load one run directory; a path that is not one is a one-line UsageError."""
+def run_path(path: str | Path) -> Path:
+    """`path` as a run directory's path; a path that is not one is a one-line UsageError."""
     p = Path(path)
     if not p.is_dir():
-        raise UsageError(f"RUN_DIR {str(path)!r} does not exist or is not a directory")
+        raise UsageError(f"RUN_DIR {str(path)!r} is not a run directory (it does not exist or is "
+                         f"not a directory)")
     if not (p / CONFIG).is_file():
         raise UsageError(f"RUN_DIR {str(path)!r} is not a run directory (it has no {CONFIG}); "
                          f"give directories written by `python -m study run`")
+    return p
+
+
+def load_run(path: str | Path) -> RunTables:
+    """Load one run directory; a path that is not one is a one-line UsageError."""
+    p = run_path(path)
     config = _json(p / CONFIG, required=True)
     summary = _json(p / "summary.json", fix="re-run the same `run` command to rewrite it") or {}
     try:  # status.json is informational; a damaged one reads as unknown
@@ -78,18 +87,16 @@ def load_run(path: str | Path) -> Run:
     tables: dict[str, pd.DataFrame] = {}
     for f in sorted((p / "analyses").glob("*/*.parquet")):
         tables[f.stem] = _parquet(f)
-    return Run(path=p, config=config, summary=summary, status=str(status),
+    return RunTables(path=p, config=config, summary=summary, status=str(status),
                metrics=_parquet(p / "metrics.parquet", optional=True),
                heuristics=_parquet(p / "heuristics.parquet", optional=True), tables=tables)
 
 
-def load_runs(paths) -> list[Run]:
+def load_runs(paths) -> list[RunTables]:
     """Load several run directories (each once) and give them unique chart labels."""
     if not paths:
         raise UsageError("report needs at least one RUN_DIR")
-    runs = [load_run(path) for path in unique_paths(paths)]
-    _label(runs)
-    return runs
+    return labelled([load_run(path) for path in unique_paths(paths)])
 
 
 def unique_paths(paths) -> list:
@@ -103,11 +110,13 @@ def unique_paths(paths) -> list:
     return out
 
 
-def _label(runs: list[Run]) -> None:
-    """`<model> s<seed>`, made unique within each task (charts compare runs of one task)."""
+def labelled(runs: list[RunTables]) -> list[RunTables]:
+    """`runs`, each given its chart label: `<model> s<seed>`, made unique within each task
+    (charts compare runs of one task)."""
     base = [(r.task, f"{r.model} s{r.seed}") for r in runs]
     for r, b in zip(runs, base):
         r.label = b[1] if base.count(b) == 1 else f"{b[1]} ({r.name})"
+    return runs
 
 
 def _json(path: Path, required: bool = False, fix: str = "") -> dict | None:

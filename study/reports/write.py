@@ -1,22 +1,28 @@
-"""Report entry points: `python -m study report RUN_DIR ... [out=DIR]`, the comparative report
-a sweep writes, and the `report.html` every run writes for itself."""
+"""What reports write: the comparative report (`python -m study report RUN_DIR ...`, the end of
+a sweep), from run directories or from runs already loaded, and the `report.html` every run
+writes for itself."""
 from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from pathlib import Path
 
 from study.reports.build import build_report
 from study.reports.html import render
-from study.reports.load import load_runs
+from study.reports.load import RunTables, load_runs
 from study.core.errors import UsageError
 from study.core.rundir import atomic_write_bytes
 
 
 def write_report(run_dirs, out: str | os.PathLike, markdown: bool = True) -> Path:
-    """Write `out/index.html` (and `out/report.md` + PNGs); returns the HTML's path."""
-    runs = load_runs(run_dirs)
+    """Write the report of the run directories to `out/index.html` (and `out/report.md` +
+    PNGs); returns the HTML's path."""
+    return write_runs_report(load_runs(run_dirs), out, markdown)
+
+
+def write_runs_report(runs: list[RunTables], out: str | os.PathLike,
+                      markdown: bool = True) -> Path:
+    """`write_report` of runs already loaded and labelled (`load.labelled`)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"out={out} exists and is not a directory")
@@ -49,20 +55,3 @@ def default_out(run_dirs) -> Path:
     if parent in {p.resolve() for p in paths}:
         parent = parent.parent
     return parent / f"report-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
-
-
-def cmd_report(args: list[str]) -> int:
-    from study.core.coerce import coerce
-    from study.core.settings import split_dirs_and_args
-    dirs, options = split_dirs_and_args(args)
-    out = options.pop("out", None)
-    markdown = coerce("markdown", options.pop("markdown", "true"), bool)
-    if options:
-        raise UsageError(f"report: unknown option {next(iter(options))!r}; usage: report "
-                         f"RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]")
-    if not dirs:
-        raise UsageError("report needs at least one RUN_DIR: report RUN_DIR [RUN_DIR ...] [out=DIR]")
-    path = write_report(dirs, out or default_out(dirs), markdown=markdown)
-    print(path)
-    sys.stdout.flush()
-    return 0

@@ -43,7 +43,7 @@ def test_opening_a_run_and_reading_its_tables_needs_no_torch(trained_runs):
 @pytest.mark.parametrize("model", ["gru", "lstm"])
 def test_the_trained_alignment_through_pyvene_reproduces_the_recorded_iia(trained_runs, model):
     from study.analyses.das.export import chosen_k
-    from study.models.nets.pyvene_sites import pyvene
+    from study.models.sites.pyvene_loader import pyvene
 
     run = study.open_run(trained_runs(model))
     pairs = run.pairs("up_down:count")
@@ -67,7 +67,7 @@ def test_a_pyvene_user_loads_the_saved_alignment_with_pyvene_and_the_network(tra
     run = study.open_run(path)
     index = json.loads((path / "analyses" / "das" / "pyvene" / "index.json").read_text())
     assert {e["alignment"] for e in index} == {"oaf", "laf"}
-    from study.models.nets.pyvene_sites import pyvene
+    from study.models.sites.pyvene_loader import pyvene
 
     pv = pyvene()
     for entry in index:

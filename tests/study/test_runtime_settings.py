@@ -35,13 +35,3 @@ def test_rerun_with_other_runtime_settings_is_the_same_run(capsys, tmp_path):
     assert env["device"] == "cpu" and env["resume_minutes"] == 1
     assert main([*args, "train.lr=0.5"]) == 2
     assert "different config (train (lr))" in capsys.readouterr().err
-
-
-def test_runs_marked_before_runtime_settings_left_the_identity_still_match(capsys, tmp_path):
-    args = ["run", *(f"{k}={v}" for k, v in BASE.items()), f"run_dir={tmp_path}"]
-    assert main(args) == 0
-    cfg = resolve(BASE)
-    marker = tmp_path / ".study-run"
-    marker.write_text(json.dumps({"hash": cfg.legacy_hash8()}))
-    assert main(args) == 0, capsys.readouterr().err
-    assert json.loads(marker.read_text())["hash"] == cfg.hash8()  # brought up to date

@@ -9,7 +9,7 @@ import pytest
 
 from study import studies
 from study.core.errors import UsageError
-from study.sweep import parse
+from study.sweep_plan import parse
 from tests.conftest import run_cli
 
 OWN = """\

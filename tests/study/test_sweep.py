@@ -4,7 +4,7 @@ import pytest
 
 from study import studies
 from study.core.errors import UsageError
-from study.sweep import expand, parse
+from study.sweep_plan import expand, parse
 from study.config import resolve
 
 

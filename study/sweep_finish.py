@@ -1,0 +1,35 @@
+"""The end of a sweep, on this machine or as SLURM's report job: the comparisons across its
+finished runs (`study compare`), then their comparative report. Every run is opened once,
+with the run handle (`study.open_run`)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from study.core.errors import UsageError
+
+
+def finish(paths, out) -> Path:
+    """The comparisons across the finished runs, then their comparative report."""
+    from study.api import open_runs
+    from study.reports.load import labelled
+    from study.reports.write import write_runs_report
+    runs = open_runs(paths)
+    compare_end(runs, out)  # before the report reads the runs: it draws their comparisons
+    return write_runs_report(labelled([run.run_tables for run in runs]), out)
+
+
+def compare_end(runs, out) -> None:
+    """The sweep's comparisons across its opened runs (`study compare`), when at least two
+    runs of a task saved das alignments; a failure is reported and the report written
+    without them."""
+    from study.runner import log
+    with_das = [r for r in runs if any((r.path / "analyses" / "das").glob("alignments*.safetensors"))]
+    if len(with_das) < 2:
+        return
+    from study.compare import compare_runs
+    log(f"comparing {len(with_das)} runs across architectures → {Path(out) / 'comparisons'}")
+    try:
+        compare_runs(with_das, out)
+    except (UsageError, ValueError, RuntimeError) as e:
+        print(f"warning: comparisons across runs skipped: {e}", file=sys.stderr)

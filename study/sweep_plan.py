@@ -1,0 +1,150 @@
+"""The runs a sweep command line describes (`Plan`: comma lists expanded, every run resolved,
+or a study file's sweeps) and its record, `SWEEP_DIR/sweep.json`, which `python -m study status`
+reads. The sweep command (`study/sweep.py`), its SLURM launcher (`study/slurm.py`) and the
+status command (`study/status.py`) share these."""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import time
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+from study import studies
+from study.core import registry
+from study.core.coerce import field_types
+from study.core.errors import UsageError
+from study.core.rundir import atomic_write_json
+from study.core.settings import split_args
+from study.config import RunConfig, resolve
+from study.sweep_options import SWEEP_KEYS, SweepOptions, split_options
+from study.train.config import TrainConfig
+
+NEVER_EXPANDED = {"analyses", "run_dir"}
+SWEEP_FILE = "sweep.json"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One run of a sweep: its key=value pairs (as `study run` takes them) and its config."""
+    combo: dict[str, str]
+    cfg: RunConfig
+
+    @property
+    def path(self) -> Path:
+        return Path(self.cfg.path)
+
+    @property
+    def args(self) -> list[str]:
+        return [f"{k}={v}" for k, v in self.combo.items()]
+
+
+@dataclass(frozen=True)
+class Plan:
+    runs: tuple[Planned, ...]
+    sweep_dir: Path  # sweep.json, SLURM's logs
+    report_dir: Path  # the comparative report
+    name: str  # the study's name, or the sweep directory's
+    description: str = ""  # the study's
+
+    @property
+    def paths(self) -> list[Path]:
+        return [r.path for r in self.runs]
+
+
+def _is_tuple_field(key: str, task: str, model: str) -> bool:
+    group, _, name = key.partition(".")
+    if not name:
+        return False
+    if group in ("task", "model"):
+        cls = registry.get(group, task if group == "task" else model).config
+    elif group == "train":
+        cls = TrainConfig
+    elif group in registry.entries("analysis"):
+        cls = registry.get("analysis", group).config
+    else:
+        return False
+    tp = field_types(cls).get(name)
+    return typing.get_origin(tp) is tuple
+
+
+def expand(kv: dict[str, str]) -> list[dict[str, str]]:
+    """Cartesian product over comma-separated values (tuple-typed fields keep their commas)."""
+    if "run_dir" in kv:
+        raise UsageError("run_dir= cannot be given to a sweep (each run gets its own directory)")
+    combos = []
+    for task in kv.get("task", "").split(","):
+        for model in kv.get("model", "").split(","):
+            fixed = {**kv, "task": task, "model": model}
+            axes = {k: v.split(",") for k, v in fixed.items()
+                    if k not in NEVER_EXPANDED and "," in v and not _is_tuple_field(k, task, model)}
+            for values in itertools.product(*axes.values()):
+                combos.append({**fixed, **dict(zip(axes, values))})
+    return combos
+
+
+def parse(args: list[str]) -> tuple[Plan, SweepOptions]:
+    """The sweep a command line describes, every run resolved and every option checked."""
+    kv = split_args(args)
+    study = None
+    sweeps: list[tuple[dict[str, str], frozenset[str]]] = [(kv, frozenset())]
+    if "study" in kv:
+        study = studies.load(kv.pop("study"))
+        sweeps = [({**settings, **kv}, frozenset(k for k in settings if k not in kv))
+                  for settings in study.sweeps()]
+    combos, seen = [], []
+    for run_kv_all, from_study in sweeps:
+        options, run_kv = split_options(run_kv_all, from_study)
+        seen.append(options)
+        combos += expand(run_kv)
+    if any(o != seen[0] for o in seen):
+        raise UsageError(f"study={study.name}: its parts set different sweep options "
+                         f"({', '.join(SWEEP_KEYS)}); set them once, under [settings]")
+    options = seen[0]
+    try:
+        runs = tuple(Planned(c, resolve(c)) for c in combos)  # every run checked before any starts
+    except UsageError as e:
+        if str(e).startswith("unknown key"):
+            raise UsageError(f"{e}; a sweep also takes {', '.join(SWEEP_KEYS)} and slurm.<field>") from None
+        raise
+    paths = [r.path for r in runs]
+    dupes = {p for p in paths if paths.count(p) > 1}
+    if dupes:
+        raise UsageError(f"the sweep names the run {sorted(dupes)[0]} more than once; "
+                         f"remove the repeated value")
+    if study is not None:
+        sweep_dir = report_dir = Path(study.report_dir)
+        name = study.name
+    else:
+        from study.reports.write import default_out
+        sweep_dir = _common_parent(paths) / f"sweep-{_hash(paths)}"
+        report_dir = Path(default_out(paths))
+        name = sweep_dir.name
+    return Plan(runs, sweep_dir, report_dir, name, study.description if study else ""), options
+
+
+def _hash(paths) -> str:
+    key = "\n".join(sorted(str(Path(p).resolve()) for p in paths))
+    return hashlib.sha256(key.encode()).hexdigest()[:8]
+
+
+def _common_parent(paths) -> Path:
+    resolved = [Path(p).resolve() for p in paths]
+    parent = Path(os.path.commonpath(resolved))
+    return parent.parent if parent in resolved else parent
+
+
+def record(plan: Plan, launcher: str, jobs: dict) -> Path:
+    """Write SWEEP_DIR/sweep.json: the runs, where the report goes and the jobs submitted."""
+    plan.sweep_dir.mkdir(parents=True, exist_ok=True)
+    path = plan.sweep_dir / SWEEP_FILE
+    atomic_write_json(path, {
+        "name": plan.name, "launcher": launcher, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "cwd": os.getcwd(), "report_dir": str(plan.report_dir.resolve()), "jobs": jobs,
+        "runs": [{"path": str(r.path.resolve()), "args": r.args, "task": r.cfg.task,
+                  "model": r.cfg.model, "seed": r.cfg.seed, "hash": r.cfg.hash8(),
+                  "analyses": list(r.cfg.analyses)}
+                 for r in plan.runs]})
+    return path
