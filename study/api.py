@@ -227,7 +227,7 @@ class Run:
         from study.analyses.das import ALIGNMENTS
         from study.analyses.das.alignment import load_alignment
         from study.analyses.das.export import chosen_k
-        from study.analyses.das.search import site_label
+        from study.core.sites import site_key
         from study.analyses.subspaces.geometry import alignment_files
         from safetensors import safe_open
 
@@ -235,7 +235,7 @@ class Run:
             raise UsageError(f"alignment={alignment!r}: choose from {', '.join(ALIGNMENTS)}")
         step = self.step(checkpoint)
         rows = self._das_rows(variable, alignment, step)
-        labels = sorted({site_label(r.site, int(r.layer), int(r.position))
+        labels = sorted({site_key(r.site, int(r.layer), int(r.position))
                          for r in rows.itertuples()})
         if site is None:
             if len(labels) > 1:
@@ -244,10 +244,10 @@ class Run:
             ref = SiteRef.parse(labels[0])
         else:
             ref = SiteRef.parse(site)
-            if site_label(ref.kind, ref.layer, ref.position) not in labels:
+            if site_key(ref.kind, ref.layer, ref.position) not in labels:
                 raise UsageError(f"site={site!r}: {variable!r} was aligned at "
                                  f"{', '.join(labels)}")
-        label = site_label(ref.kind, ref.layer, ref.position)
+        label = site_key(ref.kind, ref.layer, ref.position)
         at = rows[(rows["site"] == ref.kind) & (rows["layer"] == ref.layer)
                   & (rows["position"] == ref.position) & (rows["split"] == "test")]
         by_k = {int(r.k): float(r.iia) for r in at.itertuples()}
@@ -297,6 +297,7 @@ class Run:
         iv = site_intervenable(net, kind, layer, inst.to(device))
         iv.study_position = position
         iv.study_batch_size = self.das_config.eval_batch_size
+        iv.study_outputs = self.task  # `iia` scores over the task's output ids, as training does
         return iv
 
 
@@ -307,11 +308,14 @@ def pyvene_view(net):
     return register(net)
 
 
-def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None) -> float:
+def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None,
+        outputs=None) -> float:
     """Interchange-intervention accuracy of an intervenable over our sites on `pairs`: the
     share of the pairs whose answer must change (`Pairs.changed`) whose every scored output
     becomes the counterfactual one — the das table's `iia`; `all_pairs=True`: over all pairs
-    (its `iia_all`). Source vectors are read once, then every base runs through `iv`."""
+    (its `iia_all`). Source vectors are read once, then every base runs through `iv`.
+    `outputs`: the task whose output ids decide right and wrong (default: the run's task for
+    an intervenable from `Run.intervenable`, else every token)."""
     from study.analyses.common.interchange import pair_tensors
     from study.analyses.common.stats import changed_iia
     from study.analyses.das.search import pairs_right
@@ -322,7 +326,8 @@ def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None) ->
     kind, layer, _ = iv.study_site
     net = iv.model.net
     bs = int(batch_size or getattr(iv, "study_batch_size", 1000))
-    pt = pair_tensors(pairs, device_of(net), getattr(iv, "study_position", -1))
+    outputs = outputs if outputs is not None else getattr(iv, "study_outputs", None)
+    pt = pair_tensors(pairs, device_of(net), getattr(iv, "study_position", -1), outputs)
     src = gather_site(net, pt.source_ids, kind, layer, pt.source_pos, bs)
     right = pairs_right(iv, pt, src, bs).cpu().numpy()
     if all_pairs:

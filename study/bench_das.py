@@ -20,7 +20,6 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from study.api import choose_device, frozen
 from study.train.runtime import sync
@@ -37,7 +36,6 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     from study.models.base import build_model
     from study.models.sites.pyvene_bridge import interchange, intervenable
     from study.models.sites import default_sites
-    from study.tasks.base import IGNORE
 
     dev = choose_device(device)
     torch.manual_seed(seed)
@@ -58,7 +56,7 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
 
     # ours: cached sources
     t0 = time.perf_counter()
-    data = site_data(model, pairs, pairs, kind, layer, -1, dev)
+    data = site_data(model, pairs, pairs, kind, layer, -1, dev, outputs=task)
     sync(dev)
     setup = time.perf_counter() - t0
     width = data.src_train.shape[1]
@@ -88,8 +86,7 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
         bpos, spos = pt.base_pos[idx], pt.source_pos[idx]
         logits = interchange(iv, pt.base_ids[idx], pt.source_ids[idx],
                              base_pos=[[int(p)] for p in bpos], source_pos=[[int(p)] for p in spos])
-        loss = F.cross_entropy(logits.flatten(0, 1), pt.cf_labels[idx].flatten(),
-                               ignore_index=IGNORE)
+        loss = pt.outputs.loss(logits.flatten(0, 1), pt.cf_labels[idx].flatten())  # as `step`
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

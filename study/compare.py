@@ -18,9 +18,10 @@ from dataclasses import fields
 from pathlib import Path
 
 from study.core.errors import UsageError
+from study.core import tables as schemas
 from study.core.settings import split_dirs_and_args
 
-TABLES = ("compare_similarity", "compare_geometry", "compare_stitching")
+TABLES = tuple(t.name for t in schemas.of_analysis("compare"))
 
 
 def _config(overrides: dict[str, str]):

@@ -196,18 +196,17 @@ def check_analyses(names, model_entry) -> None:
 
 
 def from_dict(d: dict, where: str = "config.json") -> RunConfig:
-    """Rebuild a RunConfig from config.json. A run written before analysis settings were
-    stored as configs (`analysis_overrides`, raw strings) is resolved from those strings."""
+    """Rebuild a RunConfig from config.json."""
     task_entry, model_entry = registry.get("task", d["task"]), registry.get("model", d["model"])
     analyses = tuple(d.get("analyses", ()))
     scale = d.get("scale", "paper")
     model_cfg = from_json(model_entry.config, d["model_config"], f"{where} model_config")
-    if "analysis_configs" in d:
-        configs = {n: from_json(registry.get("analysis", n).config, v, f"{where} analysis_configs.{n}")
-                   for n, v in d["analysis_configs"].items()}
-    else:
-        configs = analysis_configs(analyses, scale, dict(d.get("analysis_overrides", {})),
-                                   task_entry, model_entry, model_cfg)
+    configs = {n: from_json(registry.get("analysis", n).config, v, f"{where} analysis_configs.{n}")
+               for n, v in d.get("analysis_configs", {}).items()}
+    missing = [a for a in analyses if a not in configs]
+    if missing:
+        raise UsageError(f"{where}: analysis_configs has no settings for {', '.join(missing)} "
+                         f"(listed under analyses); the file is damaged or from another version")
     return RunConfig(task_entry.name, model_entry.name,
                      from_json(task_entry.config, d["task_config"], f"{where} task_config"),
                      model_cfg, from_json(TrainConfig, d["train"], f"{where} train"),

@@ -218,15 +218,6 @@ def test_config_json_round_trips_with_the_analysis_configs(tmp_path):
     assert back.identity() == cfg.identity() and back.hash8() == cfg.hash8()
 
 
-def test_an_old_config_json_with_raw_analysis_overrides_still_loads(tmp_path):
-    from study.config import from_dict
-    rd, cfg = _run_dir_with_config(tmp_path, "analyses=das")
-    old = rd.config()
-    del old["analysis_configs"]
-    old["analysis_overrides"] = {"das.k": "1,4"}
-    assert from_dict(old).analysis_configs["das"].k == (1, 4)
-
-
 def test_a_config_json_with_an_unknown_field_is_one_clear_line(tmp_path):
     from study.config import from_dict
     rd, _ = _run_dir_with_config(tmp_path)
