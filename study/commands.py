@@ -97,10 +97,36 @@ def cmd_sample(args):
 
 
 def cmd_run(args):
-    cfg = resolve(split_args(args))
+    kv = split_args(args)
+    allow_long = _yes(kv.pop("long", "no"), "long")
+    cfg = resolve(kv)
+    _check_duration(cfg, allow_long)
     from study.runner import run
     rd = run(cfg)
     print(rd.path)
+
+
+def _yes(value: str, key: str) -> bool:
+    if value not in ("ok", "no"):
+        raise UsageError(f"{key}={value!r}: use {key}=ok to start a run expected to train "
+                         f"for over an hour on this CPU")
+    return value == "ok"
+
+
+def _check_duration(cfg, allow_long: bool) -> None:
+    """Refuse a CPU run that would train for over an hour here, unless long=ok (a resumed
+    run counts only the steps left; `study/estimate.py`)."""
+    from study.api import build_task
+    from study.estimate import check_duration
+    from study.preflight import nvidia_driver_loaded
+    from study.train.checkpoint import state_dirs
+
+    on_cpu = cfg.train.device == "cpu" or (cfg.train.device == "auto" and not nvidia_driver_loaded())
+    if allow_long or not on_cpu:
+        return
+    done = state_dirs(cfg.path)
+    left = cfg.train.steps - (done[-1][0] if done else 0)
+    check_duration(cfg, build_task(cfg), left, allow_long, on_cpu)
 
 
 def cmd_analyze(args):

@@ -165,48 +165,20 @@ def _settings(kv: dict) -> bool:
 
 def _probe(kv: dict, seconds: float, device) -> bool:
     """Train with the engine for `seconds` and print tokens/s."""
-    import dataclasses
-
     import torch
 
     from study.api import build_task
     from study.config import resolve
-    from study.core import registry
-    from study.train.engine import Engine
-    from study.train.runtime import resolve_runtime, sync
-    from study.train.schedule import lr_at
-    from study.train.streams import make_stream
-    settings = _probe_kv(kv)
-    cfg = resolve(settings)
-    train = dataclasses.replace(cfg.train, steps=10**7, warmup_steps=0)
-    task = build_task(cfg)
-    rt = resolve_runtime(train)
-    t0 = time.perf_counter()
-    torch.manual_seed(cfg.seed)
-    model = registry.get("model", cfg.model).obj(cfg.model_config, len(task.vocab), task.seq_len)
-    model.to(rt.device).train()
-    engine = Engine(model, train, rt, task.output_ids, len(task.vocab))
-    stream = make_stream(task, train, cfg.seed, rt.device)
-    try:
-        warm = 3
-        for i in range(warm):  # absorbs compilation and the first allocations
-            engine.step(*stream.batch(i), lr_at(train, i))
-        sync(rt.device)
-        setup = time.perf_counter() - t0
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:  # a GPU runs ahead: the sync below counts it
-            engine.step(*stream.batch(warm + steps), lr_at(train, warm + steps))
-            steps += 1
-        sync(rt.device)
-        secs = time.perf_counter() - start
-    finally:
-        stream.close()
+    from study.estimate import measure
+    cfg = resolve(_probe_kv(kv))
+    m = measure(cfg, build_task(cfg), seconds)
+    rt = m.runtime
     peak = (f", peak GPU memory {torch.cuda.max_memory_allocated(rt.device) / 2**30:.2f} GiB"
             if rt.device.type == "cuda" else "")
-    _line("probe", f"{cfg.task} × {cfg.model} at scale={cfg.scale}, batch {train.batch_size}, "
+    _line("probe", f"{cfg.task} × {cfg.model} at scale={cfg.scale}, batch {cfg.train.batch_size}, "
                    f"{rt.precision}{', compiled' if rt.compiled else ''}"
                    f"{', CUDA graphs' if rt.cuda_graphs else ''} on {rt.device_name}: "
-                   f"{steps} steps in {secs:.1f} s, {steps / secs:.1f} steps/s, "
-                   f"{steps * stream.tokens_per_batch / secs:,.0f} tokens/s "
-                   f"(data, model and warm-up {setup:.1f} s{peak})")
+                   f"{m.steps} steps in {m.seconds:.1f} s, {m.steps_per_s:.1f} steps/s, "
+                   f"{m.steps * m.tokens / m.seconds:,.0f} tokens/s "
+                   f"(data, model and warm-up {m.setup:.1f} s{peak})")
     return True
