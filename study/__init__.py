@@ -10,7 +10,7 @@ From Python (`study/api.py`; imported on first use, so `import study` stays ligh
 
 __version__ = "0.1.0"
 
-_API = ("open_run", "open_runs", "Run", "iia", "pyvene_view")
+_API = ("open_run", "open_runs", "Run", "iia", "pyvene_view", "load_intervenable")
 __all__ = ["__version__", *_API]
 
 

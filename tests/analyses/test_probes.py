@@ -25,7 +25,7 @@ def test_probe_recovers_planted_variable_and_control_stays_at_chance():
     rows = probe_site(acts, {"v": y}, train, test, [0, 2], pooled=False,
                       controls={"v": shuffled(y, 1)}, min_train=8, min_test=4,
                       max_pooled=1000, C=1.0, max_iter=200)
-    acc = {(p, c, s): a for _, p, c, s, a in rows}
+    acc = {(p, c, s): a for _, p, c, s, a, _ in rows}
     assert acc[(2, False, "test")] > 0.95  # planted: linearly decodable
     assert acc[(0, False, "test")] < 0.55  # noise position: chance is 1/3
     assert acc[(2, True, "test")] < 0.55  # shuffled labels: chance even where planted
@@ -59,7 +59,7 @@ def test_pooled_control_is_near_chance_where_the_label_follows_the_position():
     def pooled(controls):
         rows = probe_site(acts, {"v": y}, train, test, [], pooled=True, controls={"v": controls},
                           min_train=8, min_test=4, max_pooled=5000, C=1.0, max_iter=300)
-        return {c: a for _, p, c, s, a in rows if s == "test" and p == POOLED}
+        return {c: a for _, p, c, s, a, _ in rows if s == "test" and p == POOLED}
 
     real_and_control = pooled(shuffled(y, 1))
     assert real_and_control[False] > 0.95  # the representation holds the variable
@@ -100,7 +100,7 @@ def test_probes_run_at_smoke(task_name, model_name, site, over, tmp_path):
     ctx = _ctx(task_name, model_name, tmp_path, **over)
     table = registry.get("analysis", "probes").obj(ctx)["probes"]
     assert list(table.columns) == ["checkpoint", "variable", "site", "layer", "position",
-                                   "split", "accuracy", "control"]
+                                   "split", "accuracy", "control", "converged"]
     assert set(table.site) == {site} and (table.checkpoint == 7).all()
     assert set(table.variable) == set(over["variables"])
     assert set(table.position) <= set(over["positions"]) | {POOLED}
@@ -109,3 +109,28 @@ def test_probes_run_at_smoke(task_name, model_name, site, over, tmp_path):
     assert table.accuracy.between(0, 1).all()
     if model_name == "attn2":
         assert set(table.layer) == {0, 1, 2}  # resid entering each layer and the final stream
+
+
+def test_a_probe_stopped_at_max_iter_is_flagged_once_per_analysis(tmp_path, capsys):
+    # labels independent of the activations and max_iter=1: lbfgs cannot have converged
+    rng = np.random.default_rng(0)
+    acts, y = rng.normal(size=(60, 2, 8)), rng.integers(3, size=(60, 2))
+    rows = probe_site(acts, {"v": y}, np.arange(40), np.arange(40, 60), [0, 1], pooled=False,
+                      controls={"v": shuffled(y, 1)}, min_train=8, min_test=4,
+                      max_pooled=1000, C=1.0, max_iter=1)
+    assert rows and not any(r[-1] for r in rows)
+    converged = probe_site(acts[:, :1], {"v": y}, np.arange(40), np.arange(40, 60), [0],
+                           pooled=False, controls={"v": shuffled(y, 1)}, min_train=8,
+                           min_test=4, max_pooled=1000, C=1.0, max_iter=500)
+    assert all(r[-1] for r in converged)
+
+    ctx = _ctx("counting", "gru", tmp_path, positions=(3, 25), variables=("up_down:count",),
+               max_iter=1)
+    capsys.readouterr()
+    table = registry.get("analysis", "probes").obj(ctx)["probes"]
+    err = capsys.readouterr().err.splitlines()
+    n_fits = int((table.split == "test").sum())
+    n_failed = int((~table.converged[table.split == "test"]).sum())
+    assert n_failed >= 1
+    assert err == [f"warning: {n_failed} of {n_fits} probes did not converge within "
+                   f"max_iter=1; raise probes.max_iter"]

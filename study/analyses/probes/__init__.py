@@ -12,7 +12,9 @@ pooled probe; it scores the chance rate of the label distribution, the accuracy 
 reaches with no information in the representation (`fit.shuffled`).
 
 Table `probes`: checkpoint, variable, site, layer, position, split (train | test), accuracy,
-control (bool). [paper] Wu et al. report that linear probes recover only ≈31 % of binding's
+control (bool), converged (bool: False where lbfgs stopped at `max_iter`; the analysis then
+prints one line to stderr, "warning: N of M probes did not converge within max_iter=...").
+[paper] Wu et al. report that linear probes recover only ≈31 % of binding's
 variable values; Exoo et al. probe the variable name from layer-1 number tokens
 (`var_of_num` here, also the circuits analysis' `probe_var_from_num`).
 """
@@ -90,12 +92,15 @@ def check(cfg: ProbesConfig, task_cls, model_entry, model_config) -> None:
 @register("analysis", "probes", config=ProbesConfig, check=check, presets={
     "paper": {"n_jobs": -1},
     "small": {"n_examples": 1000},
-    "smoke": {"n_examples": 96, "max_iter": 50, "max_pooled": 2000},
+    # max_iter stays 200 at smoke: at 50, 2-20 % of the smoke models' probes stopped unconverged
+    "smoke": {"n_examples": 96, "max_pooled": 2000},
 })
 def run(ctx) -> dict:
     """Linear probes (and shuffled-label controls) for each causal variable at each site."""
     import numpy as np
-    from study.analyses.probes.fit import probe_site, shuffled
+    import sys
+
+    from study.analyses.probes.fit import not_converged_line, probe_site, shuffled
     from study.analyses.common.data import sample
     from study.analyses.common.context import chosen
     from study.core.tables import PROBES
@@ -126,9 +131,13 @@ def run(ctx) -> dict:
     rows = []
     for acts in grouped_collect(model, ids, sites, ctx.device, cfg.batch_size):
         for (kind, layer), x in acts.items():
-            for var, pos, control, split, acc in probe_site(
+            for var, pos, control, split, acc, converged in probe_site(
                     x, variables, train, test, positions, pooled=cfg.pooled, controls=controls,
                     min_train=cfg.min_train, min_test=cfg.min_test, max_pooled=cfg.max_pooled,
                     C=cfg.C, max_iter=cfg.max_iter, seed=ctx.seed, n_jobs=cfg.n_jobs):
-                rows.append((ctx.checkpoint, var, kind, layer, pos, split, acc, control))
+                rows.append((ctx.checkpoint, var, kind, layer, pos, split, acc, control,
+                             converged))
+    fits = [r[-1] for r in rows if r[5] == "test"]  # one test row per fitted probe
+    if not all(fits):
+        print(not_converged_line(fits.count(False), len(fits), cfg.max_iter), file=sys.stderr)
     return {PROBES.name: PROBES.frame(rows)}

@@ -16,6 +16,11 @@ explains beyond the label marginal. A permutation within each position would not
 the pooled probe could still read the position from the activations and predict each
 position's own label distribution (a position baseline, not chance).
 
+Convergence: a probe whose lbfgs run stopped at `max_iter` has not converged; its accuracies
+are those of the unfinished fit. Each probe says so (`probe` -> `converged`, a column of the
+probes table) and the analysis prints one line counting them (`not_converged_line`) instead of
+scikit-learn's warning per fit.
+
 Train and test probe examples are disjoint *sequences*: every position of one sequence goes
 to the same side, so the pooled probe (all positions at once) cannot memorise a sequence.
 """
@@ -30,7 +35,17 @@ POOLED = -1  # `position` of a probe fitted on every position at once
 
 def fit_probe(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray,
               C: float = 1.0, max_iter: int = 200) -> tuple[float, float]:
-    """(train accuracy, test accuracy) of a logistic-regression probe. x: (n, d); y: (n,).
+    """(train accuracy, test accuracy) of a logistic-regression probe (`probe`, without
+    whether it converged)."""
+    return probe(x_train, y_train, x_test, y_test, C, max_iter)[:2]
+
+
+def probe(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray,
+          C: float = 1.0, max_iter: int = 200) -> tuple[float, float, bool]:
+    """(train accuracy, test accuracy, converged) of a logistic-regression probe. x: (n, d);
+    y: (n,). `converged` is False when lbfgs stopped at `max_iter` (scikit-learn's
+    `ConvergenceWarning`, caught here and reported by the caller once, not per probe): the
+    accuracies are then those of the unfinished fit.
 
     A training set with one class gets the constant predictor (what any probe would learn)."""
     from sklearn.exceptions import ConvergenceWarning
@@ -39,16 +54,29 @@ def fit_probe(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_te
 
     classes = np.unique(y_train)
     if len(classes) < 2:
-        return float(np.mean(y_train == classes[0])), float(np.mean(y_test == classes[0]))
-    with warnings.catch_warnings():
-        # a probe that has not fully converged still reports what it reached [ours]
-        warnings.simplefilter("ignore", ConvergenceWarning)
+        return float(np.mean(y_train == classes[0])), float(np.mean(y_test == classes[0])), True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        # a test set may lack some of the training classes: scoring still holds
         warnings.filterwarnings("ignore", message="The number of unique classes")
         scaler = StandardScaler().fit(x_train)
         clf = LogisticRegression(C=C, max_iter=max_iter)
         clf.fit(scaler.transform(x_train), y_train)
-        return (float(clf.score(scaler.transform(x_train), y_train)),
-                float(clf.score(scaler.transform(x_test), y_test)))
+        accuracy = (float(clf.score(scaler.transform(x_train), y_train)),
+                    float(clf.score(scaler.transform(x_test), y_test)))
+    converged = True
+    for w in caught:
+        if issubclass(w.category, ConvergenceWarning):
+            converged = False
+        else:  # any other warning goes on to the user as it came
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return (*accuracy, converged)
+
+
+def not_converged_line(n_failed: int, n_fits: int, max_iter: int) -> str:
+    """The one line an analysis prints when some of its probes stopped at `max_iter`."""
+    return (f"warning: {n_failed} of {n_fits} probes did not converge within "
+            f"max_iter={max_iter}; raise probes.max_iter")
 
 
 def shuffled(values: np.ndarray, seed) -> np.ndarray:
@@ -68,7 +96,7 @@ def probe_site(acts: np.ndarray, variables: dict[str, np.ndarray], train: np.nda
 
     acts (n, pos, d); variables / controls: name -> (n, pos) labels (-1 undefined);
     train / test: sequence indices. Returns rows (variable, position, control, split,
-    accuracy); `n_jobs` > 1 fits probes in parallel processes."""
+    accuracy, converged); `n_jobs` > 1 fits probes in parallel processes."""
     jobs, keys = [], []
     for name, values in variables.items():
         for control, labels in ((False, values), (True, controls[name])):
@@ -95,8 +123,8 @@ def probe_site(acts: np.ndarray, variables: dict[str, np.ndarray], train: np.nda
     rows = []
     for (name, p, control), got in zip(keys, results):
         if got is not None:
-            rows.append((name, p, control, "train", got[0]))
-            rows.append((name, p, control, "test", got[1]))
+            rows.append((name, p, control, "train", got[0], got[2]))
+            rows.append((name, p, control, "test", got[1], got[2]))
     return rows
 
 
@@ -104,7 +132,7 @@ def _fit_at(x, y, train, test, min_train, min_test, C, max_iter):
     tr, te = train[y[train] >= 0], test[y[test] >= 0]
     if len(tr) < min_train or len(te) < min_test:
         return None
-    return fit_probe(x[tr], y[tr], x[te], y[te], C, max_iter)
+    return probe(x[tr], y[tr], x[te], y[te], C, max_iter)
 
 
 def _fit_pooled(acts, labels, train, test, min_train, min_test, max_pooled, C, max_iter, seed):
@@ -124,4 +152,4 @@ def _fit_pooled(acts, labels, train, test, min_train, min_test, max_pooled, C, m
     x_te, y_te = rows(test, max_pooled)
     if len(y_tr) < min_train or len(y_te) < min_test:
         return None
-    return fit_probe(x_tr, y_tr, x_te, y_te, C, max_iter)
+    return probe(x_tr, y_tr, x_te, y_te, C, max_iter)

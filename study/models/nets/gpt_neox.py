@@ -11,12 +11,21 @@ The one layout difference: our fused QKV projection stacks [q of every head | k 
 head | v of every head]; GPT-NeoX stacks per head [q | k | v]. Dropout is carried over as
 configured (GPT-NeoX's `hidden_dropout` sits after the embedding and each block output, like
 ours); the exported model is in eval mode.
+
+Quiet by default: the model computes attention the "eager" way (the same logits; transformers'
+default, sdpa, warns and falls back whenever a tool asks for `output_attentions`, as
+TransformerLens and attention-pattern code do), and the instance's `save_pretrained` runs
+without transformers' progress bars and warnings (`study/models/quiet.py`); the files it
+writes are transformers' own.
 """
 from __future__ import annotations
+
+import types
 
 import torch
 
 from study.models.nets.rotary import RotaryTransformer
+from study.models.quiet import quiet
 from study.core.errors import UsageError
 
 # our activation names -> transformers' ACT2FN names
@@ -35,7 +44,7 @@ def gpt_neox_config(model: RotaryTransformer):
         rotary_emb_base=cfg.rotary_base, max_position_embeddings=model.seq_len,
         use_parallel_residual=False, attention_bias=True, layer_norm_eps=1e-5,
         hidden_dropout=cfg.dropout, attention_dropout=cfg.dropout, tie_word_embeddings=False,
-        initializer_range=cfg.init_std)
+        initializer_range=cfg.init_std, attn_implementation="eager")
 
 
 @torch.no_grad()
@@ -50,7 +59,9 @@ def to_gpt_neox(model):
     if cfg.d_head * cfg.n_heads != cfg.d_model:
         raise UsageError(f"to_transformers: GPT-NeoX needs n_heads * d_head = d_model; this "
                          f"model has {cfg.n_heads} x {cfg.d_head} != {cfg.d_model}")
-    ref = GPTNeoXForCausalLM(gpt_neox_config(model)).eval()
+    with quiet(("transformers",)):
+        ref = GPTNeoXForCausalLM(gpt_neox_config(model)).eval()
+    ref.save_pretrained = types.MethodType(_quiet_save_pretrained, ref)
     H, dh = cfg.n_heads, cfg.d_head
 
     def neox_qkv(t):  # ours: [q heads | k heads | v heads]; NeoX: per head [q | k | v]
@@ -72,3 +83,9 @@ def to_gpt_neox(model):
     base.final_layer_norm.bias.copy_(ours["ln_f.bias"])
     ref.get_output_embeddings().weight.copy_(ours["unembed.weight"])
     return ref
+
+
+def _quiet_save_pretrained(self, *args, **kwargs):
+    """transformers' own `save_pretrained`, without its progress bars and warnings."""
+    with quiet(("transformers",)):
+        return type(self).save_pretrained(self, *args, **kwargs)

@@ -67,8 +67,10 @@ pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn.py):
 - pyvene clears the dict passed as `source_representations` after a call; `interchange`
   builds a fresh one each time.
 - `save_intervention`/`load_intervention` map to `cuda:0`: use `IntervenableModel.save` and
-  the static `IntervenableModel.load(directory, register(model))` instead (`save_pyvene`
-  keeps pyvene's "Directory ... created" print off stdout). Custom intervention classes must
+  the static `IntervenableModel.load(directory, register(model))` instead; `save_pyvene` and
+  `load_intervenable` call them with pyvene's prints ("Directory ... created", "... already
+  exists") and root-logger warnings ("The key is provided in the config ...", logged by every
+  load) kept off stdout and stderr (`study/models/quiet.py`). Custom intervention classes must
   live in an importable module to load (pyvene saves their type names). A loaded model
   wipes hooks again; `interchange` and `interchange_vectors` adopt it (`adopt`).
 - pyvene writes an intervention into the hooked module's output tensor in place, and a
@@ -80,21 +82,25 @@ pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn.py):
   you registered earlier on the same site runs first and sees the value *before* the
   intervention; read the result downstream (e.g. a pre-hook on the next module).
 - Importing pyvene takes ~9 s and prints a notice to stdout: it is imported lazily, inside
-  functions, with stdout captured (`study/models/sites/pyvene_loader.py`).
+  functions, with stdout captured (`study/models/sites/pyvene_loader.py`). pyvene logs its
+  warnings through the root logger; building, saving and loading an `IntervenableModel`
+  here run under `quiet()` (`study/models/quiet.py`), which drops them for that call only.
 """
 from __future__ import annotations
 
 import contextlib
-import io
 import types
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 from torch import nn
 
+from study.core.errors import UsageError
 from study.core.sites import KINDS, STEP_KINDS, check_site
 from study.models.sites.capture import device_of, site_widths, state_at
+from study.models.quiet import quiet
 from study.models.sites.pyvene_loader import pyvene
 from study.core.network import read_out
 
@@ -198,7 +204,9 @@ def intervenable(model: nn.Module, kind: str, index: int, intervention: Any = "v
     inst = _make_intervention(intervention, width * n_units, intervention_kwargs)
     rep = pv.RepresentationConfig(layer=index, component=kind, unit="pos",
                                   max_number_of_units=n_units, intervention=inst)
-    iv = pv.IntervenableModel(pv.IntervenableConfig(representations=[rep]), view, use_fast=False)
+    with quiet():
+        iv = pv.IntervenableModel(pv.IntervenableConfig(representations=[rep]), view,
+                                  use_fast=False)
     _guard(iv)
     iv.study_site = (kind, index, n_units)
     iv.study_steps = False
@@ -286,7 +294,9 @@ def site_intervenable(model: nn.Module, kind: str, layer: int, intervention: Any
     reps = [pv.RepresentationConfig(layer=t, component=kind, unit="pos", max_number_of_units=1,
                                     intervention=inst)
             for t in range(model.sites.kinds()[kind])]
-    iv = pv.IntervenableModel(pv.IntervenableConfig(representations=reps), view, use_fast=False)
+    with quiet():
+        iv = pv.IntervenableModel(pv.IntervenableConfig(representations=reps), view,
+                                  use_fast=False)
     _guard(iv)
     iv.study_site = (kind, layer, 1)
     iv.study_steps = True
@@ -317,10 +327,31 @@ def adopt(iv):
 
 
 def save_pyvene(iv, directory) -> None:
-    """pyvene's own `IntervenableModel.save` into `directory`, its print ("Directory ...
-    created") kept off stdout. `IntervenableModel.load(directory, register(model))` reads it."""
-    with contextlib.redirect_stdout(io.StringIO()):
+    """pyvene's own `IntervenableModel.save` into `directory` (made if missing), quietly.
+    `load_intervenable(directory, model)` (or pyvene's `IntervenableModel.load(directory,
+    register(model))`) reads it."""
+    with quiet():
         iv.save(str(directory))
+
+
+def load_intervenable(directory, model: nn.Module):
+    """The `pyvene.IntervenableModel` saved in `directory` by `IntervenableModel.save` (the
+    das analysis writes them under RUN/analyses/das/pyvene/), rebuilt over `model`'s sites:
+    pyvene's own `IntervenableModel.load(directory, register(model))`, quietly, adopted
+    (`adopt`) so `interchange`, `interchange_vectors` and `study.iia` take it as it is.
+
+        iv = load_intervenable("RUN/analyses/das/pyvene/oaf/up_down-count/state@pair", net)
+    """
+    config = Path(directory) / "config.json"
+    if not config.is_file():
+        raise UsageError(f"load_intervenable: {directory} holds no pyvene config.json; give a "
+                         f"directory IntervenableModel.save wrote (the das analysis's are "
+                         f"listed in RUN/analyses/das/pyvene/index.json)")
+    pv = pyvene()
+    view = register(model)
+    with quiet():
+        iv = pv.IntervenableModel.load(str(directory), view)
+    return adopt(iv)
 
 
 # --------------------------------------------------------------------------- interchange
