@@ -308,15 +308,24 @@ def pyvene_view(net):
     return register(net)
 
 
+def load_intervenable(directory, model):
+    """A saved `pyvene.IntervenableModel` (the das analysis writes them under
+    RUN/analyses/das/pyvene/) rebuilt over `model` (e.g. `run.model()`), quietly, ready for
+    `iia`."""
+    from study.models.sites.pyvene_bridge import load_intervenable as load
+    return load(directory, model)
+
+
 def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None,
         outputs=None) -> float:
     """Interchange-intervention accuracy of an intervenable over our sites on `pairs`: the
-    share of the pairs whose answer must change (`Pairs.changed`) whose every scored output
-    becomes the counterfactual one — the das table's `iia`; `all_pairs=True`: over all pairs
-    (its `iia_all`). Source vectors are read once, then every base runs through `iv`.
+    share of the pairs that test the intervention (the network itself gives the base label on
+    the base and not the counterfactual one) whose every scored output becomes the
+    counterfactual one — the das table's `iia`; `all_pairs=True`: over all pairs (its
+    `iia_all`). Source vectors are read once, then every base runs through `iv`.
     `outputs`: the task whose output ids decide right and wrong (default: the run's task for
     an intervenable from `Run.intervenable`, else every token)."""
-    from study.analyses.common.interchange import pair_tensors
+    from study.analyses.common.interchange import judged, pair_tensors
     from study.analyses.common.stats import changed_iia
     from study.analyses.das.search import pairs_right
     from study.models.sites.pyvene_bridge import adopt
@@ -327,9 +336,10 @@ def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None,
     net = iv.model.net
     bs = int(batch_size or getattr(iv, "study_batch_size", 1000))
     outputs = outputs if outputs is not None else getattr(iv, "study_outputs", None)
-    pt = pair_tensors(pairs, device_of(net), getattr(iv, "study_position", -1), outputs)
+    pt = judged(net, pair_tensors(pairs, device_of(net), getattr(iv, "study_position", -1),
+                                  outputs), bs)
     src = gather_site(net, pt.source_ids, kind, layer, pt.source_pos, bs)
     right = pairs_right(iv, pt, src, bs).cpu().numpy()
     if all_pairs:
         return float(right.mean())
-    return changed_iia(right, pt.changed.cpu().numpy())
+    return changed_iia(right, pt.tests.cpu().numpy())

@@ -34,16 +34,18 @@ class Table:
 
 PATCHING = Table("patching", "patching", (
     "checkpoint", "site", "layer", "position", "head", "counterfactual", "metric", "value",
-    "value_all", "n_pairs", "n_changed"))
+    "value_all", "n_pairs", "n_changed", "n_tested"))
 HEAD_RANKING = Table("head_ranking", "patching", (
     "checkpoint", "counterfactual", "metric", "layer", "head", "value", "rank"))
 POSITIONS = Table("positions", "patching", ("checkpoint", "counterfactual", "position", "token"))
 DAS = Table("das", "das", (
     "checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split", "iia",
-    "iia_lo", "iia_hi", "iia_all", "n_pairs", "n_changed", "too_few", "iia_restart_sd"))
+    "iia_lo", "iia_hi", "iia_all", "n_pairs", "n_changed", "n_tested", "too_few",
+    "iia_restart_sd"))
 DAS_CONTROL = Table("das_control", "das", DAS.columns)  # the same search on the step-0 network
 PROBES = Table("probes", "probes", (
-    "checkpoint", "variable", "site", "layer", "position", "split", "accuracy", "control"))
+    "checkpoint", "variable", "site", "layer", "position", "split", "accuracy", "control",
+    "converged"))
 CIRCUITS = Table("circuits", "circuits", ("checkpoint", "layer", "head", "score", "value"))
 ABLATION = Table("ablation", "circuits", (
     "checkpoint", "layer", "head", "method", "split", "stratum", "accuracy"))

@@ -342,12 +342,14 @@ def test_das_analysis_writes_its_table_and_alignments(tmp_path):
     df = get("analysis", "das").obj(ctx)["das"]
     assert list(df.columns) == ["checkpoint", "variable", "site", "layer", "position",
                                 "alignment", "k", "split", "iia", "iia_lo", "iia_hi", "iia_all",
-                                "n_pairs", "n_changed", "too_few", "iia_restart_sd"]
+                                "n_pairs", "n_changed", "n_tested", "too_few",
+                                "iia_restart_sd"]
     assert len(df) == 2 * 3 * 2  # variables x alignments x splits (k=2 only)
     assert set(df["site"]) == {"state"} and set(df["position"]) == {-1}
     scored = df[~df["too_few"]]
     assert scored["iia"].between(0, 1).all() and (df["checkpoint"] == 7).all()
     assert df["iia_all"].between(0, 1).all() and (df["n_changed"] <= df["n_pairs"]).all()
+    assert (df["n_tested"] <= df["n_changed"]).all()
     # a joint variable (count and phase at once, the authors' `swap_keys: full`) is searched
     # and saved like any other
     inst = load_alignment(tmp_path / "alignments.safetensors", "laf/up_down:full/state@pair/k=2")

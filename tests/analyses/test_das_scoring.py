@@ -1,4 +1,4 @@
-"""DAS scoring: IIA on changed pairs (an intervention the network ignores scores 0), the
+"""DAS scoring: IIA on tested pairs (an intervention the network ignores scores 0), the
 Wilson interval, the too-few flag, the step-0 trained control and the restart search."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from study.analyses.das import DasConfig
 from study.analyses.das.search import search, site_data
 from study.core.registry import get
 from study.tasks.base import Pairs
-from tests.analyses.test_das import M, Planted, planted_pairs
+from tests.analyses.test_das import C, M, Planted, planted_pairs
 from tests.conftest import frozen_smoke_model as _smoke
 
 
@@ -28,6 +28,26 @@ class Ignoring(Planted):
         self.sites.resid[0](e)  # the site runs (and is intervened on); its output is unused
         r = e @ self.qv
         return -((r[..., None, :] - self.protos) ** 2).sum(-1)
+
+
+class Misreading(Ignoring):
+    """The ignoring network, but it misreads every base whose nuisance w is 0 as the next
+    class, (v + 1) mod C: those bases' outputs are wrong, and where the source's class is
+    v + 1 they are already the counterfactual answer."""
+
+    def forward(self, ids):
+        logits = super().forward(ids)  # (batch, pos, C)
+        return torch.where((ids % M == 0)[..., None], logits.roll(1, -1), logits)
+
+
+def expected_judgement(pairs):
+    """For `Misreading` on planted-style pairs: (base_right, tests, right under a no-op),
+    each (n,) bool, from the labels alone."""
+    w, vb = pairs.base_ids[:, 0] % M, pairs.base_labels[:, 0]
+    out = np.where(w == 0, (vb + 1) % C, vb)  # what the network answers on the base
+    base_right = out == vb
+    noop_right = out == pairs.cf_labels[:, 0]
+    return base_right, base_right & ~noop_right, noop_right
 
 
 def mixed_pairs(n, seed, unchanged_share):
@@ -55,6 +75,34 @@ def test_an_ignored_intervention_scores_zero_on_changed_pairs_and_the_unchanged_
         assert r["iia"] == 0.0 and r["iia_lo"] == 0.0 and 0 < r["iia_hi"] < 0.05, r
         assert r["iia_all"] == pytest.approx(unchanged), r
         assert r["n_pairs"] == 300 and r["n_changed"] == int(test.changed.sum())
+        assert r["n_tested"] == r["n_changed"]  # it answers every base: the changed are tested
+
+
+def test_only_pairs_the_network_answers_and_does_not_already_flip_are_tested():
+    """Pairs whose base the network misreads, among them pairs whose base output is already
+    the counterfactual label, are not counted: an intervention that does nothing scores 0 on
+    the tested pairs, though on the changed pairs it would score above 0. n_tested <= n_changed.
+    The step-0 control is judged by the analysed network (`judge`), so both score the same
+    pairs."""
+    model = Misreading().eval()
+    test = mixed_pairs(300, 1, 0.3)
+    data = site_data(model, mixed_pairs(200, 0, 0.3), test, "resid", 0, -1, "cpu")
+    base_right, tests, noop_right = expected_judgement(test)
+    assert (data.test.base_right.numpy() == base_right).all()
+    assert (data.test.tested.numpy() == tests).all()
+    assert (noop_right & test.changed).any()  # misread bases already give the cf answer
+    assert not tests[noop_right].any() and not tests[~base_right].any()
+    cfg = DasConfig(k=(2,), steps=20, batch_size=64, lr=1e-2, restarts=2, min_changed=10)
+    rows, _ = search(model, data, "v", -1, cfg, seed=0, checkpoint=0)
+    for r in rows:
+        if r["split"] != "test":
+            continue
+        assert r["iia"] == 0.0 and r["iia_lo"] == 0.0, r
+        assert r["iia_all"] == pytest.approx(noop_right.mean()), r
+        assert r["n_tested"] == tests.sum() < r["n_changed"] == test.changed.sum()
+    judged_by_other = site_data(Ignoring().eval(), mixed_pairs(200, 0, 0.3), test, "resid", 0,
+                                -1, "cpu", judge=model)
+    assert (judged_by_other.test.tested.numpy() == tests).all()
 
 
 def test_the_interval_holds_the_estimate_shrinks_with_more_pairs_and_covers_the_truth():
@@ -83,11 +131,17 @@ def test_the_interval_keeps_a_width_when_every_pair_or_none_is_right():
 def test_a_variable_with_too_few_changed_pairs_is_flagged_not_scored():
     right = np.array([True, False, True, True])
     changed = np.array([True, True, False, False])
-    s = iia_scores(right, changed, min_changed=3)
+    s = iia_scores(right, changed, changed, min_changed=3)
     assert s["too_few"] and math.isnan(s["iia"]) and math.isnan(s["iia_lo"])
     assert s["iia_all"] == 0.75 and s["n_changed"] == 2 and s["n_pairs"] == 4
-    s = iia_scores(right, changed, min_changed=2)
+    s = iia_scores(right, changed, changed, min_changed=2)
     assert not s["too_few"] and s["iia"] == 0.5
+    # the minimum applies to the tested pairs, and IIA is over them alone
+    tested = np.array([True, False, False, False])
+    s = iia_scores(right, changed, tested, min_changed=2)
+    assert s["too_few"] and math.isnan(s["iia"]) and s["n_tested"] == 1 and s["n_changed"] == 2
+    s = iia_scores(right, changed, tested, min_changed=1)
+    assert not s["too_few"] and s["iia"] == 1.0
 
 
 def test_larger_k_keeps_what_smaller_k_found_and_restarts_report_their_spread():

@@ -18,7 +18,18 @@ from study.core.registry import get
 from tests.conftest import frozen_smoke_model as _smoke
 
 
+def _as_if_answered(pt):
+    """`pt` judged as though the network answered every base right: every changed pair is
+    tested. The untrained smoke networks answer few bases, so their own judgement would leave
+    no pair to score; the engine's arithmetic is the same for any judgement."""
+    return replace(pt, base_right=torch.ones(len(pt), dtype=torch.bool), tests=pt.changed)
 
+
+@pytest.fixture
+def answered(monkeypatch):
+    """The analysis judges its pairs with `_as_if_answered` instead of the network."""
+    import study.analyses.patching.sweep as engine
+    monkeypatch.setattr(engine, "judged", lambda model, pt, batch_size=512: _as_if_answered(pt))
 
 
 def _acts(model, ids, sites):
@@ -52,7 +63,7 @@ def test_patching_with_a_source_equal_to_the_base_changes_nothing():
     task, model, _ = _smoke("binding", "gpt12")
     pairs = task.counterfactuals("root_value", 6, split="test", seed=0)
     pairs = replace(pairs, source_ids=pairs.base_ids.copy())
-    pt = pair_tensors(pairs, "cpu")
+    pt = _as_if_answered(pair_tensors(pairs, "cpu"))
     acc, ref = sweep(model, pt, [("resid", 0), ("resid", 2), ("head", 1)], 2, batch_size=4)
     df = tables(acc, ref, "root_value", True, 0)
     flips = {(r["site"], r["metric"]): r["value"] for r in df}
@@ -113,17 +124,17 @@ def _brute(model, pt, kind, layer, pos, feats):
 def test_batched_sweep_equals_brute_force_on_aligned_pairs():
     task, model, _ = _smoke("binding", "gpt12")
     pt = pair_tensors(task.counterfactuals("root_value", 5, split="test", seed=2), "cpu")
+    tested = torch.tensor([True, False, True, True, False])  # the LD is over tested pairs
+    pt = replace(pt, base_right=tested, tests=tested)
     acc, ref = sweep(model, pt, [("resid", 1), ("head", 0)], 2, batch_size=3)
-    _, base_logits = _acts(model, pt.base_ids, [])
-    ld_base, ok = logit_diff(base_logits, pt.cf_labels, pt.base_labels)
     checked = 0
-    for (kind, layer, head, pos), (f, n, ld_sum, n_ld, _, _) in acc.sums.items():
+    for (kind, layer, head, pos), (f, n, ld_sum, n_ld, _, _, _) in acc.sums.items():
         if pos % 9 and pos != 66:  # a spread of positions, incl. the answer's
             continue
         feats = None if head < 0 else slice(16 * head, 16 * head + 16)
         flip, ld, ok2 = _brute(model, pt, kind, layer, pos, feats)
         assert f / n == pytest.approx(flip)
-        assert ld_sum / n_ld == pytest.approx(ld[ok2].mean().item(), abs=1e-4)
+        assert ld_sum / n_ld == pytest.approx(ld[ok2 & tested].mean().item(), abs=1e-4)
         checked += 1
     assert checked >= 15
 
@@ -131,19 +142,20 @@ def test_batched_sweep_equals_brute_force_on_aligned_pairs():
 @pytest.mark.parametrize("model_name,site", [("rope2", ("resid", 1)), ("gru", ("state", 0))])
 def test_batched_sweep_equals_brute_force_on_pairs_with_explicit_positions(model_name, site):
     task, model, _ = _smoke("counting", model_name)
-    pt = pair_tensors(task.counterfactuals("up_down:count", 7, split="test", seed=0), "cpu")
+    pt = _as_if_answered(
+        pair_tensors(task.counterfactuals("up_down:count", 7, split="test", seed=0), "cpu"))
     assert not pt.aligned
     acc, ref = sweep(model, pt, [site], 1, batch_size=3)
-    (key, (f, n, ld_sum, n_ld, _, _)), = acc.sums.items()
+    (key, (f, n, ld_sum, n_ld, _, _, _)), = acc.sums.items()
     assert key == (*site, -1, -1)
     flip, ld, ok = _brute(model, pt, *site, None, None)
     assert f / n == pytest.approx(flip)
-    assert ld_sum / n_ld == pytest.approx(ld[ok].mean().item(), abs=1e-4)
+    assert ld_sum / n_ld == pytest.approx(ld[ok & pt.tested].mean().item(), abs=1e-4)
 
 
 # ----------------------------------------------------------------------------- the analysis
 
-def test_patching_analysis_tables_and_the_final_stream_sanity_check(tmp_path):
+def test_patching_analysis_tables_and_the_final_stream_sanity_check(tmp_path, answered):
     task, model, entry = _smoke("binding", "gpt12")
     cfg = replace(get("analysis", "patching").make_config("smoke"), n_pairs=6,
                   kinds=("root_value", "distractor"))
@@ -153,7 +165,7 @@ def test_patching_analysis_tables_and_the_final_stream_sanity_check(tmp_path):
     df, ranking = out["patching"], out["head_ranking"]
     assert list(df.columns) == ["checkpoint", "site", "layer", "position", "head",
                                 "counterfactual", "metric", "value", "value_all", "n_pairs",
-                                "n_changed"]
+                                "n_changed", "n_tested"]
     assert set(df["site"]) == {"none", "resid", "head"}
     assert (df.loc[df["site"] == "resid", "head"] == -1).all()
     assert set(df.loc[df["site"] == "head", "head"]) == {0, 1}
@@ -165,18 +177,19 @@ def test_patching_analysis_tables_and_the_final_stream_sanity_check(tmp_path):
     assert list(ranking.columns) == ["checkpoint", "counterfactual", "metric", "layer", "head",
                                      "value", "rank"]
     # root_value: flip_gain and logit_diff; distractor keeps the answer, so no pair of it
-    # changes the output: no flip rate on changed pairs (value NaN, value_all kept) and no
+    # changes the output: no flip rate on tested pairs (value NaN, value_all kept) and no
     # logit difference, hence no ranking
     assert ranking.groupby(["counterfactual", "metric"]).size().to_dict() == {
         ("root_value", "flip_gain"): 4, ("root_value", "logit_diff"): 4}
     distractor = df[(df["counterfactual"] == "distractor") & (df["metric"] == "flip_rate")]
     assert distractor["value"].isna().all() and distractor["value_all"].between(0, 1).all()
     assert (distractor["n_changed"] == 0).all() and (distractor["n_pairs"] == 6).all()
+    assert (distractor["n_tested"] == 0).all()
     assert sorted(ranking.groupby(["counterfactual", "metric"])["rank"].apply(list).iloc[0]) == \
         [1, 2, 3, 4]
 
 
-def test_patching_analysis_on_a_recurrent_model_patches_every_step(tmp_path):
+def test_patching_analysis_on_a_recurrent_model_patches_every_step(tmp_path, answered):
     task, model, entry = _smoke("binding", "gru")
     cfg = replace(get("analysis", "patching").make_config("smoke"), n_pairs=4,
                   kinds=("query",))
@@ -192,18 +205,40 @@ def test_patching_analysis_on_a_recurrent_model_patches_every_step(tmp_path):
     assert np.isfinite(df["value"]).all() and (df["n_changed"] == 4).all()
 
 
-def test_flip_rate_counts_changed_pairs_and_value_all_every_pair():
-    """Unchanged pairs (source = base) are right under a patch that does nothing: they count
-    in value_all only. With half the pairs unchanged and a source equal to the base, the
-    patched flip rate on changed pairs is the base's (0 for a base that answers its own)."""
+def test_flip_rate_counts_tested_pairs_and_value_all_every_pair():
+    """The flip rate's `value` is over the tested pairs only, `value_all` over all pairs, and
+    every row carries both the causal model's changed count and the tested count."""
     task, model, _ = _smoke("counting", "gru")
     pairs = task.counterfactuals("up_down:count", 12, split="test", seed=0)
     pt = pair_tensors(pairs, "cpu")
     changed = pt.changed.numpy()
+    tested = pt.changed & (torch.arange(12) % 3 != 0)  # a judgement leaving some changed out
+    pt = replace(pt, base_right=tested, tests=tested)
     acc, ref = sweep(model, pt, [("state", 0)], 1, batch_size=5)
-    (f, n, _, _, fc, nc), = acc.sums.values()
+    (f, n, _, _, ft, nt, nc), = acc.sums.values()
     df = tables(acc, ref, "up_down:count", False, 0)
     flip = [r for r in df if r["site"] == "state" and r["metric"] == "flip_rate"][0]
-    assert nc == changed.sum() and n == 12
-    assert flip["value"] == pytest.approx(fc / nc) and flip["value_all"] == pytest.approx(f / n)
+    assert nc == changed.sum() and nt == tested.sum() < nc and n == 12
+    assert flip["value"] == pytest.approx(ft / nt) and flip["value_all"] == pytest.approx(f / n)
     assert flip["n_pairs"] == 12 and flip["n_changed"] == changed.sum()
+    assert flip["n_tested"] == tested.sum()
+
+
+def test_a_patch_the_network_ignores_flips_no_tested_pair():
+    """A toy network misreads some bases (wrong answer, on some pairs the counterfactual one)
+    and never reads the patched site. The patching sweep judges the pairs on the network
+    itself: the misread and unchanged pairs are not tested, so the patch's flip rate on the
+    tested pairs is 0 (as is the unpatched base's), though the patch "flips" some pairs."""
+    from tests.analyses.test_das_scoring import Misreading, expected_judgement, mixed_pairs
+
+    model = Misreading().eval()
+    pairs = mixed_pairs(300, 1, 0.3)
+    base_right, tests, noop_right = expected_judgement(pairs)
+    acc, ref = sweep(model, pair_tensors(pairs, "cpu"), [("resid", 0)], 1, batch_size=64)
+    df = tables(acc, ref, "v", True, 0)
+    flips = [r for r in df if r["metric"] == "flip_rate"]
+    assert {r["site"] for r in flips} == {"none", "resid"}
+    for r in flips:
+        assert r["value"] == 0.0 and r["value_all"] == pytest.approx(noop_right.mean()), r
+        assert r["n_tested"] == tests.sum() < r["n_changed"] == pairs.changed.sum()
+    assert noop_right[pairs.changed].any()  # on changed pairs a no-op would have scored

@@ -227,7 +227,7 @@ def test_headline_accuracy_and_best_iia_are_the_run_directories_numbers(smoke_ru
                 assert row[f"acc {split}"] == pytest.approx(acc["all"])
             das = _final_test_das(r.path)
             for (var, al), g in das.groupby(["variable", "alignment"]):
-                assert row[f"IIA {var} {al}"] == pytest.approx(g["iia"].max())
+                assert row[f"IIA {var} {al}"] == pytest.approx(g["iia"].max(), nan_ok=True)
 
 
 # Planted test IIA per (seed, position of the site, alignment) over K; the answers below are
@@ -348,9 +348,9 @@ def test_iia_curves_match_the_smoke_runs_tables(counting_runs):
         c = curves[(curves["model"] == model) & (curves["variable"] == var)
                    & (curves["alignment"] == al) & (curves["k"] == k)]
         assert len(c) == g[["site", "layer", "position"]].drop_duplicates().shape[0]
-        assert c["max"].max() == pytest.approx(g["iia"].max())
-        assert c["min"].min() == pytest.approx(g["iia"].min())
-        assert c["n_seeds"].sum() == len(g)
+        assert c["max"].max() == pytest.approx(g["iia"].max(), nan_ok=True)
+        assert c["min"].min() == pytest.approx(g["iia"].min(), nan_ok=True)
+        assert c["n_seeds"].sum() == g["iia"].notna().sum()  # the seeds scored
 
 
 # ----------------------------------------------------------------------------- heuristics

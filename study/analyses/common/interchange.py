@@ -11,12 +11,19 @@ the pyvene bridge (`study.models.sites.pyvene_bridge`).
   every scored position's argmax among the task's output ids is its label, the rule training
   scores with (`study/core/outputs.py`; the pairs carry the output space, `PairTensors.outputs`);
   `logit_diff`: per-row scores of intervened logits.
-- `PairTensors.changed`: the pairs whose counterfactual output differs from the base's; IIA
-  and flip rates are scored on them (`study/analyses/common/stats.py`).
+- `PairTensors.changed`: the pairs whose counterfactual output differs from the base's
+  (the causal model's count, `n_changed`).
+- `judged`: the network run once on every base without intervention: `PairTensors.base_right`
+  (its output is the base label at every scored position) and `PairTensors.tested` (it is,
+  and it differs from the counterfactual label at some scored position). Only a tested pair
+  shows an intervention: where the network's base output is wrong, or already the
+  counterfactual label (counting's phase can be read from the response tokens the base is
+  fed), an intervention that does nothing is scored right or the pair says nothing. IIA and
+  flip rates are scored on tested pairs (`study/analyses/common/stats.py`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -37,6 +44,10 @@ class PairTensors:
     source_pos: torch.Tensor  # (n,) the source position read
     aligned: bool
     outputs: Outputs = field(default_factory=Outputs)  # the task's output space on the device
+    # (n,) bool each, set by `judged`: the network's own base output is the base label
+    # (base_right), and also differs from the counterfactual label (tests); None until then
+    base_right: torch.Tensor | None = None
+    tests: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.base_ids.shape[0])
@@ -44,13 +55,45 @@ class PairTensors:
     @property
     def changed(self) -> torch.Tensor:
         """(n,) bool: the counterfactual output differs from the base's at some scored
-        position (`study.tasks.base.Pairs.changed`): only these pairs can show an intervention."""
+        position (`study.tasks.base.Pairs.changed`): the causal model's count of the pairs an
+        intervention must change; which of them test one on a given network is `tested`."""
         return (self.cf_labels != self.base_labels).any(1)
 
+    @property
+    def tested(self) -> torch.Tensor:
+        """(n,) bool: the pairs that test an intervention on the network they were judged on
+        (`judged`): its base output is the base label and not the counterfactual one. A
+        subset of `changed`."""
+        if self.tests is None:
+            raise ValueError("these pairs were not run on the network: judge them first "
+                             "(study.analyses.common.interchange.judged)")
+        return self.tests
+
     def take(self, idx) -> "PairTensors":
+        pick = lambda t: None if t is None else t[idx]  # noqa: E731
         return PairTensors(self.base_ids[idx], self.source_ids[idx], self.base_labels[idx],
                            self.cf_labels[idx], self.base_pos[idx], self.source_pos[idx],
-                           self.aligned, self.outputs)
+                           self.aligned, self.outputs, pick(self.base_right), pick(self.tests))
+
+
+@torch.no_grad()
+def judged(model, pt: PairTensors, batch_size: int = 512) -> PairTensors:
+    """`pt` with `base_right` and `tests` from the network's own outputs on the bases, run
+    without intervention in batches (cut after the last position scored in either label),
+    scored by the task's output ids as training scores. A pair tests something when the
+    output is the base label at every scored position and not the counterfactual label at
+    some scored position; by construction every tested pair is `changed`."""
+    right, tests = [], []
+    for lo in range(0, len(pt), batch_size):
+        sub = pt.take(slice(lo, lo + batch_size))
+        T = max(scored_end(sub.base_labels), scored_end(sub.cf_labels))
+        logits = model(sub.base_ids[:, :T])  # (b, T, vocab)
+        base_ok = all_right(logits, sub.base_labels, sub.outputs)
+        right.append(base_ok)
+        tests.append(base_ok & ~all_right(logits, sub.cf_labels, sub.outputs))
+    empty = torch.zeros(0, dtype=torch.bool, device=pt.base_ids.device)
+    cat = lambda xs: torch.cat(xs) if xs else empty  # noqa: E731
+    return replace(pt, base_right=cat(right), tests=cat(tests))
 
 
 def answer_positions(cf_labels: np.ndarray) -> np.ndarray:

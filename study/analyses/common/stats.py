@@ -1,13 +1,19 @@
-"""Scores over counterfactual pairs: interchange-intervention accuracy (IIA) on the pairs whose
-intervention must change the output, and its interval.
+"""Scores over counterfactual pairs: interchange-intervention accuracy (IIA) on the pairs that
+test the intervention, and its interval.
 
 A pair whose counterfactual output equals what the base produces anyway (`Pairs.changed`
 False) is right under any intervention that leaves the base alone, so counting it rewards
 doing nothing: on counting's `ctx_distr:count` pairs only ~12 % change the output, and an
-untrained random rotation scored 0.82 on all pairs. IIA is therefore the share right among
-changed pairs [ours]; the all-pairs share (Grant et al. 2025's IIA) is kept beside it.
+untrained random rotation scored 0.82 on all pairs. The same holds per network: where the
+network's own output on the base is already the counterfactual label (counting's phase can
+be read from the response tokens the base is fed: on the trained GRU 25 % of the changed
+`up_down:phase` pairs), or is not the base label, a no-op is right or the pair says nothing.
+IIA is therefore the share right among *tested* pairs
+(`study.analyses.common.interchange.judged`: the network's base output is the base label
+and differs from the counterfactual one) [ours]; the causal model's changed count and the
+all-pairs share (Grant et al. 2025's IIA) are kept beside it.
 
-The interval is Wilson's score interval for a binomial proportion (each changed pair is right
+The interval is Wilson's score interval for a binomial proportion (each tested pair is right
 or not): unlike a bootstrap over pairs it does not collapse to zero width when every pair, or
 none, is right, and it needs no resampling.
 """
@@ -31,24 +37,30 @@ def wilson_interval(right: np.ndarray, level: float = LEVEL) -> tuple[float, flo
     return float(ci.low), float(ci.high)
 
 
-def iia_scores(right: np.ndarray, changed: np.ndarray, min_changed: int) -> dict:
+def iia_scores(right: np.ndarray, changed: np.ndarray, tested: np.ndarray,
+               min_changed: int) -> dict:
     """The IIA columns of one split's pairs: right (n,) bool (every scored output equals the
-    counterfactual one), changed (n,) bool. `iia`, `iia_lo`, `iia_hi` are over changed pairs
-    and NaN when fewer than `min_changed` of them (`too_few`); `iia_all` over all pairs."""
+    counterfactual one), changed (n,) bool (the causal model's), tested (n,) bool (the pairs
+    that test the intervention on this network). `iia`, `iia_lo`, `iia_hi` are over tested
+    pairs and NaN when fewer than `min_changed` of them (`too_few`); `iia_all` over all pairs;
+    `n_changed`, `n_tested` the two counts."""
     right, changed = np.asarray(right, bool), np.asarray(changed, bool)
-    n, n_changed = int(right.size), int(changed.sum())
-    too_few = n_changed < max(min_changed, 1)
-    on = right[changed]
+    tested = np.asarray(tested, bool)
+    n, n_tested = int(right.size), int(tested.sum())
+    too_few = n_tested < max(min_changed, 1)
+    on = right[tested]
     iia = float("nan") if too_few else float(on.mean())
     lo, hi = (float("nan"), float("nan")) if too_few else wilson_interval(on)
     return dict(iia=iia, iia_lo=lo, iia_hi=hi,
                 iia_all=float(right.mean()) if n else float("nan"),
-                n_pairs=n, n_changed=n_changed, too_few=bool(too_few))
+                n_pairs=n, n_changed=int(changed.sum()), n_tested=n_tested,
+                too_few=bool(too_few))
 
 
-def changed_iia(right: np.ndarray, changed: np.ndarray) -> float:
-    """Share right among changed pairs (all pairs if none changed): the restart-selection
-    score, with no minimum count."""
-    right, changed = np.asarray(right, bool), np.asarray(changed, bool)
-    pick = right[changed] if changed.any() else right
+def changed_iia(right: np.ndarray, on: np.ndarray) -> float:
+    """Share right among the pairs `on` ((n,) bool: the tested pairs, or the changed ones where
+    no network judged them), all pairs if `on` holds none: the restart-selection score, with
+    no minimum count."""
+    right, on = np.asarray(right, bool), np.asarray(on, bool)
+    pick = right[on] if on.any() else right
     return float(pick.mean()) if pick.size else float("nan")

@@ -20,13 +20,18 @@ Sites (defaults [paper, Grant et al. 2025], override with das.sites / das.layers
   position p in base and source and applies to aligned pairs only.
 
 Table `das`: checkpoint, variable, site, layer, position, alignment, k, split, then
-- iia: share of the split's *changed* pairs (`Pairs.changed`: the counterfactual output
-  differs from the base's) whose every scored output is the counterfactual one [ours: pairs
-  the base already gets right reward an intervention that does nothing];
-- iia_lo, iia_hi: 95 % Wilson score interval of iia over the changed pairs;
+- iia: share of the split's *tested* pairs whose every scored output is the counterfactual
+  one. A pair is tested when the analysed network, run on the base without intervention,
+  outputs the base label at every scored position and not the counterfactual label
+  (`study.analyses.common.interchange.judged`) [ours: a pair whose base output is already
+  the counterfactual one, or is wrong, rewards an intervention that does nothing or says
+  nothing; counting's phase can be read from the response tokens the base is fed];
+- iia_lo, iia_hi: 95 % Wilson score interval of iia over the tested pairs;
 - iia_all: the share over all pairs (Grant et al. 2025's IIA);
-- n_pairs, n_changed: pairs of the split, changed ones among them;
-- too_few: fewer than `min_changed` changed *test* pairs; iia, iia_lo, iia_hi are NaN then
+- n_pairs, n_changed, n_tested: pairs of the split, the causal model's changed ones
+  (`Pairs.changed`: the counterfactual output differs from the base's), and the tested ones
+  (a subset of the changed);
+- too_few: fewer than `min_changed` tested *test* pairs; iia, iia_lo, iia_hi are NaN then
   (both splits' rows), the variable is not scored;
 - iia_restart_sd: standard deviation over restarts of the split's iia (NaN: one restart).
 alignment oaf | laf | random; split train | test; position -1 = the pair's positions; iia
@@ -34,6 +39,9 @@ NaN also where every restart of a LAF had cond(A) above `max_cond` (inverse not 
 
 Table `das_control` [ours]: the same columns for OAF and LAF searched, with the same sites, k,
 pairs and budget, on the run's step-0 (untrained) checkpoint; its rows carry checkpoint 0.
+Its tested pairs are the analysed network's (the untrained network gets few bases right, so
+its own would leave nothing to score): the control asks whether a search makes the untrained
+network give the counterfactual answers the trained one was tested on.
 The network comes from `ctx.model_at(0)` (the application loads checkpoints; analyses may
 not); without it (`model_at` None, or no step-0 checkpoint) the table is empty and a warning
 says why. It is a separate table so that the `das` table of every analysed checkpoint stays
@@ -99,7 +107,8 @@ class DasConfig:
     warm_start: bool = setting(
         True, "[ours] the first restart at k starts from the kept alignment of the previous k")
     min_changed: int = setting(
-        100, "[ours] fewer changed test pairs than this: the variable is reported too_few")
+        100, "[ours] fewer tested test pairs (the network's base output is the base label, "
+        "not the counterfactual one) than this: the variable is reported too_few")
     controls: bool = setting(
         True, "[ours] also search OAF and LAF on the step-0 (untrained) network: das_control")
     standardize: bool = setting(True, "[paper, Grant et al.] standardise the site before the alignment")
@@ -188,7 +197,8 @@ def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
     # [ours] minutes per variable on a CPU: fewer, larger Adam steps than the paper's
     # (restarts x (OAF, LAF) on the trained and the step-0 network: about 6x the search of
     # one plain OAF/LAF pair); 1000 test pairs, so that ctx_distr:count (~12 % of its pairs
-    # change the output) keeps ~120 changed ones, above min_changed. k climbs in small steps
+    # change the output) keeps ~120 changed ones, above min_changed where the network tests
+    # most of them. k climbs in small steps
     # (each k starts from the one before): on the counting GRU the ladder 1, 2, 4, 16 leaves
     # OAF at k = 16 ~0.01-0.02 below the ladder 1, 2, 4, 8, 12, 16, which 3x the steps at
     # k = 16 do not make up
@@ -245,7 +255,8 @@ def run(ctx):
                     # the control: the same search, pairs and budget on the step-0 network;
                     # its alignments are not saved (nothing reads them)
                     data0 = site_data(untrained, train_pairs, test_pairs, kind, layer, position,
-                                      ctx.device, cfg.eval_batch_size, outputs=task)
+                                      ctx.device, cfg.eval_batch_size, outputs=task,
+                                      judge=model)
                     r, _ = search(untrained, data0, variable, position, cfg,
                                   (seed * 1_000_003) * 1009 + v_i, 0, progress=bar,
                                   alignments=trained_kinds)

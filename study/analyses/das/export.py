@@ -52,7 +52,7 @@ def export(model, rows: list[dict], kept: dict, out_dir, checkpoint: int) -> Non
     variable, site) of `rows` (das table rows) whose alignment is trained, the alignment at
     its chosen k, `kept[(alignment, variable, site label, k)]` (an instance), with
     `index.json` listing them."""
-    from study.analyses.das.search import site_label
+    from study.core.sites import site_key
     from study.models.sites.pyvene_bridge import save_pyvene, site_intervenable
 
     groups: dict = {}
@@ -63,7 +63,7 @@ def export(model, rows: list[dict], kept: dict, out_dir, checkpoint: int) -> Non
     index = []
     with atomic_dir(Path(out_dir) / "pyvene") as tmp:
         for (alignment, variable, kind, layer, position), by_k in sorted(groups.items()):
-            label = site_label(kind, layer, position)
+            label = site_key(kind, layer, position)
             k = chosen_k(by_k)
             inst = kept.get((alignment, variable, label, k))
             if inst is None:

@@ -22,14 +22,16 @@ among the task's output ids is its counterfactual label (the rule training score
 
 Search [ours, so that a larger k does not lose what a smaller k found]: the lr decays on a
 cosine to `lr_floor * lr`; each (alignment, k) is trained `restarts` times and the restart
-with the best training-split IIA on changed pairs is kept (the test split never chooses);
+with the best training-split IIA on tested pairs is kept (the test split never chooses);
 the restarts train together, one forward over their stacked batches per step, each stopping
 by its own rule (`das.batch_restarts`, `study/analyses/das/batched.py`; the sequential `train`
 gives the same result);
 k runs in increasing order and the first restart of each k starts from the kept alignment of
 the previous k (`warm_start`). The spread of test IIA over restarts is reported
-(`iia_restart_sd`). Scores: `study/analyses/common/stats.py` (IIA on changed pairs, all-pairs IIA,
-Wilson interval).
+(`iia_restart_sd`). Scores: `study/analyses/common/stats.py` (IIA on tested pairs, all-pairs IIA,
+Wilson interval). Which pairs test the intervention (`tested`) is decided by running a network
+on the bases once without intervention (`study.analyses.common.interchange.judged`): the
+analysed network, also for the step-0 control, so both search the same pairs.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ import numpy as np
 import torch
 
 from study.analyses.common.stats import changed_iia, iia_scores
-from study.analyses.common.interchange import PairTensors, pair_tensors, rows_right
+from study.analyses.common.interchange import PairTensors, judged, pair_tensors, rows_right
 from study.analyses.das.alignment import ALIGNMENTS, OrthogonalAlignment, make_alignment, tensors_of
 from study.analyses.das.batched import train_restarts
 from study.analyses.das.update import MIN_GAIN, WINDOW, forward_iv, lr_factor, scored_iv
@@ -50,7 +52,6 @@ from study.core.tables import DAS
 from study.models.sites.capture import gather_site
 from study.models.sites.pyvene_bridge import site_intervenable
 
-site_label = site_key  # the name study/api.py and das/export.py import the key fragment by
 
 ALIGNMENT_INDEX = {name: i for i, name in enumerate(ALIGNMENTS)}  # seeds per alignment kind
 
@@ -78,12 +79,15 @@ class SiteData:
 
 
 def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: int,
-              device, batch_size: int = 512, outputs=None) -> SiteData:
+              device, batch_size: int = 512, outputs=None, judge=None) -> SiteData:
     """The pairs of one variable at one site, their source vectors read once. `outputs`: the
-    task (its output ids score the pairs, `pair_tensors`); None: every token."""
+    task (its output ids score the pairs, `pair_tensors`); None: every token. `judge`: the
+    network whose own outputs on the bases decide which pairs test an intervention
+    (`judged`); None: `model` itself (the step-0 control passes the analysed network)."""
     check_site(model, kind, layer)
-    train = pair_tensors(train_pairs, device, position, outputs)
-    test = pair_tensors(test_pairs, device, position, train.outputs)
+    judge = model if judge is None else judge
+    train = judged(judge, pair_tensors(train_pairs, device, position, outputs), batch_size)
+    test = judged(judge, pair_tensors(test_pairs, device, position, train.outputs), batch_size)
     src = lambda pt: gather_site(model, pt.source_ids, kind, layer, pt.source_pos,  # noqa: E731
                                  batch_size)
     src_train, src_test = src(train), src(test)
@@ -174,7 +178,7 @@ def pairs_right(iv, pt: PairTensors, src: torch.Tensor, batch_size: int = 1000) 
 
 def iia(model, data: SiteData, inst, split: str, batch_size: int = 1000) -> float:
     """Fraction of ALL the split's pairs whose every scored output equals cf_labels (Grant et
-    al. 2025's IIA; the table's `iia` is over changed pairs, `study/analyses/common/stats.py`)."""
+    al. 2025's IIA; the table's `iia` is over tested pairs, `study/analyses/common/stats.py`)."""
     return float(pair_right(model, data, inst, split, batch_size).float().mean())
 
 
@@ -184,13 +188,13 @@ class Fit:
 
     inst: object  # the alignment (best restart), or None when every restart was refused
     right: dict  # split -> (n,) bool numpy
-    restart_sd: dict  # split -> standard deviation over restarts of IIA on changed pairs
+    restart_sd: dict  # split -> standard deviation over restarts of IIA on tested pairs
 
 
 def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
         label: str = "", variable: str = "", oaf=None, batched: bool | None = None) -> Fit:
     """Best of `cfg.restarts` trainings of one alignment at one k, chosen by training-split IIA
-    on changed pairs (never the test split) [ours]. Restarts start, in turn, from:
+    on tested pairs (never the test split) [ours]. Restarts start, in turn, from:
     - for a `rotated` LAF, `oaf` (the OAF chosen at this k): the LAF begins at that OAF's
       solution, so what OAF found the LAF keeps [ours];
     - `warm` (the chosen alignment of the next smaller k, same kind): its first k dims
@@ -203,7 +207,7 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
     all (`study/analyses/das/batched.py`), with the result of training them one after another
     (False) to float tolerance [ours]."""
     width = data.src_train.shape[1]
-    changed = {s: getattr(data, s).changed.cpu().numpy() for s in ("train", "test")}
+    tested = {s: getattr(data, s).tested.cpu().numpy() for s in ("train", "test")}
     n_restarts = 1 if name == "random" else max(1, cfg.restarts)
     form = cfg.laf_form
     starts = [("oaf", oaf)] if name == "laf" and form == "rotated" and oaf is not None else []
@@ -243,11 +247,11 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
                 continue
         right = {s: pair_right(model, data, inst, s, cfg.eval_batch_size).cpu().numpy()
                  for s in ("train", "test")}
-        cands.append((changed_iia(right["train"], changed["train"]), r, inst, right))
+        cands.append((changed_iia(right["train"], tested["train"]), r, inst, right))
     if not cands:
         return Fit(None, {}, {})
     best = max(cands, key=lambda c: (c[0], -c[1]))  # ties: the earlier restart
-    sd = {s: (float(np.std([changed_iia(c[3][s], changed[s]) for c in cands], ddof=1))
+    sd = {s: (float(np.std([changed_iia(c[3][s], tested[s]) for c in cands], ddof=1))
               if len(cands) > 1 else float("nan")) for s in ("train", "test")}
     return Fit(best[2], best[3], sd)
 
@@ -266,6 +270,7 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
     rows, saved = [], {}
     label = site_key(data.kind, data.layer, position)
     changed = {s: getattr(data, s).changed.cpu().numpy() for s in ("train", "test")}
+    tested = {s: getattr(data, s).tested.cpu().numpy() for s in ("train", "test")}
     names = tuple(alignments or cfg.alignments)
     warm = {}
     for k in sorted(cfg.k):
@@ -281,16 +286,19 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
                       else None, label, variable, oaf=fitted.get("oaf"))
             for split in ("train", "test"):
                 if got.inst is None:
-                    scores = iia_scores(np.zeros(0, bool), np.zeros(0, bool), cfg.min_changed)
+                    none = np.zeros(0, bool)
+                    scores = iia_scores(none, none, none, cfg.min_changed)
                     scores.update(n_pairs=len(changed[split]),
-                                  n_changed=int(changed[split].sum()))
+                                  n_changed=int(changed[split].sum()),
+                                  n_tested=int(tested[split].sum()))
                 else:
-                    scores = iia_scores(got.right[split], changed[split], cfg.min_changed)
+                    scores = iia_scores(got.right[split], changed[split], tested[split],
+                                        cfg.min_changed)
                 rows.append(dict(checkpoint=checkpoint, variable=variable, site=data.kind,
                                  layer=data.layer, position=position, alignment=name, k=k,
                                  split=split, **scores,
                                  iia_restart_sd=got.restart_sd.get(split, float("nan"))))
-            # a variable is scored only with enough changed test pairs (both splits' rows)
+            # a variable is scored only with enough tested test pairs (both splits' rows)
             if rows[-1]["too_few"]:
                 rows[-2].update(iia=float("nan"), iia_lo=float("nan"), iia_hi=float("nan"),
                                 too_few=True)

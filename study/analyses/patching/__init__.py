@@ -13,9 +13,12 @@ positions (counting) are patched once per site, source_pos into base_pos (positi
 
 Tables (long format; names and columns declared in `study/core/tables.py`):
 - `patching`: checkpoint, site, layer, position, head, counterfactual, metric, value,
-  value_all, n_pairs, n_changed; metric in flip_rate | logit_diff | norm_logit_diff (see
-  `study/analyses/patching/sweep.py`; flip_rate's value is over the pairs whose answer must
-  change, value_all over all pairs),
+  value_all, n_pairs, n_changed, n_tested; metric in flip_rate | logit_diff |
+  norm_logit_diff (see `study/analyses/patching/sweep.py`). `value` is over the *tested*
+  pairs: those whose base the network, run without a patch, answers with the base label and
+  not the counterfactual one (n_tested of them); flip_rate's value_all is over all pairs;
+  n_changed counts the pairs whose answer the causal model says must change (`Pairs.changed`,
+  a superset of the tested),
   head = -1 for non-head sites, layer = 0 for `state`; site "none" rows hold the unpatched
   base's flip rate.
 - `head_ranking`: checkpoint, counterfactual, metric, layer, head, value, rank: each head's
