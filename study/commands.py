@@ -117,6 +117,7 @@ def _check_duration(cfg, allow_long: bool) -> None:
     """Refuse a CPU run that would train for over an hour here, unless long=ok (a resumed
     run counts only the steps left; `study/estimate.py`)."""
     from study.api import build_task
+    from study.core import placement
     from study.estimate import check_duration
     from study.preflight import nvidia_driver_loaded
     from study.train.checkpoint import state_dirs
@@ -124,7 +125,7 @@ def _check_duration(cfg, allow_long: bool) -> None:
     on_cpu = cfg.train.device == "cpu" or (cfg.train.device == "auto" and not nvidia_driver_loaded())
     if allow_long or not on_cpu:
         return
-    done = state_dirs(cfg.path)
+    done = state_dirs(placement.check(cfg.path))  # a bad run_dir is refused first, in one line
     left = cfg.train.steps - (done[-1][0] if done else 0)
     check_duration(cfg, build_task(cfg), left, allow_long, on_cpu)
 

@@ -26,7 +26,7 @@ def test_the_rule_gives_each_verdict():
 def _rows(checkpoint, alignment, k, train, test, lo=None, hi=None, variable="count",
           too_few=False):
     base = dict(checkpoint=checkpoint, variable=variable, site="state", layer=0, position=-1,
-                alignment=alignment, k=k, n_pairs=500, n_changed=60, too_few=too_few,
+                alignment=alignment, k=k, n_pairs=500, n_changed=60, n_tested=60, too_few=too_few,
                 iia_all=0.9, iia_restart_sd=0.01)
     nan = float("nan")
     return [{**base, "split": "train", "iia": train, "iia_lo": nan, "iia_hi": nan},
@@ -83,7 +83,7 @@ def test_too_few_changed_pairs_is_reported_not_scored(planted):
                        *_rows(20, "random", 2, nan, nan, nan, nan, too_few=True)], [])
     (row,) = verdict_numbers([run]).to_dict("records")
     assert row["verdict"] == "too few pairs" and row["too_few"] and math.isnan(row["iia"])
-    assert verdict_table(verdict_numbers([run]))["count"].item() == "too few changed pairs"
+    assert verdict_table(verdict_numbers([run]))["count"].item() == "too few tested pairs"
 
 
 def test_the_section_opens_with_the_table_and_its_chart_and_das_draw_both_controls(planted):

@@ -38,7 +38,7 @@ def iia_curves(runs, controls: bool = False) -> pd.DataFrame | None:
 def build(runs) -> list[Figure]:
     curves = iia_curves(runs, controls=True)
     if curves is not None:
-        curves = curves.dropna(subset=["mean"])  # variables with too few changed pairs
+        curves = curves.dropna(subset=["mean"])  # variables with too few tested pairs
     if curves is None or curves.empty:
         return []
     seeds = several_seeds(runs)

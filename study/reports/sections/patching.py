@@ -22,7 +22,7 @@ KEPT = " (answer kept, all pairs)"  # label suffix of kinds with no changed pair
 
 
 def flip_values(df: pd.DataFrame) -> pd.DataFrame:
-    """Flip-rate rows with `value` on changed pairs; kinds with none take `value_all` and a
+    """Flip-rate rows with `value` on tested pairs; kinds with none take `value_all` and a
     relabelled counterfactual (tables written before `value_all` existed pass unchanged)."""
     if "value_all" not in df.columns:
         return df

@@ -1,7 +1,7 @@
 """Section: the verdict — for each architecture and causal variable, is the variable aligned
 with a subspace of the network, judged against both DAS controls?
 
-Per run and variable (tables `das` and `das_control`, test split, IIA on changed pairs):
+Per run and variable (tables `das` and `das_control`, test split, IIA on tested pairs: the network itself gives the base label and not the counterfactual one):
 - the candidate: among the trained alignments (OAF, LAF) at every site and k, the one with the
   best *training-split* IIA (ties: smaller k, OAF first) [ours: choosing by test IIA would
   bias the number upward]; its test IIA and 95 % Wilson interval;
@@ -14,7 +14,7 @@ The controls take their best over k and sites, so the bar is the hardest of them
 
 Rule (`verdict`) [ours]: aligned when the interval's lower end clears the higher of the two
 controls by `MARGIN` and IIA >= `ALIGNED_IIA`; partial when it clears them but IIA is lower;
-not aligned otherwise. A variable with too few changed test pairs is "too few pairs"; with
+not aligned otherwise. A variable with too few tested test pairs is "too few pairs"; with
 no control table, "no control".
 """
 from __future__ import annotations
@@ -115,7 +115,7 @@ def _num(v: float) -> str:
 
 def _cell(row) -> str:
     if row["verdict"] == "too few pairs":
-        return "too few changed pairs"
+        return "too few tested pairs"
     return (f"{row['verdict']}: {_num(row['iia'])} [{_num(row['iia_lo'])}, "
             f"{_num(row['iia_hi'])}] ({row['where']}); random {_num(row['random'])}, "
             f"step 0 {_num(row['step0'])}")
@@ -147,7 +147,7 @@ def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
            alt.Tooltip("random:Q", format=".3f"), alt.Tooltip("step0:Q", format=".3f"),
            "verdict:N"]
     bars = alt.Chart().mark_rule(strokeWidth=2).encode(
-        x=x, y=alt.Y("iia_lo:Q", title="test IIA on changed pairs", **y), y2="iia_hi:Q",
+        x=x, y=alt.Y("iia_lo:Q", title="test IIA on tested pairs", **y), y2="iia_hi:Q",
         color=model_color(runs, legend=False))
     point = alt.Chart().mark_point(filled=True, size=60).encode(
         x=x, y=alt.Y("iia:Q", **y), color=model_color(runs), tooltip=tip)
@@ -198,7 +198,7 @@ def build(runs) -> list[Figure]:
         table=verdict_table(numbers), links=_comparison_links(runs, numbers)),
         Figure(key="verdict-rule", title="Verdict rule",
                caption="How a cell's verdict follows from its numbers; a variable whose test "
-                       "split has too few changed pairs is not scored.",
+                       "split has too few tested pairs is not scored.",
                table=pd.DataFrame({"verdict": ["aligned", "partial", "not aligned"],
                                    "when": [f"lower end ≥ max(random, step 0) + {MARGIN} and "
                                             f"IIA ≥ {ALIGNED_IIA}",
@@ -208,7 +208,7 @@ def build(runs) -> list[Figure]:
     if chart is not None:
         figs.append(Figure(
             key="verdict-iia", title="IIA with its interval against both controls",
-            caption=("Dot and bar: the chosen alignment's test IIA on changed pairs and its "
+            caption=("Dot and bar: the chosen alignment's test IIA on tested pairs and its "
                      "95 % interval; dotted tick: the random rotation, dashed tick: OAF/LAF "
                      "trained on the step-0 network — a variable is aligned where the bar "
                      f"clears both ticks by {MARGIN} and the dot reaches {ALIGNED_IIA}."),
