@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from study.core import registry
+
 from study.core.errors import UsageError
 from tests.conftest import ROOT, run_cli
 
@@ -26,13 +28,15 @@ def test_list_shows_every_registry_entry_without_importing_torch():
     assert "37.8" in r.stdout  # gpt12's parameter count (millions) on the binding vocabulary
 
 
-@pytest.mark.parametrize("what", ["task=binding", "model=gpt12", "task=counting", "model=lstm"])
+@pytest.mark.parametrize("what", [f"{kind}={name}" for kind in ("task", "model", "analysis")
+                                  for name in registry.builtin(kind)])
 def test_describe_prints_fields_with_types_and_defaults(what):
     r = run_cli("describe", what)
     assert r.returncode == 0, r.stderr
-    kind = what.split("=")[0]
-    assert f"{kind}.seed" in r.stdout or f"{kind}." in r.stdout
-    assert "=" in r.stdout
+    kind, name = what.split("=")
+    prefix = name if kind == "analysis" else kind  # an analysis's settings are NAME.FIELD
+    fields = [line for line in r.stdout.splitlines() if line.startswith(f"  {prefix}.")]
+    assert fields and all(" = " in line and "(" in line for line in fields), r.stdout
 
 
 @pytest.mark.parametrize("task,strata", [

@@ -251,7 +251,7 @@ def test_heuristics_are_honest_shortcuts(task):
     assert {r["value"] for r in rows if r["stratum"] == "pool"} == set(pools)
 
 
-@pytest.mark.parametrize("scale", ["paper", "small", "smoke"])
+@pytest.mark.parametrize("scale", registry.SCALES)
 def test_presets_build(scale):
     entry = registry.get("task", "assign_add")
     cfg = entry.make_config(scale)

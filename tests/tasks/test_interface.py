@@ -174,7 +174,7 @@ def test_counting_views():
     assert np.flatnonzero(t["demos"][1][0]).tolist() == [1, 2]
 
 
-@pytest.mark.parametrize("name", list(registry.entries("task")))
+@pytest.mark.parametrize("name", list(registry.builtin("task")))
 def test_declared_probe_variable_names_are_what_the_task_gives(name):
     """`probes.variables` is checked against the declared names before any data exists; the
     names must be exactly the variables the task then gives on real data."""
