@@ -1,5 +1,5 @@
 """Section: Distributed Alignment Search — interchange-intervention accuracy (IIA, on the pairs
-whose answer must change) against the subspace size k, for the orthogonal (OAF) and linear
+that test the intervention) against the subspace size k, for the orthogonal (OAF) and linear
 (LAF) alignments and both controls: the untrained random rotation (table `das`) and OAF/LAF
 trained on the untrained step-0 network (table `das_control`), one colour per architecture."""
 from __future__ import annotations
@@ -71,7 +71,8 @@ def build(runs) -> list[Figure]:
         facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
     figs.append(Figure(
         key="das-iia", title="DAS: IIA against subspace size k",
-        caption=("Test IIA on the pairs whose answer must change. Solid OAF, dashed LAF, "
+        caption=("Test IIA on the pairs that test the intervention (the network gives the base "
+                 "answer and not the counterfactual one). Solid OAF, dashed LAF, "
                  "dotted the random-rotation control, sparse dots and dash-dots OAF and LAF "
                  "trained on the untrained (step-0) network, one colour per architecture "
                  "(sites: the recurrent state, the middle of the residual stream): a variable "

@@ -66,7 +66,8 @@ def build(runs) -> list[Figure]:
     figs = [Figure(
         key="headline", title="Headline numbers per model and seed",
         caption=(f"Accuracy on each split, then for each causal variable and alignment the best "
-                 f"test IIA (on the pairs whose answer must change; — where too few do) and "
+                 f"test IIA (on the pairs that test the intervention: the network gives the base "
+                 f"answer and not the counterfactual one; — where too few do) and "
                  f"the smallest k whose IIA passes {THRESHOLD} — compare architectures along "
                  f"a column."),
         table=_display(numbers))]

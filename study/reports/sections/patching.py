@@ -1,7 +1,7 @@
 """Section: activation patching — where along (layer × position) or (time step) copying the
 counterfactual source's activation flips the answer, and which heads matter most.
 
-Flip rates are over the pairs whose answer must change (`value`); a counterfactual kind with
+Flip rates are over the pairs that test the intervention (`value`); a counterfactual kind with
 no such pair (one whose answer must stay, e.g. binding's `distractor`) shows the rate over
 all pairs (`value_all`: the answer kept), and its facet label says so."""
 from __future__ import annotations
@@ -104,7 +104,7 @@ def build(runs) -> list[Figure]:
                         header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="left")))
         figs.append(Figure(
             key=slug("patching", r.label), title=f"Patching heatmap: {r.label}",
-            caption=("Share of the pairs whose answer must change that flip to the "
+            caption=("Share of the pairs that test the intervention that flip to the "
                      "counterfactual answer when this site takes the source's activation: dark cells are where the variable "
                      "is carried, and how they move across layers traces its route."),
             chart=chart))
@@ -120,7 +120,7 @@ def build(runs) -> list[Figure]:
         ).properties(width=max(90, 28 * len(runs)), height=90)
         figs.append(Figure(
             key="patching-pair-sites", title="Patching at each pair's own positions",
-            caption=("Flip rate, over the pairs whose answer must change, when the source's "
+            caption=("Flip rate, over the pairs that test the intervention, when the source's "
                      "activation at the variable's position is copied into the base at its "
                      "position ('unpatched': the base alone): "
                      "near 1 means the site carries the whole variable."),

@@ -190,7 +190,8 @@ def build(runs) -> list[Figure]:
         return []
     figs = [Figure(
         key="verdict", title="Verdict per architecture and causal variable",
-        caption=("Each cell: the verdict, the test IIA on pairs whose answer must change with "
+        caption=("Each cell: the verdict, the test IIA on the pairs that test the "
+                 "intervention, with "
                  "its 95 % Wilson interval (at the trained alignment, k and site with the "
                  "best training IIA), then both controls' best test IIA: an untrained random "
                  "rotation, and OAF/LAF trained on the untrained (step-0) network. Rule, under "
