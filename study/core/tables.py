@@ -42,7 +42,10 @@ DAS = Table("das", "das", (
     "checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split", "iia",
     "iia_lo", "iia_hi", "iia_all", "n_pairs", "n_changed", "n_tested", "too_few",
     "iia_restart_sd"))
-DAS_CONTROL = Table("das_control", "das", DAS.columns)  # the same search on the step-0 network
+# the controls: the same search with the variable's values shuffled across pairs (trained
+# network), and on the step-0 network (rows with checkpoint 0)
+DAS_SHUFFLED = Table("das_shuffled", "das", DAS.columns)
+DAS_CONTROL = Table("das_control", "das", DAS.columns)
 PROBES = Table("probes", "probes", (
     "checkpoint", "variable", "site", "layer", "position", "split", "accuracy", "control",
     "converged"))
@@ -58,14 +61,15 @@ COMPARE_SIMILARITY = Table("compare_similarity", "compare", (
     "k", "n_inputs"))
 COMPARE_STITCHING = Table("compare_stitching", "compare", (
     "variable", "run", "other_run", "checkpoint", "other_checkpoint", "iia", "own_iia",
-    "shuffled_map_iia", "random_subspace_iia", "fit_r2", "n_changed", "model", "other_model",
-    "site", "other_site", "alignment", "k"))
+    "shuffled_map_iia", "random_subspace_iia", "fit_r2", "n_changed", "n_tested", "model",
+    "other_model", "site", "other_site", "alignment", "k"))
 COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
     "variable", "run", "checkpoint", "model", "site", "alignment", "k", "value", "pc1", "pc2",
     "sd1", "sd2", "n", "held_out"))
 
 TABLES: dict[str, Table] = {t.name: t for t in (
-    PATCHING, HEAD_RANKING, POSITIONS, DAS, DAS_CONTROL, PROBES, CIRCUITS, ABLATION, SUBSPACES,
+    PATCHING, HEAD_RANKING, POSITIONS, DAS, DAS_SHUFFLED, DAS_CONTROL, PROBES, CIRCUITS,
+    ABLATION, SUBSPACES,
     COMPARE_SIMILARITY, COMPARE_STITCHING, COMPARE_GEOMETRY)}
 
 

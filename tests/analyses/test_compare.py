@@ -157,6 +157,7 @@ def test_stitching_into_a_rotated_copy_recovers_its_own_iia_and_controls_do_not(
     st = tables["compare_stitching"]
     r = _row(st, "a", "a_rotated")
     assert r["own_iia"] > 0.95 and r["n_changed"] > 200
+    assert r["n_tested"] == r["n_changed"]  # B answers every base: every changed pair tests
     assert r["iia"] == pytest.approx(r["own_iia"], abs=0.02)
     assert r["fit_r2"] > 0.99
     assert r["shuffled_map_iia"] < 0.1 and r["random_subspace_iia"] < r["iia"] - 0.2
@@ -169,6 +170,35 @@ def test_stitching_from_a_network_without_the_variable_is_at_the_control(tables)
     assert r["iia"] < 0.1
 
 
+class Misreading(Planted):
+    """Planted, but it misreads every input whose nuisance w is 0 as the next value: on those
+    bases its output is wrong, or already the counterfactual label (source value v + 1)."""
+
+    def forward(self, ids):
+        logits = super().forward(ids)  # (batch, pos, C + 1)
+        rolled = torch.cat([logits[..., :C].roll(1, -1), logits[..., C:]], -1)
+        return torch.where((ids % M == 0)[..., None], rolled, logits)
+
+
+def test_stitching_scores_the_pairs_the_receiving_network_tests(tmp_path):
+    """Into a network that misreads some bases, a pair counts only where it answers the base
+    with the base label and not the counterfactual one; n_tested says how many did. Over the
+    changed pairs the write into a misread base would count as a failure (or, where the
+    base already gives the counterfactual label, as a success it did not earn)."""
+    subjects = [_subject(tmp_path, "a", Planted()), _subject(tmp_path, "misread", Misreading())]
+    cfg = CompareConfig(n_fit=200, n_test=300, n_geometry=20)
+    st = compare(subjects, PlantedTask(), cfg, torch.device("cpu"))["compare_stitching"]
+    pairs = PlantedTask().counterfactuals("v", 300, split="test", seed=cfg.seed)
+    vb, vs = pairs.base_labels[:, 0], pairs.cf_labels[:, 0]
+    read_ok = pairs.base_ids[:, 0] % M != 0  # the bases Misreading answers right
+    assert ((vs == (vb + 1) % C) & ~read_ok).any()  # some already give the cf answer
+    r = _row(st, "a", "misread")
+    assert r["n_changed"] == (vs != vb).sum()
+    assert r["n_tested"] == ((vs != vb) & read_ok).sum() < r["n_changed"]
+    assert r["own_iia"] > 0.95 and r["iia"] > 0.95  # on the tested pairs the write works
+    assert _row(st, "misread", "a")["n_tested"] == r["n_changed"]  # `a` tests every one
+
+
 def test_geometry_places_each_value_once_per_run_and_flags_held_out_values(tables):
     geo = tables["compare_geometry"]
     a = geo[geo["run"] == "a"]
@@ -179,12 +209,12 @@ def test_geometry_places_each_value_once_per_run_and_flags_held_out_values(table
     assert radii == pytest.approx(np.full(C, 3.0), rel=0.05)
 
 
-@pytest.mark.parametrize("name", ["oaf", "laf", "random"])
+@pytest.mark.parametrize("name", ["oaf", "laf", "laf_sd", "random"])
 def test_subspace_from_a_saved_alignment_interchanges_exactly_as_das_does(tmp_path, name):
     from study.analyses.das.alignment import make_alignment, tensors_of
     inst = make_alignment(name, D, 3, seed=4)
     inst.fit_standardisation(torch.randn(64, D) * 3 + 1)
-    if name == "laf":
+    if name in ("laf", "laf_sd"):
         with torch.no_grad():
             inst.bias.copy_(torch.randn(D))
     key = f"{name}/v/state@pair/k=3"

@@ -182,7 +182,10 @@ def test_the_analysis_fits_the_trained_control_on_the_step_0_network(tmp_path):
     assert set(control["alignment"]) == {"oaf", "laf"}  # the random rotation stays in das
     key = ["variable", "site", "layer", "position", "k", "split"]
     assert set(map(tuple, control[key].to_numpy())) == set(map(tuple, das[key].to_numpy()))
-    # without a way to load step 0 the control table is empty, with a warning
+    assert set(map(tuple, out["das_shuffled"][key].to_numpy())) == set(
+        map(tuple, das[key].to_numpy()))  # smoke: one k, the largest
+    # without a way to load step 0 the control table is empty, with a warning; the shuffled
+    # control, on the analysed network, still runs
     with pytest.warns(UserWarning, match="step-0"):
         out = get("analysis", "das").obj(replace(ctx, model_at=None))
-    assert out["das_control"].empty
+    assert out["das_control"].empty and len(out["das_shuffled"])

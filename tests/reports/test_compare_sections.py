@@ -43,6 +43,7 @@ def test_compare_writes_whole_tables_and_each_runs_own_rows(compared):
     assert diag["value"].to_numpy() == pytest.approx(1.0, abs=1e-6)  # a run with itself
     stitch = tables["compare_stitching"]
     assert len(stitch) == n_var * n * n and stitch["n_changed"].gt(0).all()
+    assert (stitch["n_tested"] <= stitch["n_changed"]).all()  # B's tested pairs: changed ones
     for d in dirs:
         own = pd.read_parquet(d / "analyses" / "compare" / "compare_stitching.parquet")
         assert set(own["run"]) == {str(d)} and len(own) == n_var * n

@@ -1,5 +1,7 @@
-"""The verdict section: the rule on planted numbers gives each verdict, the table reads the
-candidate by training IIA and both controls, and its chart has data for every encoding."""
+"""The verdict section: the rule on planted numbers gives each verdict, the table has a row
+per trained alignment read by training IIA against that alignment's controls (random,
+shuffled, step 0), an interval over seeds where an architecture has several, and its chart
+has data for every encoding."""
 import math
 from pathlib import Path
 
@@ -9,17 +11,20 @@ import pytest
 from study.reports.load import RunTables
 from study.reports.sections.das import build as das_build
 from study.reports.sections.verdict import (ALIGNED_IIA, MARGIN, build, verdict, verdict_numbers,
-                                      verdict_table)
+                                            verdict_table)
 from tests.reports.test_sections import problems
 
 
 def test_the_rule_gives_each_verdict():
-    assert verdict(0.97, 0.95, 0.30, 0.60) == "aligned"  # 0.95 >= 0.60 + 0.1, IIA >= 0.9
-    assert verdict(0.80, 0.74, 0.30, 0.60) == "partial"  # clears both, IIA < 0.9
-    assert verdict(0.95, 0.65, 0.30, 0.60) == "not aligned"  # lower end within the margin
-    assert verdict(0.95, 0.92, 0.85, 0.10) == "not aligned"  # the random rotation does as well
-    assert verdict(float("nan"), float("nan"), 0.1, 0.1) == "too few pairs"
-    assert verdict(0.97, 0.95, 0.30, float("nan")) == "no control"
+    # verdict(iia, lo, random, shuffled, step0)
+    assert verdict(0.97, 0.95, 0.30, 0.60, 0.2) == "aligned"  # 0.95 >= 0.60 + 0.1, IIA >= 0.9
+    assert verdict(0.80, 0.74, 0.30, 0.60, 0.2) == "partial"  # clears all, IIA < 0.9
+    assert verdict(0.95, 0.65, 0.30, 0.60, 0.2) == "not aligned"  # within the margin
+    assert verdict(0.95, 0.92, 0.85, 0.10, 0.1) == "not aligned"  # the random rotation as good
+    assert verdict(0.95, 0.92, 0.10, 0.10, 0.85) == "not aligned"  # step 0 as good
+    assert verdict(float("nan"), float("nan"), 0.1, 0.1, 0.1) == "too few pairs"
+    assert verdict(0.97, 0.95, 0.30, float("nan"), 0.1) == "no control"  # no shuffled control
+    assert verdict(0.97, 0.95, 0.30, 0.20) == "aligned"  # no step-0 control: the other two
     assert MARGIN == 0.1 and ALIGNED_IIA == 0.9
 
 
@@ -35,66 +40,113 @@ def _rows(checkpoint, alignment, k, train, test, lo=None, hi=None, variable="cou
              "iia_hi": test + 0.02 if hi is None else hi}]
 
 
-# model -> (das rows, das_control rows); the comments give each run's expected verdict
+# model -> (das rows, das_shuffled rows, das_control rows); the comments give the expected
+# verdict of each trained alignment
 PLANTED = {
-    # aligned: oaf k=2 has the best train IIA (0.99): test 0.96 [0.93, 0.98]; controls 0.2/0.5
-    "gru": ([*_rows(20, "oaf", 2, 0.99, 0.96, 0.93, 0.98), *_rows(20, "laf", 2, 0.98, 0.99),
-             *_rows(20, "random", 2, 0.2, 0.2)],
-            [*_rows(0, "oaf", 2, 0.6, 0.5), *_rows(0, "laf", 2, 0.5, 0.45)]),
-    # partial: laf k=4 best by train; 0.8 [0.75, 0.85] clears max(0.3, 0.6) + 0.1 = 0.7
+    # oaf aligned: best train IIA at k=2, test 0.96 [0.93, 0.98]; controls 0.2 / 0.5 / 0.3.
+    # laf not aligned: 0.99 [0.97, 1.0] but its shuffled control reaches 0.9
+    "gru": ([*_rows(20, "oaf", 2, 0.99, 0.96, 0.93, 0.98), *_rows(20, "oaf", 4, 0.95, 0.97),
+             *_rows(20, "laf", 2, 0.98, 0.99, 0.97, 1.0), *_rows(20, "random", 2, 0.2, 0.2)],
+            [*_rows(20, "oaf", 4, 0.6, 0.5), *_rows(20, "laf", 4, 0.95, 0.9)],
+            [*_rows(0, "oaf", 4, 0.4, 0.3), *_rows(0, "laf", 4, 0.5, 0.45)]),
+    # laf partial: 0.8 [0.75, 0.85] clears max(0.3, 0.6, 0.2) + 0.1 = 0.7; oaf not aligned;
+    # laf_sd (the authors' LAF) has no shuffled control: no control
     "lstm": ([*_rows(20, "oaf", 4, 0.7, 0.7), *_rows(20, "laf", 4, 0.85, 0.8, 0.75, 0.85),
-              *_rows(20, "random", 4, 0.3, 0.3)],
-             [*_rows(0, "oaf", 4, 0.6, 0.6)]),
-    # not aligned: 0.95 [0.9, 0.97] but the step-0 control reaches 0.85 (0.9 < 0.95)
+              *_rows(20, "laf_sd", 4, 0.6, 0.6), *_rows(20, "random", 4, 0.3, 0.3)],
+             [*_rows(20, "oaf", 4, 0.6, 0.6), *_rows(20, "laf", 4, 0.6, 0.6)],
+             [*_rows(0, "laf", 4, 0.3, 0.2)]),
+    # oaf not aligned: 0.95 [0.9, 0.97] but the step-0 control reaches 0.85
     "rope2": ([*_rows(20, "oaf", 2, 0.99, 0.95, 0.9, 0.97), *_rows(20, "random", 2, 0.1, 0.1)],
-              [*_rows(0, "laf", 2, 0.9, 0.85)]),
+              [*_rows(20, "oaf", 2, 0.2, 0.1)],
+              [*_rows(0, "oaf", 2, 0.9, 0.85)]),
 }
-EXPECTED = {"gru": ("aligned", 0.96, 0.2, 0.5), "lstm": ("partial", 0.8, 0.3, 0.6),
-            "rope2": ("not aligned", 0.95, 0.1, 0.85)}
+EXPECTED = {  # (model, alignment) -> (verdict, iia, random, shuffled, step0)
+    ("gru", "oaf"): ("aligned", 0.96, 0.2, 0.5, 0.3),
+    ("gru", "laf"): ("not aligned", 0.99, 0.2, 0.9, 0.45),
+    ("lstm", "oaf"): ("not aligned", 0.7, 0.3, 0.6, float("nan")),
+    ("lstm", "laf"): ("partial", 0.8, 0.3, 0.6, 0.2),
+    ("lstm", "laf_sd"): ("no control", 0.6, 0.3, float("nan"), float("nan")),
+    ("rope2", "oaf"): ("not aligned", 0.95, 0.1, 0.1, 0.85),
+}
 
 
-def _run(model, das, control):
-    tables = {"das": pd.DataFrame(das), "das_control": pd.DataFrame(control)}
-    return RunTables(Path(f"/nonexistent/{model}"), {"task": "counting", "model": model, "seed": 0},
-               {}, "done", None, None, tables, label=f"{model} s0")
+def _run(model, das, shuffled, control, seed=0):
+    tables = {"das": pd.DataFrame(das), "das_shuffled": pd.DataFrame(shuffled),
+              "das_control": pd.DataFrame(control)}
+    return RunTables(Path(f"/nonexistent/{model}{seed}"),
+                     {"task": "counting", "model": model, "seed": seed}, {}, "done", None, None,
+                     tables, label=f"{model} s{seed}")
 
 
 @pytest.fixture
 def planted():
-    return [_run(m, das, control) for m, (das, control) in PLANTED.items()]
+    return [_run(m, *tables) for m, tables in PLANTED.items()]
 
 
-def test_verdicts_on_planted_tables(planted):
-    numbers = verdict_numbers(planted).set_index("model")
-    for model, (want, iia, random, step0) in EXPECTED.items():
-        row = numbers.loc[model]
-        assert row["verdict"] == want, (model, row.to_dict())
+def test_the_verdict_has_a_row_per_alignment_judged_against_its_own_controls(planted):
+    numbers = verdict_numbers(planted)
+    got = numbers.set_index(["model", "alignment"])
+    assert sorted(got.index) == sorted(EXPECTED)  # one row per (run, variable, alignment)
+    for key, (want, iia, random, shuffled, step0) in EXPECTED.items():
+        row = got.loc[key]
+        assert row["verdict"] == want, (key, row.to_dict())
         assert row["iia"] == pytest.approx(iia)
-        assert row["random"] == pytest.approx(random) and row["step0"] == pytest.approx(step0)
-    assert numbers.loc["gru", "where"] == "oaf k=2 state"  # by train IIA, not laf's test 0.99
-    table = verdict_table(verdict_numbers(planted))
-    assert list(table.columns) == ["model", "seed", "count"]
-    assert table.loc[table["model"] == "lstm", "count"].item().startswith("partial: 0.80 [0.75")
+        for field, value in (("random", random), ("shuffled", shuffled), ("step0", step0)):
+            assert row[field] == pytest.approx(value, nan_ok=True), (key, field)
+    assert got.loc[("gru", "oaf"), "where"] == "k=2 state"  # by train IIA, not k=4's test
+    table = verdict_table(numbers)
+    assert list(table.columns) == ["model", "seed", "alignment", "count"]
+    assert len(table) == len(EXPECTED)  # one seed each: no row over seeds
+    lstm = table[(table["model"] == "lstm") & (table["alignment"] == "LAF")]
+    assert lstm["count"].item().startswith("partial: 0.80 [0.75")
+    assert "shuffled 0.60" in lstm["count"].item()
+
+
+def test_several_seeds_add_an_interval_over_seeds_beside_each_runs_wilson_interval():
+    runs = [_run("gru", [*_rows(20, "oaf", 2, 0.99, iia, iia - 0.03, iia + 0.02),
+                         *_rows(20, "random", 2, 0.1, 0.1)],
+                 _rows(20, "oaf", 2, 0.2, 0.2), [], seed=s)
+            for s, iia in enumerate((0.90, 0.94, 0.98))]
+    numbers = verdict_numbers(runs)
+    assert len(numbers) == 3 and (numbers["n_seeds"] == 3).all()
+    row = numbers.iloc[0]
+    assert row["seeds_iia"] == pytest.approx(0.94)
+    # t interval: 0.94 ± t(0.975, 2) * 0.04 / sqrt(3) = 0.94 ± 0.099 (the seeds' sd 0.04
+    # exceeds the restarts' 0.01)
+    assert row["seeds_lo"] == pytest.approx(0.94 - 4.303 * 0.04 / math.sqrt(3), abs=1e-3)
+    assert row["seeds_hi"] == pytest.approx(1.0)  # clipped: IIA is a share
+    table = verdict_table(numbers)
+    over = table[table["seed"] == "all"]
+    assert len(over) == 1 and over["count"].item().startswith("0.94 [0.84, 1.00] over 3 seeds")
 
 
 def test_too_few_changed_pairs_is_reported_not_scored(planted):
     nan = float("nan")
     run = _run("gru", [*_rows(20, "oaf", 2, nan, nan, nan, nan, too_few=True),
-                       *_rows(20, "random", 2, nan, nan, nan, nan, too_few=True)], [])
+                       *_rows(20, "random", 2, nan, nan, nan, nan, too_few=True)], [], [])
     (row,) = verdict_numbers([run]).to_dict("records")
     assert row["verdict"] == "too few pairs" and row["too_few"] and math.isnan(row["iia"])
     assert verdict_table(verdict_numbers([run]))["count"].item() == "too few tested pairs"
 
 
-def test_the_section_opens_with_the_table_and_its_chart_and_das_draw_both_controls(planted):
+def test_the_section_opens_with_the_table_and_its_chart_and_das_draws_the_controls(planted):
     figs = build(planted)
     assert [f.key for f in figs] == ["verdict", "verdict-rule", "verdict-iia"]
-    assert figs[0].table is not None and len(figs[0].table) == 3
+    assert figs[0].table is not None and len(figs[0].table) == len(EXPECTED)
     spec = figs[2].spec()
     assert not problems(spec), problems(spec)
     rows = [r for rs in spec["datasets"].values() for r in rs]
     assert {r["run"] for r in rows} == {"gru s0", "lstm s0", "rope2 s0"}
+    assert {r["alignment"] for r in rows} == {"OAF", "LAF", "LAF (authors')"}
     das = {f.key: f for f in das_build(planted)}["das-iia"].spec()
     assert not problems(das), problems(das)
-    drawn = {r["alignment"] for rs in das["datasets"].values() for r in rs}
-    assert {"oaf", "laf", "random", "oaf step 0", "laf step 0"} <= drawn
+    drawn = [r for rs in das["datasets"].values() for r in rs]
+    assert {r["alignment"] for r in drawn} == {"oaf", "laf", "laf_sd", "random"}
+    # the controls are drawn at the k they ran at, and only there
+    controls = {(r["model"], r["alignment"], r["control"], r["k"]) for r in drawn
+                if r["control"]}
+    assert controls == {("gru", "oaf", "shuffled", 4), ("gru", "laf", "shuffled", 4),
+                        ("gru", "oaf", "step 0", 4), ("gru", "laf", "step 0", 4),
+                        ("lstm", "oaf", "shuffled", 4), ("lstm", "laf", "shuffled", 4),
+                        ("lstm", "laf", "step 0", 4), ("rope2", "oaf", "shuffled", 2),
+                        ("rope2", "oaf", "step 0", 2)}

@@ -21,7 +21,9 @@ Tables (one row per compared pair, run paths as given):
 - `compare_geometry`: variable, run, checkpoint, model, site, alignment, k, value, pc1, pc2,
   sd1, sd2, n, held_out;
 - `compare_stitching`: variable, run (A), other_run (B), checkpoint, other_checkpoint, iia,
-  own_iia, shuffled_map_iia, random_subspace_iia, fit_r2, n_changed, plus model, other_model,
+  own_iia, shuffled_map_iia, random_subspace_iia (each over B's tested test pairs: B gives
+  the base label on the base and not the counterfactual one, `stitch`), fit_r2, n_changed
+  (the causal model's changed pairs), n_tested (B's tested pairs), plus model, other_model,
   site, other_site, alignment, k.
 """
 from __future__ import annotations
@@ -33,13 +35,13 @@ from typing import Any
 from study.core.errors import UsageError
 from study.core.settings import setting
 
-_ALIGNMENTS = ("oaf", "laf")
+_ALIGNMENTS = ("oaf", "laf", "laf_sd")
 
 
 @dataclass(frozen=True)
 class CompareConfig:
-    alignment: str = setting("oaf", "the DAS alignment compared: oaf | laf [ours: oaf, "
-                             "whose subspace is an orthogonal projection]")
+    alignment: str = setting("oaf", "the DAS alignment compared: oaf | laf | laf_sd [ours: "
+                             "oaf, whose subspace is an orthogonal projection]")
     variables: tuple[str, ...] = setting((), "() = every variable the runs' alignments share")
     k: tuple[int, ...] = setting((), "subspace sizes compared; () = every k both runs saved")
     n_fit: int = setting(1000, "[ours] train-split pairs the stitching map is fitted on")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from study.analyses.common.interchange import PairTensors, pair_tensors
+from study.analyses.common.interchange import PairTensors, judged, pair_tensors
 from study.core.sites import check_site, parse_site_key
 from study.models.sites.capture import gather_site
 
@@ -38,7 +38,7 @@ class SiteRef:
 class PairedVectors:
     """One run's site vectors on one set of pairs."""
 
-    pairs: PairTensors
+    pairs: PairTensors  # judged by the run's network: `pairs.tested` are the pairs it tests
     base: torch.Tensor  # (n, width) at each base sequence's base position
     source: torch.Tensor  # (n, width) at each source sequence's source position
 
@@ -51,10 +51,11 @@ class PairedVectors:
 @torch.no_grad()
 def paired_vectors(model, pairs, site: SiteRef, device, batch_size: int = 512,
                    outputs=None) -> PairedVectors:
-    """A run's vectors at `site` on the pairs (a `study.tasks.base.Pairs`); `outputs`: the
+    """A run's vectors at `site` on the pairs (a `study.tasks.base.Pairs`), the pairs judged by
+    the run's network (`judged`: which of them test an interchange in it); `outputs`: the
     task, whose output ids score interchanges on these pairs (`pair_tensors`)."""
     check_site(model, site.kind, site.layer)
-    pt = pair_tensors(pairs, device, site.position, outputs)
+    pt = judged(model, pair_tensors(pairs, device, site.position, outputs), batch_size)
     base = gather_site(model, pt.base_ids, site.kind, site.layer, pt.base_pos, batch_size)
     source = gather_site(model, pt.source_ids, site.kind, site.layer, pt.source_pos, batch_size)
     return PairedVectors(pt, base.float(), source.float())

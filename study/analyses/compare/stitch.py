@@ -6,9 +6,14 @@ through a linear map between their aligned subspaces.
    positions (`paired`: base and source rows of the fitting pairs) [ours].
 2. For each test pair: read z_A at the source input in A, map it, write it into B's subspace
    at the base input (B's other coordinates kept, `Subspace.write`) and run B on.
-3. IIA = the fraction of *changed* pairs (`study.tasks.base.Pairs.changed`: the intervention must
-   change the output) whose every scored output equals the counterfactual labels (the argmax
-   among the task's output ids, as training scores: `study/core/outputs.py`).
+3. IIA = the fraction of B's *tested* pairs whose every scored output equals the
+   counterfactual labels (the argmax among the task's output ids, as training scores:
+   `study/core/outputs.py`). A pair is tested when B itself, run on the base without
+   intervention, outputs the base label and not the counterfactual one
+   (`study.analyses.common.interchange.judged`, as DAS and patching score): a pair whose
+   base output is already the counterfactual label, or is wrong, would reward a write that
+   does nothing [ours]. `n_tested` is their number, `n_changed` the causal model's changed
+   pairs (`study.tasks.base.Pairs.changed`).
 
 The write runs through pyvene like every intervention of the library
 (`study.models.sites.pyvene_bridge.site_intervenable` holding a `WriteIntervention`, the
@@ -17,7 +22,7 @@ mapped coordinates handed in as each pair's source representation).
 Controls [ours]: the map fitted on shuffled pairs (rows of z_A permuted against z_B: it can
 only write B's mean), and the random-rotation subspaces (both runs' random DAS controls, the
 map fitted the same way). `own_iia` is B's own interchange (B's source vector read and
-written by B's alignment) on the same pairs: stitching can at best recover it.
+written by B's alignment) on the same tested pairs: stitching can at best recover it.
 """
 from __future__ import annotations
 
@@ -65,12 +70,13 @@ def interchange_right(model, site: SiteRef, space: Subspace, pt: PairTensors,
 
 
 def stitched_iia(model_b, site_b: SiteRef, space_b: Subspace, M: torch.Tensor,
-                 za_source: torch.Tensor, pt_b: PairTensors, changed: np.ndarray) -> float:
-    """IIA in B on changed pairs when B's subspace receives A's source coordinates through M."""
-    if not changed.any():
+                 za_source: torch.Tensor, pt_b: PairTensors, tested: np.ndarray) -> float:
+    """IIA in B on its tested pairs (`tested` (n,) bool) when B's subspace receives A's source
+    coordinates through M; NaN without tested pairs."""
+    if not tested.any():
         return float("nan")
     right = interchange_right(model_b, site_b, space_b, pt_b, apply_map(M, za_source))
-    return float(right[changed].mean())
+    return float(right[tested].mean())
 
 
 def shuffled(za: torch.Tensor, seed: int) -> torch.Tensor:

@@ -1,8 +1,8 @@
 """Building the comparison tables over every pair of subjects (see the package docstring)."""
 from __future__ import annotations
 
+import logging
 import re
-import sys
 
 import numpy as np
 import pandas as pd
@@ -100,11 +100,11 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
             continue
         fit_pairs = task.counterfactuals(variable, cfg.n_fit, split="train", seed=cfg.seed)
         test_pairs = task.counterfactuals(variable, cfg.n_test, split="test", seed=cfg.seed)
-        changed = np.asarray(test_pairs.changed)
+        changed = int(np.asarray(test_pairs.changed).sum())
         spaces = {id(s): _Spaces(s, keys[id(s)], cfg, device, fit_pairs, test_pairs, task)
                   for s in subjects}
         for k in ks:
-            print(f"compare: {variable}, k={k}, {len(subjects)} runs", file=sys.stderr)
+            logging.getLogger(__name__).info(f"compare: {variable}, k={k}, {len(subjects)} runs")
             own: dict = {}  # id(b) -> B's own interchange IIA at this k, the same for every A
             for a in subjects:
                 A = spaces[id(a)]
@@ -129,23 +129,24 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                                         baseline=shuffled_baseline(fn, za, zb, cfg.n_perm,
                                                                    cfg.seed),
                                         random_subspace=fn(za, zr), n_inputs=len(za)))
+                    tested = tb.pairs.tested.cpu().numpy()  # B's: the pairs it tests
                     if id(b) not in own:
-                        own[id(b)] = _own_iia(b, sb, tb, lb, changed)
-                    stitch.append(dict(common, own_iia=own[id(b)],
+                        own[id(b)] = _own_iia(b, sb, tb, lb, tested)
+                    stitch.append(dict(common, own_iia=own[id(b)], n_changed=changed,
                                        **_stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb,
-                                                    changed, cfg)))
+                                                    tested, cfg)))
     return {COMPARE_SIMILARITY.name: COMPARE_SIMILARITY.frame(sim),
             COMPARE_STITCHING.name: COMPARE_STITCHING.frame(stitch),
             COMPARE_GEOMETRY.name: COMPARE_GEOMETRY.frame(geo)}
 
 
-def _own_iia(b, sb, tb, lb, changed) -> float:
-    """B's own interchange IIA on the changed test pairs (its subspace, its source vectors)."""
+def _own_iia(b, sb, tb, lb, tested) -> float:
+    """B's own interchange IIA on its tested test pairs (its subspace, its source vectors)."""
     own = interchange_right(b.model, SiteRef.parse(lb), sb, tb.pairs, sb.read(tb.source))
-    return float(own[changed].mean()) if changed.any() else float("nan")
+    return float(own[tested].mean()) if tested.any() else float("nan")
 
 
-def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb, changed, cfg) -> dict:
+def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb, tested, cfg) -> dict:
     site_b = SiteRef.parse(lb)
     za_fit, zb_fit = sa.read(fa.both), sb.read(fb.both)
     M = fit_map(za_fit, zb_fit)
@@ -153,11 +154,11 @@ def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb, changed, cfg) -> di
     M_rand = fit_map(ra.read(fa.both), rb.read(fb.both))
     src = sa.read(ta.source)
     return dict(
-        iia=stitched_iia(b.model, site_b, sb, M, src, tb.pairs, changed),
-        shuffled_map_iia=stitched_iia(b.model, site_b, sb, M_shuf, src, tb.pairs, changed),
+        iia=stitched_iia(b.model, site_b, sb, M, src, tb.pairs, tested),
+        shuffled_map_iia=stitched_iia(b.model, site_b, sb, M_shuf, src, tb.pairs, tested),
         random_subspace_iia=stitched_iia(b.model, site_b, rb, M_rand, ra.read(ta.source),
-                                         tb.pairs, changed),
-        fit_r2=_r2(za_fit.cpu(), zb_fit.cpu(), M), n_changed=int(changed.sum()))
+                                         tb.pairs, tested),
+        fit_r2=_r2(za_fit.cpu(), zb_fit.cpu(), M), n_tested=int(tested.sum()))
 
 
 def _geometry_inputs(task, cfg):

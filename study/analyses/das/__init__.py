@@ -1,6 +1,7 @@
 """Analysis `das`: Distributed Alignment Search for the task's causal variables, with an
-orthogonal (OAF), a linear (LAF) and a random-subspace control alignment, k swept, and the
-same OAF/LAF search on the untrained network (step 0) as a second control.
+orthogonal (OAF) and two linear (LAF) alignments and a random-subspace control, k swept, and
+two controls of every trained alignment: the same search with the variable's values shuffled
+across pairs (the main one), and on the untrained network (step 0).
 
 For each causal variable of the task (`task.causal_variables`; a joint variable such as
 counting's `up_down:full`, several variables interchanged at once, when named in
@@ -8,8 +9,24 @@ counting's `up_down:full`, several variables interchanged at once, when named in
 (`task.counterfactuals(variable, n, split, seed)`).
 At each chosen site the model stays frozen; the alignment maps the (standardised) site
 vector, the first k dims come from the source and the rest from the base, and it is mapped
-back (`study/analyses/das/alignment.py`). OAF and LAF are trained (`study/analyses/das/search.py`); the
-random control is a fixed random rotation, never trained.
+back (`study/analyses/das/alignment.py`). OAF and the LAFs are trained
+(`study/analyses/das/search.py`); the random control is a fixed random rotation, never
+trained.
+
+Alignments (`das.alignments`; table column `alignment`):
+- `oaf`: orthogonal, pyvene's rotated-space intervention [paper];
+- `laf`: linear, of form `das.laf_form`: `rotated` (default) [ours], A = R (M M^T + 0.1 I)
+  diag(s) with R orthogonal, which contains every OAF, started at a random rotation with
+  W = I; `sd`, the authors' form alone. Searched like OAF (the search's lr and its cosine
+  decay, restarts, each k from the previous k's fit of the same kind);
+- `laf_sd`: the authors' LAF trained as they train it [paper code: grantsrb/mas,
+  `SymmetricDefiniteMatrix`, `configs/linear_das.yaml`]: A = (M M^T + 0.1 I) diag(s) plus a
+  bias, their initialisation (M ~ N(0, 1/d), sign parameters ~ N(0, 0.01^2), bias 0),
+  Adam at a constant `das.laf_sd_lr` (1e-3), every k from a fresh draw (no warm start); the
+  rest of the budget (steps, batch, restarts, stopping) is the search's;
+- `random`: the untrained random rotation.
+No alignment starts from another's fit [ours]: OAF and the LAFs are compared, not nested (a
+LAF started at the OAF's solution is at least as good by construction).
 
 Sites (defaults [paper, Grant et al. 2025], override with das.sites / das.layers / das.positions):
 - recurrent models: the state after the pair's token (`state`, layer 0, position -1:
@@ -34,25 +51,37 @@ Table `das`: checkpoint, variable, site, layer, position, alignment, k, split, t
 - too_few: fewer than `min_changed` tested *test* pairs; iia, iia_lo, iia_hi are NaN then
   (both splits' rows), the variable is not scored;
 - iia_restart_sd: standard deviation over restarts of the split's iia (NaN: one restart).
-alignment oaf | laf | random; split train | test; position -1 = the pair's positions; iia
-NaN also where every restart of a LAF had cond(A) above `max_cond` (inverse not trusted).
+alignment oaf | laf | laf_sd | random; split train | test; position -1 = the pair's
+positions; iia NaN also where every restart of a LAF had cond(A) above `max_cond` (inverse
+not trusted).
 
-Table `das_control` [ours]: the same columns for OAF and LAF searched, with the same sites, k,
-pairs and budget, on the run's step-0 (untrained) checkpoint; its rows carry checkpoint 0.
-Its tested pairs are the analysed network's (the untrained network gets few bases right, so
-its own would leave nothing to score): the control asks whether a search makes the untrained
-network give the counterfactual answers the trained one was tested on.
-The network comes from `ctx.model_at(0)` (the application loads checkpoints; analyses may
-not); without it (`model_at` None, or no step-0 checkpoint) the table is empty and a warning
-says why. It is a separate table so that the `das` table of every analysed checkpoint stays
-one checkpoint's. With `controls=false` it is skipped.
+The controls [ours] (`study/analyses/das/controls.py`), for every trained alignment, with the
+same sites, pairs and budget, at `das.control_k` only: by default the largest k of the
+ladder the site holds, starting from fresh draws; `all` runs every k (as the search, each k
+from the previous one). Both are scored on the analysed network's tested pairs.
+- Table `das_shuffled`: the search on the analysed network with each pair's source vector
+  taken from another pair whose source gives the variable another value (bases, labels and
+  tested pairs kept; pairs matched by the task's `value` stratum, else by their
+  counterfactual labels). A perfect alignment of the variable then writes the wrong value:
+  its expected IIA is near 0 where the output depends on the value. What the search reaches
+  here it reaches without the variable. Rows carry the analysed checkpoint.
+- Table `das_control`: the search on the run's step-0 (untrained) checkpoint; its rows carry
+  checkpoint 0. The untrained network gets few bases right, so its own tested pairs would
+  leave nothing to score: the control asks whether a search makes the untrained network
+  give the counterfactual answers the trained one was tested on. The network comes from
+  `ctx.model_at(0)` (the application loads checkpoints; analyses may not); without it
+  (`model_at` None, or no step-0 checkpoint) the table is empty and a warning says why.
+Each is a separate table so that the `das` table of every analysed checkpoint stays one
+checkpoint's. With `controls=false` both are skipped.
 Learned alignments go to `alignments.safetensors` under `<alignment>/<variable>/<site>/k=<k>`
-(the matrix: R for OAF/random, A for LAF; suffix keys /mu /sigma /k and, for LAF, /core
-/signs /bias, and /rotation for a LAF of form `rotated`); `study.analyses.das.alignment.load_alignment(path, key)` rebuilds one. The file holds
-the latest analysed checkpoint (metadata "checkpoint"); an earlier checkpoint's file is kept
-as `alignments-<step>.safetensors`. With `save_pyvene` (default) each variable's OAF and LAF at
-their chosen k (the smallest within 0.01 of the best test IIA) are also written in pyvene's
-own format under `pyvene/` (`study/analyses/das/export.py`; latest analysed checkpoint only).
+(the matrix: R for OAF/random, A for a LAF; suffix keys /mu /sigma /k and, for a LAF, /core
+/signs /bias, and /rotation for a LAF of form `rotated`);
+`study.analyses.das.alignment.load_alignment(path, key)` rebuilds one. The file holds the
+latest analysed checkpoint (metadata "checkpoint"); an earlier checkpoint's file is kept as
+`alignments-<step>.safetensors`. The controls' alignments are not saved. With `save_pyvene`
+(default) each variable's trained alignments (OAF, LAF, LAF sd) at their chosen k (the
+smallest within 0.01 of the best test IIA) are also written in pyvene's own format under
+`pyvene/` (`study/analyses/das/export.py`; latest analysed checkpoint only).
 
 Training and scoring run through `pyvene.IntervenableModel`s over the network's sites, with
 the pairs' source vectors read once (`study/analyses/das/search.py`). The restarts of one
@@ -68,8 +97,10 @@ from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
 
-ALIGNMENTS = ("oaf", "laf", "random")
+ALIGNMENTS = ("oaf", "laf", "laf_sd", "random")
+TRAINED = ("oaf", "laf", "laf_sd")  # the searched arms; `random` is never trained
 LAF_FORMS = ("sd", "rotated")  # `laf_form`; the classes are in alignment.py
+CONTROL_K = ("max", "all")  # `control_k`, besides one k of the ladder
 
 
 @dataclass(frozen=True)
@@ -83,7 +114,10 @@ class DasConfig:
         (-1,),
         "-1 = the pair's positions (answer position if aligned)")
     alignments: tuple[str, ...] = setting(
-        ALIGNMENTS, "oaf (orthogonal), laf (linear), random (an untrained rotation, the control)")
+        ALIGNMENTS, "oaf (orthogonal); laf (linear, of form laf_form, our search); laf_sd (the "
+        "authors' linear alignment trained as they train it: form sd, their initialisation, "
+        "constant lr laf_sd_lr, each k from a fresh draw); random (an untrained rotation, the "
+        "control)")
     k: tuple[int, ...] = setting(
         (1, 2, 4, 16, 32), "subspace sizes swept: dims taken from the source [paper]")
     n_train: int = setting(10_000, "counterfactual pairs the alignment is trained on [paper]")
@@ -110,13 +144,22 @@ class DasConfig:
         100, "[ours] fewer tested test pairs (the network's base output is the base label, "
         "not the counterfactual one) than this: the variable is reported too_few")
     controls: bool = setting(
-        True, "[ours] also search OAF and LAF on the step-0 (untrained) network: das_control")
+        True, "[ours] also run each trained alignment's controls: the same search with the "
+        "variable's values shuffled across pairs (das_shuffled) and on the step-0 (untrained) "
+        "network (das_control)")
+    control_k: str = setting(
+        "max", "[ours] the k the controls run at: max (the largest of das.k), all (every k) "
+        "or one k of das.k")
     standardize: bool = setting(True, "[paper, Grant et al.] standardise the site before the alignment")
     laf_form: str = setting(
-        "sd", "sd: the authors' LAF, A = (M M^T + 0.1 I) diag(s) [paper code: grantsrb/mas "
-        "SymmetricDefiniteMatrix]; rotated [ours]: R A with R orthogonal, which contains every "
-        "OAF (sd reaches orthogonal projections only onto standardised axes) and starts from "
-        "the OAF fitted at the same k")
+        "rotated", "the form of `laf`: rotated [ours]: R (M M^T + 0.1 I) diag(s) with R "
+        "orthogonal, which contains every OAF (sd reaches orthogonal projections only onto "
+        "standardised axes), started at a random rotation (W = I); sd: the authors' A = "
+        "(M M^T + 0.1 I) diag(s) [paper code: grantsrb/mas SymmetricDefiniteMatrix], searched "
+        "like OAF")
+    laf_sd_lr: float = setting(
+        1e-3, "[paper code: grantsrb/mas configs/linear_das.yaml, lr; constant Adam] the "
+        "learning rate of `laf_sd`")
     max_cond: float = setting(1e5, "[ours] LAF with cond(A) above this is refused (IIA NaN)")
     eval_batch_size: int = setting(1000, "pairs per forward pass when scoring IIA")
     save_pyvene: bool = setting(
@@ -149,8 +192,13 @@ class DasConfig:
                 bad(key, getattr(self, key), "must be at least 1")
         if self.steps < 0:
             bad("steps", self.steps, "must be >= 0")
-        if not self.lr > 0:
-            bad("lr", self.lr, "must be positive")
+        for key in ("lr", "laf_sd_lr"):
+            if not getattr(self, key) > 0:
+                bad(key, getattr(self, key), "must be positive")
+        if self.control_k not in CONTROL_K and not (
+                self.control_k.isdigit() and int(self.control_k) in self.k):
+            bad("control_k", self.control_k,
+                f"max, all, or one k of das.k ({','.join(map(str, self.k))})")
         for key in ("restarts",):
             if getattr(self, key) < 1:
                 bad(key, getattr(self, key), "must be at least 1")
@@ -195,29 +243,32 @@ def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
 @register("analysis", "das", config=DasConfig, check=check, presets={
     "paper": {},
     # [ours] minutes per variable on a CPU: fewer, larger Adam steps than the paper's
-    # (restarts x (OAF, LAF) on the trained and the step-0 network: about 6x the search of
-    # one plain OAF/LAF pair); 1000 test pairs, so that ctx_distr:count (~12 % of its pairs
-    # change the output) keeps ~120 changed ones, above min_changed where the network tests
-    # most of them. k climbs in small steps
-    # (each k starts from the one before): on the counting GRU the ladder 1, 2, 4, 16 leaves
-    # OAF at k = 16 ~0.01-0.02 below the ladder 1, 2, 4, 8, 12, 16, which 3x the steps at
-    # k = 16 do not make up
+    # (restarts x (OAF, LAF) on the trained network, and each one's two controls at the
+    # largest k only); 1000 test pairs, so that ctx_distr:count (~12 % of its pairs change the
+    # output) keeps ~120 changed ones, above min_changed where the network tests most of
+    # them. k climbs in small steps (each k starts from the one before): on the counting GRU
+    # the ladder 1, 2, 4, 16 leaves OAF at k = 16 ~0.01-0.02 below the ladder 1, 2, 4, 8, 12,
+    # 16, which 3x the steps at k = 16 do not make up. The authors' LAF (laf_sd) is left to
+    # das.alignments: trained their way (lr 1e-3, constant) it needs their 20,000 steps, not
+    # 500
     "small": {"n_train": 2000, "n_test": 1000, "steps": 500, "lr": 5e-3, "batch_size": 64,
               "patience": 100, "k": (1, 2, 4, 8, 12, 16), "restarts": 2,
-              "laf_form": "rotated"},
+              "alignments": ("oaf", "laf", "random")},
     "smoke": {"n_train": 64, "n_test": 32, "steps": 5, "batch_size": 32, "k": (2,),
               "eval_batch_size": 64, "restarts": 2, "min_changed": 2,
-              "laf_form": "rotated"},
+              "alignments": ("oaf", "laf", "random")},
 })
 def run(ctx):
-    """Distributed Alignment Search (OAF, LAF, random control) for the task's variables, and
-    OAF/LAF on the step-0 network (`das_control`)."""
+    """Distributed Alignment Search (OAF, LAFs, random control) for the task's variables, and
+    each trained alignment's controls: shuffled values (`das_shuffled`) and the step-0
+    network (`das_control`), at `das.control_k`."""
     import warnings
 
     import pandas as pd
 
     from study.analyses.common.context import chosen
     from study.analyses.das.alignment import save_alignments
+    from study.analyses.das.controls import control_ks, shuffled_sources, value_keys
     from study.analyses.das.search import COLUMNS, search, site_data
     from study.models.sites import default_sites
 
@@ -227,15 +278,18 @@ def run(ctx):
     sites = default_sites(model, cfg.sites, cfg.layers, every_layer=False, setting="das")
     seed = ctx.seed + cfg.seed
     untrained = _step0(ctx) if cfg.controls else None
-    trained_kinds = tuple(a for a in cfg.alignments if a != "random")
-    per_site = len(cfg.alignments) + (len(trained_kinds) if untrained is not None else 0)
-    rows, control, saved, kept = [], [], {}, {}
-    from tqdm.auto import tqdm
-    bar = tqdm(total=len(variables) * len(sites) * len(cfg.positions) * len(cfg.k) * per_site,
+    trained = tuple(a for a in cfg.alignments if a in TRAINED) if cfg.controls else ()
+    n_controls = 1 + (untrained is not None)
+    per_site = (len(cfg.k) * len(cfg.alignments)
+                + n_controls * len(control_ks(cfg)) * len(trained))
+    rows, shuffled, control, saved, kept = [], [], [], {}, {}
+    from study.core.progress import tqdm  # a bar on a terminal, a log line every 30 s
+    bar = tqdm(total=len(variables) * len(sites) * len(cfg.positions) * per_site,
                desc="das", unit="alignment", disable=None)
     for v_i, variable in enumerate(variables):
         train_pairs = task.counterfactuals(variable, cfg.n_train, split="train", seed=seed)
         test_pairs = task.counterfactuals(variable, cfg.n_test, split="test", seed=seed)
+        keys = (value_keys(train_pairs), value_keys(test_pairs))
         for kind, layer in sites:
             for position in cfg.positions:
                 try:
@@ -251,15 +305,22 @@ def run(ctx):
                               kept=kept if cfg.save_pyvene else None)
                 rows += r
                 saved.update(s)
-                if untrained is not None and trained_kinds:
-                    # the control: the same search, pairs and budget on the step-0 network;
-                    # its alignments are not saved (nothing reads them)
+                if not trained:
+                    continue
+                # the controls: the same search and budget at control_ks; their alignments
+                # are not saved (nothing reads them)
+                ks = control_ks(cfg, data.src_train.shape[1])
+                r, _ = search(model, shuffled_sources(data, *keys, seed=init), variable,
+                              position, cfg, init, ctx.checkpoint, progress=bar,
+                              alignments=trained, ks=ks)
+                shuffled += r
+                if untrained is not None:
                     data0 = site_data(untrained, train_pairs, test_pairs, kind, layer, position,
                                       ctx.device, cfg.eval_batch_size, outputs=task,
                                       judge=model)
                     r, _ = search(untrained, data0, variable, position, cfg,
                                   (seed * 1_000_003) * 1009 + v_i, 0, progress=bar,
-                                  alignments=trained_kinds)
+                                  alignments=trained, ks=ks)
                     control += r
     bar.close()
     save_alignments(saved, ctx.out_dir, ctx.checkpoint)
@@ -268,8 +329,9 @@ def run(ctx):
         export(model, rows, kept, ctx.out_dir, ctx.checkpoint)
     if cfg.controls and untrained is None:
         warnings.warn("das: no step-0 network (ctx.model_at unset or no step-0 checkpoint); "
-                      "das_control is empty and the report's verdict has no trained control")
+                      "das_control is empty and the report's verdict has no step-0 control")
     return {"das": pd.DataFrame(rows, columns=COLUMNS),
+            "das_shuffled": pd.DataFrame(shuffled, columns=COLUMNS),
             "das_control": pd.DataFrame(control, columns=COLUMNS)}
 
 

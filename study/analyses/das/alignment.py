@@ -25,9 +25,14 @@ Every alignment acts on one site vector per example (base (batch, d), source (ba
   P_W is an orthogonal projection only when M M^T is block-diagonal, i.e. onto the first k
   standardised axes themselves. So an exact OAF solution (as on the LSTM's [h, c]) can be out
   of its reach. R W covers every invertible matrix (polar decomposition: A = R S, S
-  symmetric positive definite), and R = OAF's rotation with W = I (M = sqrt(0.9) I) is that
-  OAF exactly, which is where the search starts it (`init_from`).
+  symmetric positive definite), and R with W = I (M = sqrt(0.9) I, s = 1) is the OAF of
+  rotation R. A fresh one starts there at its own random R (an OAF's random start, not an
+  OAF's fit: the two searches are compared, not nested); `init_from(oaf)` sets R to a given
+  OAF's rotation (the LAF then interchanges exactly as that OAF).
 - random control: an `OrthogonalAlignment` frozen at a seeded random rotation (`random_oaf`).
+
+Names (`make_alignment`): `oaf`; `laf`, the LAF of `das.laf_form` (`rotated` or `sd`);
+`laf_sd`, always a `LinearAlignment` (the authors' arm); `random`.
 
 The classes live in this importable module so that pyvene and `load_alignment` can rebuild
 saved ones. `cached_maps(intervention)` computes W, W^-1 (or R) once for a whole forward,
@@ -204,12 +209,23 @@ class LinearAlignment(_Standardised, pv.TrainableIntervention,
 
 class RotatedLinearAlignment(LinearAlignment):
     """LAF of form `rotated` [ours]: A = R (M M^T + 0.1 I) diag(s), R orthogonal (see the
-    module docstring: it contains every OAF, which the authors' form does not)."""
+    module docstring: it contains every OAF, which the authors' form does not). Built at a
+    random rotation R (pyvene's `RotateLayer` draw, seeded by `make_alignment`) with W = I."""
 
     def __init__(self, embed_dim: int, k: int | None = None, **kwargs):
         super().__init__(embed_dim, k, **kwargs)
         layer = pv.models.layers.RotateLayer(embed_dim)
         self.rotate_layer = torch.nn.utils.parametrizations.orthogonal(layer)
+        self._identity_w()
+
+    @torch.no_grad()
+    def _identity_w(self) -> None:
+        """W = M M^T + 0.1 I scaled by s = 1: M = sqrt(0.9) I, tanh(u) = 0.9; b = 0."""
+        n = self.core.shape[0]
+        self.core.copy_(math.sqrt(1 - LAF_EPS) * torch.eye(n, dtype=self.core.dtype,
+                                                           device=self.core.device))
+        self.signs.fill_(math.atanh(1 - LAF_EPS))
+        self.bias.zero_()
 
     def matrix(self) -> torch.Tensor:
         """A (d, d) = R W: rotate first, then the authors' symmetric definite map."""
@@ -217,13 +233,9 @@ class RotatedLinearAlignment(LinearAlignment):
 
     @torch.no_grad()
     def init_from(self, oaf: OrthogonalAlignment) -> None:
-        """Start at `oaf`'s solution: R = its rotation, W = I, b = 0, same standardisation."""
-        n = self.core.shape[0]
+        """Act as `oaf`: R = its rotation, W = I, b = 0, same standardisation."""
         self.rotate_layer.weight = oaf.rotate_layer.weight.detach().clone()
-        self.core.copy_(math.sqrt(1 - LAF_EPS) * torch.eye(n, dtype=self.core.dtype,
-                                                           device=self.core.device))
-        self.signs.fill_(10.0)  # tanh(10) + 0.1 ~ 1.1: a positive scale, which cancels out
-        self.bias.zero_()
+        self._identity_w()
         self.mu.copy_(oaf.mu)
         self.sigma.copy_(oaf.sigma)
 
@@ -249,16 +261,22 @@ def cached_maps(inst):
             yield
 
 
-ALIGNMENTS = ("oaf", "laf", "random")
+ALIGNMENTS = ("oaf", "laf", "laf_sd", "random")
+LAF_CLASSES = {"sd": LinearAlignment, "rotated": RotatedLinearAlignment}
 
 
 def make_alignment(name: str, embed_dim: int, k: int, seed: int, laf_form: str = "sd"):
-    """A fresh alignment of the given kind (seeded); `laf_form` picks the LAF's class."""
+    """A fresh alignment of the given kind (seeded); `laf_form` picks the class of `laf`
+    (`laf_sd` is always the authors' form)."""
     if name == "random":
         return random_oaf(embed_dim, k, seed)
+    if name not in ALIGNMENTS:
+        raise ValueError(f"alignment {name!r}: choose from {', '.join(ALIGNMENTS)}")
     torch.manual_seed(seed)
     if name == "laf":
-        return {"sd": LinearAlignment, "rotated": RotatedLinearAlignment}[laf_form](embed_dim, k)
+        return LAF_CLASSES[laf_form](embed_dim, k)
+    if name == "laf_sd":
+        return LinearAlignment(embed_dim, k)
     return OrthogonalAlignment(embed_dim, k)
 
 
@@ -267,7 +285,7 @@ def tensors_of(name: str, inst) -> dict[str, torch.Tensor]:
     the parameters needed to rebuild it (suffix keys)."""
     out = {"": inst.matrix().detach(), "/mu": inst.mu, "/sigma": inst.sigma,
            "/k": torch.tensor(inst.k, device="cpu")}  # saved: host-side
-    if name == "laf":
+    if isinstance(inst, LinearAlignment):
         out.update({"/core": inst.core.detach(), "/signs": inst.signs.detach(),
                     "/bias": inst.bias.detach()})
     if isinstance(inst, RotatedLinearAlignment):
@@ -307,15 +325,14 @@ def load_alignment(path, key: str):
     from safetensors.torch import load_file
 
     t = load_file(str(path))
-    name = key.split("/", 1)[0]
     mat = t[key]
+    linear = key + "/core" in t  # a LAF of either name (laf, laf_sd)
     form = "rotated" if key + "/rotation" in t else "sd"
-    inst = make_alignment("oaf" if name == "random" else name, mat.shape[0], int(t[key + "/k"]), 0,
-                          form)
+    inst = make_alignment("laf" if linear else "oaf", mat.shape[0], int(t[key + "/k"]), 0, form)
     with torch.no_grad():
         inst.mu.copy_(t[key + "/mu"])
         inst.sigma.copy_(t[key + "/sigma"])
-        if name == "laf":
+        if linear:
             inst.core.copy_(t[key + "/core"])
             inst.signs.copy_(t[key + "/signs"])
             inst.bias.copy_(t[key + "/bias"])

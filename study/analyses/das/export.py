@@ -2,8 +2,8 @@
 
 `alignments.safetensors` keeps every (alignment, variable, site, k) the search trained, as
 tensors. Beside it, `pyvene/` holds, for each variable, site and trained alignment (OAF,
-LAF), the alignment at its chosen k as a `pyvene.IntervenableModel` over our sites written by
-pyvene's own `IntervenableModel.save`:
+LAF, LAF sd), the alignment at its chosen k as a `pyvene.IntervenableModel` over our sites
+written by pyvene's own `IntervenableModel.save`:
 
     analyses/das/pyvene/index.json                       what each directory holds
     analyses/das/pyvene/<alignment>/<variable>/<site>/   config.json + intkey_*.bin
@@ -29,7 +29,7 @@ from pathlib import Path
 from study.core.atomic import atomic_dir
 
 TOLERANCE = 0.01
-TRAINED = ("oaf", "laf")
+TRAINED = ("oaf", "laf", "laf_sd")  # `study.analyses.das.TRAINED`
 
 
 def chosen_k(iia_by_k: dict[int, float]) -> int | None:

@@ -27,15 +27,18 @@ the restarts train together, one forward over their stacked batches per step, ea
 by its own rule (`das.batch_restarts`, `study/analyses/das/batched.py`; the sequential `train`
 gives the same result);
 k runs in increasing order and the first restart of each k starts from the kept alignment of
-the previous k (`warm_start`). The spread of test IIA over restarts is reported
-(`iia_restart_sd`). Scores: `study/analyses/common/stats.py` (IIA on tested pairs, all-pairs IIA,
-Wilson interval). Which pairs test the intervention (`tested`) is decided by running a network
-on the bases once without intervention (`study.analyses.common.interchange.judged`): the
-analysed network, also for the step-0 control, so both search the same pairs.
+the previous k of the same kind (`warm_start`; never for `laf_sd`, the authors' LAF trained
+their way: constant lr `laf_sd_lr`, fresh draws). No kind starts from another kind's fit.
+The spread of test IIA over restarts is reported (`iia_restart_sd`). The controls
+(`study/analyses/das/controls.py`) run this search at `control_ks` only (`ks`). Scores:
+`study/analyses/common/stats.py` (IIA on tested pairs, all-pairs IIA, Wilson interval).
+Which pairs test the intervention (`tested`) is decided by running a network on the bases
+once without intervention (`study.analyses.common.interchange.judged`): the analysed
+network, also for the controls, so every search scores the same pairs.
 """
 from __future__ import annotations
 
-import sys
+import logging
 import warnings
 from dataclasses import dataclass, field
 
@@ -44,7 +47,8 @@ import torch
 
 from study.analyses.common.stats import changed_iia, iia_scores
 from study.analyses.common.interchange import PairTensors, judged, pair_tensors, rows_right
-from study.analyses.das.alignment import ALIGNMENTS, OrthogonalAlignment, make_alignment, tensors_of
+from study.analyses.das.alignment import (LinearAlignment, OrthogonalAlignment, make_alignment,
+                                         tensors_of)
 from study.analyses.das.batched import train_restarts
 from study.analyses.das.update import MIN_GAIN, WINDOW, forward_iv, lr_factor, scored_iv
 from study.core.sites import check_site, site_key
@@ -53,7 +57,8 @@ from study.models.sites.capture import gather_site
 from study.models.sites.pyvene_bridge import site_intervenable
 
 
-ALIGNMENT_INDEX = {name: i for i, name in enumerate(ALIGNMENTS)}  # seeds per alignment kind
+# seeds per alignment kind (fixed, so that adding a kind changes no other kind's draws)
+ALIGNMENT_INDEX = {"oaf": 0, "laf": 1, "random": 2, "laf_sd": 3}
 
 
 @dataclass
@@ -192,16 +197,21 @@ class Fit:
 
 
 def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
-        label: str = "", variable: str = "", oaf=None, batched: bool | None = None) -> Fit:
+        label: str = "", variable: str = "", batched: bool | None = None) -> Fit:
     """Best of `cfg.restarts` trainings of one alignment at one k, chosen by training-split IIA
-    on tested pairs (never the test split) [ours]. Restarts start, in turn, from:
-    - for a `rotated` LAF, `oaf` (the OAF chosen at this k): the LAF begins at that OAF's
-      solution, so what OAF found the LAF keeps [ours];
-    - `warm` (the chosen alignment of the next smaller k, same kind): its first k dims
-      contain the smaller subspace, so a solution found at k stays reachable at larger k
-      [ours]; an OAF's added dims are the site's least-varying directions outside it
-      (`OrthogonalAlignment.extend_from`), so the search starts near the smaller k's IIA;
-    - a fresh seeded draw (every further restart).
+    on tested pairs (never the test split) [ours]. Every alignment kind starts from its own
+    draws, never from another kind's fit, so that OAF and the LAFs are compared, not nested:
+    - the first restart starts from `warm` (the chosen alignment of the next smaller k, same
+      kind), where given: its first k dims contain the smaller subspace, so a solution found
+      at k stays reachable at larger k [ours]; an OAF's added dims are the site's
+      least-varying directions outside it (`OrthogonalAlignment.extend_from`), so the search
+      starts near the smaller k's IIA;
+    - every further restart (and the first without `warm`) starts from a fresh seeded draw:
+      an OAF at a random rotation, a `rotated` LAF at a random rotation with W = I, an `sd`
+      LAF at the authors' random initialisation.
+    `laf_sd` is the authors' LAF trained as they train it [paper code: grantsrb/mas]: form
+    sd, constant lr `cfg.laf_sd_lr`, never warm-started (the caller passes no `warm`); the
+    other kinds use the search's lr and its cosine decay.
     The random control is one untrained draw per k, never warm-started.
     `batched` (default `cfg.batch_restarts`): the restarts train together, one forward for
     all (`study/analyses/das/batched.py`), with the result of training them one after another
@@ -209,25 +219,25 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
     width = data.src_train.shape[1]
     tested = {s: getattr(data, s).tested.cpu().numpy() for s in ("train", "test")}
     n_restarts = 1 if name == "random" else max(1, cfg.restarts)
-    form = cfg.laf_form
-    starts = [("oaf", oaf)] if name == "laf" and form == "rotated" and oaf is not None else []
-    starts += [("warm", warm)] if warm is not None and name != "random" else []
+    if name in ("random", "laf_sd"):
+        warm = None
     insts = []
     for r in range(n_restarts):
-        inst = make_alignment(name, width, k, seed + 104_729 * r, form).to(data.src_train.device)
+        inst = make_alignment(name, width, k, seed + 104_729 * r, cfg.laf_form).to(
+            data.src_train.device)
         if cfg.standardize:
             inst.fit_standardisation(data.fit_acts)
-        start, src = starts[r] if r < len(starts) else (None, None)
-        if start == "oaf":
-            inst.init_from(src)
-        elif start == "warm" and isinstance(inst, OrthogonalAlignment) and inst.k > src.k:
-            inst.extend_from(src, data.fit_acts)
-        elif start == "warm":
-            inst.load_state_dict(src.state_dict())
-            inst.set_interchange_dim(k)
+        if r == 0 and warm is not None:
+            if isinstance(inst, OrthogonalAlignment) and inst.k > warm.k:
+                inst.extend_from(warm, data.fit_acts)
+            else:
+                inst.load_state_dict(warm.state_dict())
+                inst.set_interchange_dim(k)
         insts.append(inst)
     budget = dict(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, stop_iia=cfg.stop_iia,
                   patience=cfg.patience, lr_floor=cfg.lr_floor)
+    if name == "laf_sd":  # the authors' constant learning rate
+        budget.update(lr=cfg.laf_sd_lr, lr_floor=1.0)
     if batched is None:
         batched = getattr(cfg, "batch_restarts", True)
     if name != "random" and batched and n_restarts > 1:
@@ -238,7 +248,7 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
             train(model, data, inst, seed=seed + r, **budget)
     cands = []
     for r, inst in enumerate(insts):
-        if name == "laf":
+        if isinstance(inst, LinearAlignment):
             cond = inst.condition_number()
             if not cond <= cfg.max_cond:
                 warnings.warn(f"das: LAF for {variable} at {label}, k={k}, restart {r}: cond(A) "
@@ -256,16 +266,17 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
     return Fit(best[2], best[3], sd)
 
 
-COLUMNS = list(DAS.columns)  # the das and das_control tables' columns
+COLUMNS = list(DAS.columns)  # the das, das_shuffled and das_control tables' columns
 
 
 def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
            checkpoint: int, progress=None, alignments=None,
-           kept: dict | None = None) -> tuple[list[dict], dict]:
+           kept: dict | None = None, ks=None) -> tuple[list[dict], dict]:
     """Every (alignment, k) of the config at one site: table rows (`COLUMNS`) and saved
-    tensors. k runs in increasing order so each k can start from the previous one's fit.
-    `kept`, if given, receives the fitted alignments: (alignment, variable, site label, k) ->
-    the instance."""
+    tensors. k runs in increasing order so each k can start from the previous one's fit of
+    the same kind. `alignments`, `ks`: only these kinds and k (default: the config's; the
+    controls run at `control_ks`). `kept`, if given, receives the fitted alignments:
+    (alignment, variable, site label, k) -> the instance."""
     width = data.src_train.shape[1]
     rows, saved = [], {}
     label = site_key(data.kind, data.layer, position)
@@ -273,17 +284,16 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
     tested = {s: getattr(data, s).tested.cpu().numpy() for s in ("train", "test")}
     names = tuple(alignments or cfg.alignments)
     warm = {}
-    for k in sorted(cfg.k):
+    for k in sorted(cfg.k if ks is None else ks):
         if k > width:
-            print(f"das: k={k} skipped at {label}: the site has {width} dims", file=sys.stderr)
+            logging.getLogger(__name__).warning(f"das: k={k} skipped at {label}: the site has {width} dims")
             if progress is not None:
                 progress.update(len(names))
             continue
-        fitted = {}  # this k's chosen alignments, by kind (a rotated LAF starts from OAF's)
-        for a_i, name in enumerate(sorted(names, key=lambda n: n != "oaf")):
+        for a_i, name in enumerate(names):
             a_seed = seed + 7919 * ALIGNMENT_INDEX.get(name, a_i) + k
             got = fit(model, data, name, k, cfg, a_seed, warm.get(name) if cfg.warm_start
-                      else None, label, variable, oaf=fitted.get("oaf"))
+                      else None, label, variable)
             for split in ("train", "test"):
                 if got.inst is None:
                     none = np.zeros(0, bool)
@@ -303,7 +313,7 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
                 rows[-2].update(iia=float("nan"), iia_lo=float("nan"), iia_hi=float("nan"),
                                 too_few=True)
             if got.inst is not None:
-                warm[name] = fitted[name] = got.inst
+                warm[name] = got.inst
                 key = f"{name}/{variable}/{label}/k={k}"
                 saved.update({key + suffix: t for suffix, t in tensors_of(name, got.inst).items()})
                 if kept is not None:

@@ -1,5 +1,6 @@
 """Section: cross-model interchange — a variable's value carried from run A into run B
-through a linear map between their aligned subspaces, scored as IIA on changed pairs in B,
+through a linear map between their aligned subspaces, scored as IIA on B's tested pairs (B
+gives the base label on the base and not the counterfactual one),
 with B's own interchange, a map fitted on shuffled pairs and the random-rotation subspaces
 beside it. Anchor: `<task>-compare-stitching-<variable>`."""
 from __future__ import annotations
@@ -35,26 +36,27 @@ def build(runs) -> list:
         n = len(order)
         chart = heatmap(
             long, alt.X("other_run:N", sort=order, title="into B", axis=alt.Axis(labelAngle=-40)),
-            alt.Y("run:N", sort=order, title="from A"), "rate", title="IIA (changed pairs)",
+            alt.Y("run:N", sort=order, title="from A"), "rate", title="IIA (tested pairs)",
             scheme="greens", labels=10, white_above=0.6,
             tooltip=["run:N", "other_run:N", "score:N", alt.Tooltip("rate:Q", format=".3f")],
             width=max(90, 38 * n), height=max(60, 24 * n)).facet(
             facet=alt.Facet("score:N", title=None, sort=list(COLUMNS.values())),
             columns=2)  # two matrices a row: four side by side outgrow a page
-        table = v[["run", "other_run", "k", "iia", "own_iia", "shuffled_map_iia",
-                   "random_subspace_iia", "fit_r2", "n_changed"]].rename(columns={
-                       "run": "A", "other_run": "B", "iia": "stitched IIA",
-                       "own_iia": "B own IIA", "shuffled_map_iia": "shuffled map",
-                       "random_subspace_iia": "random subspaces", "fit_r2": "map R²",
-                       "n_changed": "changed pairs"})
+        shown = ["run", "other_run", "k", "iia", "own_iia", "shuffled_map_iia",
+                 "random_subspace_iia", "fit_r2", "n_changed", "n_tested"]
+        table = v[[c for c in shown if c in v]].rename(columns={
+            "run": "A", "other_run": "B", "iia": "stitched IIA", "own_iia": "B own IIA",
+            "shuffled_map_iia": "shuffled map", "random_subspace_iia": "random subspaces",
+            "fit_r2": "map R²", "n_changed": "changed pairs", "n_tested": "tested pairs"})
         figs.append(Figure(
             key=slug("compare-stitching", variable),
             title=f"{variable}: carried from one architecture into another (k = {k})",
             caption=("A least-squares map from A's aligned subspace to B's, fitted on the same "
                      "inputs, carries the variable's value from a source input in A into B's "
-                     "subspace on a base input; IIA counts only pairs whose output must "
-                     "change. Stitching near B's own interchange and far above both controls "
-                     "means the two architectures encode the variable in linearly "
-                     "interchangeable ways."),
+                     "subspace on a base input; IIA counts only the pairs that test the "
+                     "write in B (B answers the base with the base label and not the "
+                     "counterfactual one). Stitching near B's own interchange and far above "
+                     "both controls means the two architectures encode the variable in "
+                     "linearly interchangeable ways."),
             chart=chart, table=table))
     return figs

@@ -1,37 +1,42 @@
 """Section: Distributed Alignment Search — interchange-intervention accuracy (IIA, on the pairs
 that test the intervention) against the subspace size k, for the orthogonal (OAF) and linear
-(LAF) alignments and both controls: the untrained random rotation (table `das`) and OAF/LAF
-trained on the untrained step-0 network (table `das_control`), one colour per architecture."""
+(LAF, and the authors' LAF where it ran) alignments and the untrained random rotation (table
+`das`), one colour per architecture, with each trained alignment's controls where they ran:
+the same search with the variable's values shuffled across pairs (table `das_shuffled`) and
+on the untrained step-0 network (table `das_control`). The controls run at one k by default
+(`das.control_k`, the largest), so they are points at that k; at several k, lines."""
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
 from study.core.sites import site_label
-from study.core.tables import DAS, DAS_CONTROL
+from study.core.tables import DAS, DAS_CONTROL, DAS_SHUFFLED
 from study.reports.figure import Figure
 from study.reports.sections import section
 from study.reports.sections._common import HEIGHT, WIDTH, model_color, several_seeds, spread, stacked
 
-DASH = {"oaf": [1, 0], "laf": [6, 3], "random": [2, 2],
-        "oaf step 0": [1, 3], "laf step 0": [8, 2, 1, 2]}
-CONTROL = " step 0"  # suffix of the alignments trained on the step-0 network
+DASH = {"oaf": [1, 0], "laf": [6, 3], "laf_sd": [3, 2, 1, 2], "random": [2, 2]}
+CONTROLS = {DAS_SHUFFLED.name: "shuffled", DAS_CONTROL.name: "step 0"}  # table -> label
+SHAPES = {"shuffled": "triangle-up", "step 0": "square"}
 
 
 def iia_curves(runs, controls: bool = False) -> pd.DataFrame | None:
-    """Test IIA per (model, variable, site, alignment, k): mean/min/max over seeds. With
-    `controls`, the step-0 control's rows too, as alignments "oaf step 0", "laf step 0"."""
+    """Test IIA per (model, variable, site, alignment, control, k): mean/min/max over seeds.
+    `control` is "" for the searched alignments; with `controls`, the control tables' rows too,
+    labelled "shuffled" and "step 0"."""
     das = stacked(runs, DAS.name)
     if das is None:
         return None
-    if controls:
-        ctl = stacked(runs, DAS_CONTROL.name)
+    parts = [das.assign(control="")]
+    for table, label in CONTROLS.items():
+        ctl = stacked(runs, table) if controls else None
         if ctl is not None and len(ctl):
-            das = pd.concat([das, ctl.assign(alignment=ctl["alignment"] + CONTROL)],
-                            ignore_index=True)
-    d = das[das["split"] == "test"].copy()
+            parts.append(ctl.assign(control=label))
+    d = pd.concat(parts, ignore_index=True)
+    d = d[d["split"] == "test"].copy()
     d["site"] = [site_label(s, l, p) for s, l, p in zip(d["site"], d["layer"], d["position"])]
-    return spread(d, ["model", "variable", "site", "alignment", "k"], "iia")
+    return spread(d, ["model", "variable", "site", "alignment", "control", "k"], "iia")
 
 
 @section("das", "Distributed Alignment Search", order=40)
@@ -42,42 +47,59 @@ def build(runs) -> list[Figure]:
     if curves is None or curves.empty:
         return []
     seeds = several_seeds(runs)
-    figs = []
     variables = list(dict.fromkeys(curves["variable"]))
-    alignments = [a for a in DASH if a in set(curves["alignment"])]
-    d = curves
-    enc = dict(
-        x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="subspace size k",
-                axis=alt.Axis(values=sorted(d["k"].unique().tolist()))),
-        color=model_color(runs),
-    )
-    line = alt.Chart().mark_line(point=True).encode(
-        detail="site:N",
-        y=alt.Y("mean:Q", title="IIA (test)" + (", mean over seeds" if seeds else ""),
-                scale=alt.Scale(domain=[0, 1])),
-        strokeDash=alt.StrokeDash("alignment:N", sort=alignments, scale=alt.Scale(
-            domain=alignments, range=[DASH[a] for a in alignments]),
-            legend=alt.Legend(symbolType="stroke", symbolStrokeColor="gray")),
-        tooltip=["model:N", "variable:N", "site:N", "alignment:N", "k:Q",
-                 alt.Tooltip("mean:Q", format=".3f", title="IIA"),
-                 alt.Tooltip("min:Q", format=".3f"), alt.Tooltip("max:Q", format=".3f"),
-                 "n_seeds:Q"], **enc)
-    layers = [line]
+    searched = curves[curves["control"] == ""]
+    controls = curves[curves["control"] != ""]
+    alignments = [a for a in DASH if a in set(searched["alignment"])]
+    ks = sorted(curves["k"].unique().tolist())
+    x = alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="subspace size k",
+              axis=alt.Axis(values=ks))
+    y = alt.Y("mean:Q", title="IIA (test)" + (", mean over seeds" if seeds else ""),
+              scale=alt.Scale(domain=[0, 1]))
+    tip = ["model:N", "variable:N", "site:N", "alignment:N", "control:N", "k:Q",
+           alt.Tooltip("mean:Q", format=".3f", title="IIA"),
+           alt.Tooltip("min:Q", format=".3f"), alt.Tooltip("max:Q", format=".3f"),
+           "n_seeds:Q"]
+    dash = alt.StrokeDash("alignment:N", sort=alignments, scale=alt.Scale(
+        domain=alignments, range=[DASH[a] for a in alignments]),
+        legend=alt.Legend(symbolType="stroke", symbolStrokeColor="gray"))
+    is_searched = alt.datum.control == ""
+    layers = [alt.Chart().mark_line(point=True).encode(
+        x=x, y=y, detail="site:N", strokeDash=dash, color=model_color(runs),
+        tooltip=tip).transform_filter(is_searched)]
     if seeds:
-        layers.insert(0, alt.Chart().mark_area(opacity=0.15).encode(
-            y="min:Q", y2="max:Q", detail=[alt.Detail("site:N"), alt.Detail("alignment:N")],
-            x=enc["x"], color=model_color(runs, legend=False)))
-    chart = alt.layer(*layers, data=d).properties(width=WIDTH, height=HEIGHT).facet(
+        layers.insert(0, alt.Chart().transform_filter(is_searched).mark_area(opacity=0.15).encode(
+            x=x, y="min:Q", y2="max:Q", detail=[alt.Detail("site:N"), alt.Detail("alignment:N")],
+            color=model_color(runs, legend=False)))
+    if len(controls):
+        kinds = [c for c in SHAPES if c in set(controls["control"])]
+        shape = alt.Shape("control:N", sort=kinds, title="control", scale=alt.Scale(
+            domain=kinds, range=[SHAPES[c] for c in kinds]))
+        layers.append(alt.Chart().transform_filter(~is_searched).mark_line(
+            strokeWidth=1, opacity=0.6).encode(
+            x=x, y=y, detail=[alt.Detail("site:N"), alt.Detail("alignment:N"),
+                              alt.Detail("control:N")],
+            strokeDash=dash, color=model_color(runs, legend=False)))
+        layers.append(alt.Chart().transform_filter(~is_searched).mark_point(
+            filled=False, size=50).encode(
+            x=x, y=y, shape=shape, color=model_color(runs, legend=False), tooltip=tip))
+    chart = alt.layer(*layers, data=curves).properties(width=WIDTH, height=HEIGHT).facet(
         facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
-    figs.append(Figure(
+    at = sorted(controls["k"].unique().tolist()) if len(controls) else []
+    where = ("" if not at else f" at k = {', '.join(map(str, at))}" if len(at) < len(ks)
+             else " at every k")
+    return [Figure(
         key="das-iia", title="DAS: IIA against subspace size k",
         caption=("Test IIA on the pairs that test the intervention (the network gives the base "
-                 "answer and not the counterfactual one). Solid OAF, dashed LAF, "
-                 "dotted the random-rotation control, sparse dots and dash-dots OAF and LAF "
-                 "trained on the untrained (step-0) network, one colour per architecture "
-                 "(sites: the recurrent state, the middle of the residual stream): a variable "
-                 "is aligned where IIA rises well above both controls, and the smallest k "
-                 "that reaches the top is the size of its subspace"
+                 "answer and not the counterfactual one). Lines: solid OAF, dashed LAF (a "
+                 "rotation times the authors' symmetric matrix), dash-dotted the authors' LAF "
+                 "trained their way, dotted the random-rotation control; one colour per "
+                 "architecture (sites: the recurrent state, the middle of the residual stream)."
+                 + (f" Hollow marks{where}: each trained alignment's controls, triangles the "
+                    "same search with the variable's values shuffled across pairs, squares the "
+                    "search on the untrained (step-0) network (lines join them where they ran "
+                    "at several k)." if at else "")
+                 + " A variable is aligned where IIA rises well above the controls, and the "
+                 "smallest k that reaches the top is the size of its subspace"
                  + (" (bands: range over seeds)." if seeds else ".")),
-        chart=chart))
-    return figs
+        chart=chart)]

@@ -1,0 +1,133 @@
+"""DAS controls and arms: the shuffled-variable control (a perfect alignment of the true
+variable scores 0 on it, the search scores at chance), where the controls run (the largest k
+by default, every k with `all`), and arms that never start from another arm's fit."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+import study.analyses.das.search as search_mod
+from study.analyses.common.context import AnalysisContext
+from study.analyses.das import DasConfig
+from study.analyses.das.alignment import (LinearAlignment, OrthogonalAlignment,
+                                          RotatedLinearAlignment)
+from study.analyses.das.controls import (control_ks, shuffle_by_value, shuffled_sources,
+                                         value_keys)
+from study.analyses.das.search import pair_right, search, site_data
+from study.core.errors import UsageError
+from study.core.registry import get
+from tests.analyses.test_das import C, D, Planted, planted_pairs
+from tests.conftest import frozen_smoke_model as _smoke
+
+
+def test_the_shuffled_variable_control_scores_near_zero_where_the_true_variable_scores_one():
+    model = Planted().eval()
+    train, test = planted_pairs(384, 0), planted_pairs(256, 1)
+    data = site_data(model, train, test, "resid", 0, -1, "cpu")
+    cfg = DasConfig(k=(2,), steps=200, batch_size=64, lr=1e-2, restarts=1, min_changed=10,
+                    alignments=("oaf",))
+    kept = {}
+    rows, _ = search(model, data, "v", -1, cfg, seed=0, checkpoint=0, kept=kept)
+    assert {r["split"]: r["iia"] for r in rows}["test"] >= 0.95
+    shuffled = shuffled_sources(data, value_keys(train), value_keys(test), seed=0)
+    # bases, labels and tested pairs kept; every source now carries another value
+    assert torch.equal(shuffled.test.cf_labels, data.test.cf_labels)
+    assert torch.equal(shuffled.test.tested, data.test.tested)
+    assert not torch.equal(shuffled.src_test, data.src_test)
+    # the alignment that carries the variable perfectly writes the other pair's value: 0
+    perfect = kept[("oaf", "v", "resid[0]@pair", 2)]
+    right = pair_right(model, shuffled, perfect, "test").numpy()
+    assert right[shuffled.test.tested.numpy()].mean() <= 0.02
+    # the search on the shuffled pairs finds nothing better than a guess among the values
+    rows, _ = search(model, shuffled, "v", -1, cfg, seed=0, checkpoint=0)
+    assert {r["split"]: r["iia"] for r in rows}["test"] <= 1 / (C - 1)
+
+
+def test_shuffling_gives_each_pair_another_value_as_a_permutation_where_counts_allow():
+    keys = np.repeat([0, 1, 1, 2, 2, 2], 50)  # one value is half the pairs: still feasible
+    perm = shuffle_by_value(keys, seed=3)
+    assert sorted(perm) == list(range(len(keys)))  # every source used once
+    assert (keys[perm] != keys).all()
+    keys = np.repeat([0, 0, 0, 1], 40)  # no permutation can move every 0 to a 1
+    perm = shuffle_by_value(keys, seed=3)
+    assert (keys[perm] != keys).all()  # sources of the 1s serve several pairs
+    assert sorted(shuffle_by_value(np.zeros(10, int), 0)) == list(range(10))  # one value
+
+
+def test_controls_run_at_the_largest_k_by_default_at_every_k_with_all():
+    cfg = DasConfig(k=(4, 1, 16, 2))
+    assert control_ks(cfg) == (16,)
+    assert control_ks(cfg, width=8) == (4,)  # the largest k the site holds
+    assert control_ks(replace(cfg, control_k="all")) == (1, 2, 4, 16)
+    assert control_ks(DasConfig(k=(1, 2, 4), control_k="2")) == (2,)
+    with pytest.raises(UsageError, match="das.control_k=3: max, all, or one k of das.k"):
+        DasConfig(k=(1, 2), control_k="3")
+
+
+@pytest.mark.parametrize("control_k,want", [("max", {2}), ("all", {1, 2})])
+def test_the_analysis_writes_both_controls_at_the_control_ks(tmp_path, control_k, want):
+    task, model, _ = _smoke("counting", "gru")
+    torch.manual_seed(123)
+    _, untrained, _ = _smoke("counting", "gru")
+    with torch.no_grad():
+        for p in untrained.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    cfg = replace(get("analysis", "das").make_config("smoke"), variables=("up_down:count",),
+                  k=(1, 2), control_k=control_k, alignments=("oaf", "laf_sd", "random"),
+                  restarts=1, steps=2, save_pyvene=False)
+    ctx = AnalysisContext(model, task, cfg, "gru", 7, torch.device("cpu"), tmp_path,
+                          model_at=lambda step: untrained)
+    out = get("analysis", "das").obj(ctx)
+    assert set(out["das"]["k"]) == {1, 2}
+    for table, checkpoint in (("das_shuffled", 7), ("das_control", 0)):
+        df = out[table]
+        assert set(df["k"]) == want, table
+        assert set(df["alignment"]) == {"oaf", "laf_sd"}  # the trained arms, no random
+        assert (df["checkpoint"] == checkpoint).all()
+        assert list(df.columns) == list(out["das"].columns)
+    # the controls score the analysed network's tested pairs
+    n = {(r.k, r.split): r.n_tested for r in out["das"].itertuples()}
+    assert all(r.n_tested == n[(r.k, r.split)] for r in out["das_shuffled"].itertuples())
+
+
+def test_no_laf_arm_starts_from_the_oafs_fit(monkeypatch):
+    """Every restart's state when training begins, for OAF, the rotated LAF and the authors'
+    LAF at k = 2 and 4: no LAF starts where an OAF ended (its interchange is not the OAF's),
+    the rotated LAF starts at a random rotation with W = I, and the authors' LAF at k = 4
+    does not start from its own k = 2 fit (no warm start)."""
+    model = Planted().eval()
+    data = site_data(model, planted_pairs(256, 0), planted_pairs(128, 1), "resid", 0, -1, "cpu")
+    cfg = DasConfig(k=(2, 4), steps=40, batch_size=64, lr=1e-2, restarts=2, min_changed=10,
+                    alignments=("oaf", "laf", "laf_sd"), laf_form="rotated")
+    starts = []
+    real = search_mod.train_restarts
+
+    def record(model_, data_, insts, **kw):
+        starts.extend((type(i), i.k, proj(i)) for i in insts)
+        return real(model_, data_, insts, **kw)
+
+    monkeypatch.setattr(search_mod, "train_restarts", record)
+    kept = {}
+    search(model, data, "v", -1, cfg, seed=0, checkpoint=0, kept=kept)
+    fits = {(name, k): proj(inst) for (name, _, _, k), inst in kept.items()}
+    lafs = [(t, k, p) for t, k, p in starts if t is not OrthogonalAlignment]
+    assert {(t, k) for t, k, _ in lafs} == {(t, k) for t in (RotatedLinearAlignment,
+                                                            LinearAlignment) for k in (2, 4)}
+    for t, k, p in lafs:
+        assert not torch.allclose(p, fits[("oaf", k)], atol=1e-3), (t, k)
+        if t is LinearAlignment and k == 4:
+            assert not torch.allclose(p, fits[("laf_sd", 2)], atol=1e-3)
+    rotated = [i for i in kept.values() if isinstance(i, RotatedLinearAlignment)]
+    fresh = RotatedLinearAlignment(D, 2)  # a fresh one: W = I, so A is its rotation
+    assert torch.allclose(fresh.matrix(), fresh.rotate_layer.weight, atol=1e-6) and rotated
+
+
+def proj(inst) -> torch.Tensor:
+    """The interchange's projection P = A D_k A^-1 in standardised space (d, d)."""
+    with torch.no_grad():
+        a = inst.matrix().double()
+        keep = (torch.arange(a.shape[0]) < inst.k).to(a.dtype)
+        return (a * keep) @ torch.linalg.inv(a)
