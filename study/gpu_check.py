@@ -185,7 +185,7 @@ QUICK_ANALYSES = {
     "das": {"steps": "1", "restarts": "1", "controls": "false", "k": "1", "n_train": "32",
             "n_test": "16", "alignments": "oaf"},
     "patching": {"n_pairs": "4"},
-    "probes": {"n_examples": "32", "max_iter": "10", "layers": "0", "positions": "1,2"},
+    "probes": {"n_examples": "32", "layers": "0", "positions": "1,2"},
     "circuits": {"n_examples": "8", "n_induction": "4", "n_ablation": "8"},
 }
 

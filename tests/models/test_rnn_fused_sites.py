@@ -45,8 +45,10 @@ class Calls:
 
 
 def _loop(model, monkeypatch):
-    """From here on the network runs its step loop whatever is hooked: the reference."""
+    """From here on the network runs its step loop whatever is hooked, and a per-row call
+    hands each step's hook its own rows (no merged declaration): the reference."""
     monkeypatch.setattr(model, "_plan", lambda batch, pos_len: ("loop", None))
+    monkeypatch.setattr(ps, "_one_intervention", lambda iv: False)
 
 
 def _counted(inst):
@@ -114,9 +116,9 @@ def test_a_one_step_pyvene_intervenable_runs_the_kernel_not_the_loop(cell, monke
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 @pytest.mark.parametrize("cls", [OrthogonalAlignment, LinearAlignment])
 @pytest.mark.parametrize("bpos, kernel_calls", [
-    ([2, 5, 5, 9, 0, 11], 2),    # 5 steps > MAX_SEGMENTS: gathered, the prefix and the rest
+    ([2, 5, 5, 9, 0, 11], 2),    # gathered: the prefix and the rest
     ([11] * 6, 1),               # every row at the last step: nothing after it
-    ([3, 3, 8, 8, 3, 8], 3),     # 2 steps: segmented, [0-3] [4-8] [9-11]
+    ([3, 3, 8, 8, 3, 8], 2),     # 2 steps: gathered too (one alignment call for every row)
 ])
 def test_per_row_steps_take_the_fused_path_and_equal_the_loop(cell, cls, bpos, kernel_calls,
                                                               monkeypatch):
@@ -137,7 +139,7 @@ def test_per_row_steps_take_the_fused_path_and_equal_the_loop(cell, cls, bpos, k
     calls, hits = Calls(model, monkeypatch), _counted(inst)
     got, got_grads = run()
     assert calls.step == 0 and calls.kernel == kernel_calls
-    assert len(hits) == len(set(bpos.tolist()))  # only the steps some row sits at run a hook
+    assert len(hits) == 1  # one call of the alignment acts for every row at its own step
     with monkeypatch.context() as m:
         _loop(model, m)
         hits.clear()
@@ -148,6 +150,30 @@ def test_per_row_steps_take_the_fused_path_and_equal_the_loop(cell, cls, bpos, k
     # the small remainder of large cancelling terms (|grad core| ~ 1e2, |grad signs| ~ 1e-3)
     g, w = torch.cat([x.flatten() for x in got_grads]), torch.cat([x.flatten() for x in want_grads])
     torch.testing.assert_close(g, w, rtol=0, atol=1e-5 * float(w.abs().max()))
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_a_merged_per_row_call_in_the_step_loop_equals_the_per_step_reference(cell, monkeypatch):
+    """When the network must run its loop (here a global module hook watches every call), the
+    one acting site is applied at each row's own step: the per-step masks' result."""
+    from torch.nn.modules.module import register_module_forward_hook
+
+    model = _net(cell)
+    base, bpos = _ids(6, 4), torch.tensor([2, 5, 5, 9, 0, 11])
+    src = torch.randn(6, model.d_state, generator=torch.Generator().manual_seed(5))
+    iv = ps.site_intervenable(model, "state", 0, _alignment(OrthogonalAlignment, model.d_state))
+    calls = Calls(model, monkeypatch)
+    handle = register_module_forward_hook(lambda m, a, y: None)
+    try:
+        with torch.no_grad():
+            got = ps.interchange_vectors(iv, base, bpos, src)
+    finally:
+        handle.remove()
+    assert calls.step == 2 * T and calls.kernel == 0  # the loop: own-step states, then the run
+    _loop(model, monkeypatch)
+    with torch.no_grad():
+        want = ps.interchange_vectors(iv, base, bpos, src)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_the_lstm_head_reads_h_and_the_next_step_reads_h_and_c(monkeypatch):

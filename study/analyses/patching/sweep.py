@@ -33,7 +33,9 @@ Metrics per (site, position) over the pairs [ours where the papers are silent]:
   `value` (NaN for a kind with no tested pair, e.g. binding's `distractor`, none of whose
   pairs is changed); the fraction over all pairs is `value_all`;
 - `logit_diff`: mean LD_patched - mean LD_base over the tested pairs, LD = logit(cf answer)
-  - logit(base answer) averaged over the positions where the two answers differ;
+  - logit(base answer) averaged over the positions where the two answers differ; a kind
+  none of whose tested pairs has a position scored in both answers with different tokens
+  (counting's phase pairs: the phase moves where the answer is scored) has no row;
 - `norm_logit_diff` (aligned pairs): (mean LD_patched - mean LD_base) /
   (mean LD_source - mean LD_base), LD_source read from the source run at the same
   positions and pairs: 0 = no effect, 1 = the whole effect of switching inputs. A ratio of

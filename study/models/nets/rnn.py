@@ -77,6 +77,8 @@ MAX_SEGMENTS = 3  # a per-row declaration with more hooked steps than this runs 
 class RecurrentLM(nn.Module):
     """Embedding -> one GRU/LSTM cell unrolled with a state site per token -> output MLP."""
 
+    merges_rows = True  # honours `Sites.per_row(merged=True)` in every mode (`_plan`)
+
     def __init__(self, config, vocab_size: int, seq_len: int):
         super().__init__()
         self.config = config
@@ -123,8 +125,9 @@ class RecurrentLM(nn.Module):
         gi = F.linear(x, self.cell.weight_ih, self.cell.bias_ih)  # (batch, pos, gates * H)
         h, c = self._init(x)
         states = []
+        site = None if arg is None else self._merged_site(gi, arg)
         for t in range(pos):
-            h, c, s = self._step(gi[:, t], h, c, t)
+            h, c, s = self._step(gi[:, t], h, c, t, site)
             states.append(s)
         states = torch.stack(states, dim=1)  # (batch, pos, d_state)
         out = states[..., :self.d_hidden]  # h: what the head reads (batch, pos, d_hidden)
@@ -159,20 +162,27 @@ class RecurrentLM(nn.Module):
 
     def _plan(self, batch: int, pos_len: int):
         """How a teacher-forced forward of (batch, pos_len) tokens runs its state sites:
-        ("loop", None) | ("segmented", hooked steps) | ("gathered", (pos, hooked steps)),
-        the steps sorted (module docstring)."""
+        ("loop", merged) | ("segmented", hooked steps) | ("gathered", (pos, hooked steps)),
+        the steps sorted (module docstring). Under a merged `per_row` declaration the
+        gathered mode runs the one site that acts for every row, once; the loop (`merged`:
+        (pos on the device, that site's step), else None) applies it at each row's step."""
+        declared = self.sites.declared_rows("state")
+        merged = None
+        if declared is not None and declared[2]:
+            merged = (declared[0].to(self.embed.weight.device), declared[1][0])
         if torch.compiler.is_compiling() or (torch.cuda.is_available()
                                              and torch.cuda.is_current_stream_capturing()):
-            return "loop", None
+            return "loop", merged
         steps = self.sites.hooked_steps("state", pos_len)
         if steps is None:  # a global hook: every site call is watched
-            return "loop", None
-        declared = self.sites.declared_rows("state")
-        if declared is not None and len(steps) > MAX_SEGMENTS:
-            pos, own = declared
+            return "loop", merged
+        if declared is not None and (merged is not None or len(steps) > MAX_SEGMENTS):
+            pos, own, _ = declared
             if (len(pos) == batch and 0 <= int(pos.min()) and int(pos.max()) < pos_len
                     and set(steps) <= set(own)):
-                return "gathered", (pos, steps)
+                return "gathered", (pos, own[:1] if merged is not None else steps)
+            if merged is not None:
+                return "loop", merged
         return "segmented", steps
 
     def _kernel(self, x, h, c, lengths=None):
@@ -335,19 +345,36 @@ class RecurrentLM(nn.Module):
         h = x.new_zeros(x.shape[0], self.d_hidden, dtype=torch.float32)
         return h, (h.clone() if self.is_lstm else None)
 
-    def _step(self, gi_t, h, c, t):
+    def _step(self, gi_t, h, c, t, site=None):
         """One cell step from the input projection gi_t (batch, gates * H) -> (h, c, the
-        state after the site: (batch, d_state))."""
-        H, sites = self.d_hidden, self.sites.state
+        state after the site: (batch, d_state)). `site(t, state) -> state` replaces the call
+        of sites.state[t] (`_merged_site`)."""
+        H = self.d_hidden
+        site = site or (lambda t_, s_: self.sites.state[t_](s_))
         gates_h = F.linear(h, self.cell.weight_hh, self.cell.bias_hh)
         if self.is_lstm:
             i, f, g, o = (gi_t + gates_h).chunk(4, dim=1)  # (batch, H) each
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             h = torch.sigmoid(o) * torch.tanh(c)
-            s = sites[t](torch.cat([h, c], dim=1))  # (batch, 2H)
+            s = site(t, torch.cat([h, c], dim=1))  # (batch, 2H)
             return s[:, :H], s[:, H:], s
         rz = torch.sigmoid(gi_t[:, : 2 * H] + gates_h[:, : 2 * H])  # (batch, 2H): r, z
         r, z = rz[:, :H], rz[:, H:]
         n = torch.tanh(gi_t[:, 2 * H:] + r * gates_h[:, 2 * H:])
-        h = sites[t](n + z * (h - n))  # (1 - z) * n + z * h, (batch, H)
+        h = site(t, n + z * (h - n))  # (1 - z) * n + z * h, (batch, H)
         return h, None, h
+
+    def _merged_site(self, gi: torch.Tensor, merged):
+        """The step loop's site under a merged `per_row` declaration (`_plan`: (pos (batch,)
+        on the device, t0)): a first pass without sites reads each row's state at its own
+        step, the acting site sites.state[t0] runs once on those (pyvene calls each of its
+        hooks once per forward), and the returned site(t, state) puts row i's result in at
+        step pos[i] (the loop's second pass). gi (batch, pos, gates * H)."""
+        pos, t0 = merged
+        h, c = self._init(gi)
+        own = None
+        for t in range(gi.shape[1]):
+            h, c, s = self._step(gi[:, t], h, c, t, lambda _t, s_: s_)
+            own = s if own is None else torch.where((pos == t)[:, None], s, own)
+        new = self.sites.state[t0](own)  # (batch, d_state)
+        return lambda t, s: torch.where((pos == t)[:, None], new.to(s.dtype), s)

@@ -64,10 +64,10 @@ class Sites(nn.Module):
                 out.append(t)
         return out
 
-    def declared_rows(self, kind: str) -> tuple[torch.Tensor, list[int]] | None:
-        """(pos (batch,) int64 on the CPU, its distinct values sorted) as declared by an active
-        `per_row` block on `kind`, or None: also when a `kind` site carries a hook the
-        declaration does not vouch for (a user's hook may read rows at other steps)."""
+    def declared_rows(self, kind: str) -> tuple[torch.Tensor, list[int], bool] | None:
+        """(pos (batch,) int64 on the CPU, its distinct values sorted, merged) as declared by
+        an active `per_row` block on `kind`, or None: also when a `kind` site carries a hook
+        the declaration does not vouch for (a user's hook may read rows at other steps)."""
         decl = self.__dict__.get("_declared", {}).get(kind)
         if decl is None or decl.pos is None:
             return None
@@ -75,7 +75,7 @@ class Sites(nn.Module):
             hooks = [*site._forward_hooks.values(), *site._forward_pre_hooks.values()]
             if not all(map(decl.inert, hooks)):
                 return None
-        return decl.pos, sorted(decl.steps)
+        return decl.pos, sorted(decl.steps), decl.merged
 
     def only(self, kind: str, steps, inert=None):
         """Context manager: within the block, hooks at `kind` sites outside `steps` leave their
@@ -83,23 +83,30 @@ class Sites(nn.Module):
         this holds for (default: every hook); a site with any other hook keeps running."""
         return self._declare(kind, None, steps, inert)
 
-    def per_row(self, kind: str, pos, inert=None):
+    def per_row(self, kind: str, pos, inert=None, merged: bool = False):
         """Context manager: within the block, row i of a forward is read or replaced at its own
         index pos[i] only. The hooks at index t touch only the rows with pos == t, and the
         hooks (vouched by `inert`, as in `only`) at indices no row sits at leave their site
         unchanged. A network may then run the sites on one tensor whose row i holds row i's
         activation at pos[i]. pos: (batch,) ints (list, array or tensor; a device tensor
-        costs one host read)."""
+        costs one host read).
+        `merged`: the site at the smallest declared index carries, for every row, what that
+        row's own index is to get (a row-wise function, the same at every index), and the
+        sites at the other declared indices leave their rows unchanged. The network must
+        then apply that one site to each row at the row's own index: once, on the tensor of
+        own-index activations, or step by step keeping only the rows at that step. One call
+        instead of one per distinct index (a batch of pairs at many time steps)."""
         pos = torch.as_tensor(pos).reshape(-1).long().cpu()  # (batch,)
-        return self._declare(kind, pos, pos.unique().tolist(), inert)
+        return self._declare(kind, pos, pos.unique().tolist(), inert, merged)
 
     @contextlib.contextmanager
-    def _declare(self, kind, pos, steps, inert):
+    def _declare(self, kind, pos, steps, inert, merged=False):
         # kept in __dict__: not a buffer or submodule, so state_dict and .to() ignore it
         table = self.__dict__.setdefault("_declared", {})
         if kind in table:
             raise RuntimeError(f"a declaration on the {kind} sites is already active")
-        table[kind] = _Declaration(pos, frozenset(int(s) for s in steps), inert or _every_hook)
+        table[kind] = _Declaration(pos, frozenset(int(s) for s in steps), inert or _every_hook,
+                                   bool(merged))
         try:
             yield
         finally:
@@ -108,10 +115,12 @@ class Sites(nn.Module):
 
 class _Declaration(NamedTuple):
     """An active `Sites.only` / `Sites.per_row` block: pos (batch,) or None, the declared
-    indices, and the predicate naming the hooks that leave other indices unchanged."""
+    indices, the predicate naming the hooks that leave other indices unchanged, and whether
+    the smallest index's site acts for every row (`per_row(merged=True)`)."""
     pos: torch.Tensor | None
     steps: frozenset
     inert: Callable
+    merged: bool = False
 
 
 def _every_hook(_fn) -> bool:

@@ -246,18 +246,28 @@ def _copy_inputs(_module, args):
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
-def _rows_at_own_steps(iv, kind: str, base_pos):
+def _rows_at_own_steps(iv, kind: str, base_pos, merged: bool = False):
     """Declare (`Sites.per_row`) that a `site_intervenable` call touches each row at its own
     step only (the row masks), so the network may run the hooked steps' sites once on each
-    row's own-step state. Costs one host read of device positions; nothing is declared while
-    a CUDA graph is being captured (that read would sync)."""
+    row's own-step state; `merged`: the masks hand every row to the smallest step's
+    representation (`Sites.per_row(merged=True)`). Costs one host read of device positions;
+    nothing is declared while a CUDA graph is being captured (that read would sync): returns
+    (the context, whether it declares)."""
     sites = iv.model.net.sites
     if not hasattr(sites, "per_row") or (torch.cuda.is_available()
                                          and torch.cuda.is_current_stream_capturing()):
-        return contextlib.nullcontext()
+        return contextlib.nullcontext(), False
     if isinstance(base_pos, list):
         base_pos = [int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in base_pos]
-    return sites.per_row(kind, base_pos, inert=_bridge_hook)
+    return sites.per_row(kind, base_pos, inert=_bridge_hook, merged=merged), True
+
+
+def _one_intervention(iv) -> bool:
+    """Whether one call of the intervention may act for every row: every representation
+    holds the same instance (what `site_intervenable` builds) and the network honours a
+    merged `Sites.per_row` declaration (class attribute `merges_rows`, e.g. RecurrentLM)."""
+    return (getattr(iv.model.net, "merges_rows", False)
+            and len({id(v) for v in iv.interventions.values()}) == 1)
 
 
 def _bridge_hook(fn) -> bool:
@@ -511,8 +521,15 @@ def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor,
     if kind in STEP_KINDS:
         if getattr(iv, "study_steps", False):
             layers = _step_layers(iv, pos.device)  # (n_steps,)
-            masks = pos[None, :] == layers[:, None]  # (n_steps, batch): each step's own rows
-            with _rows_at_own_steps(iv, kind, base_pos):
+            merged = _one_intervention(iv)
+            ctx, declared = _rows_at_own_steps(iv, kind, base_pos, merged)
+            with ctx:
+                # a user's hook on a step site voids the declaration: each step its own rows
+                if merged and declared and iv.model.net.sites.declared_rows(kind) is not None:
+                    first = layers == pos.min()  # (n_steps,): the smallest step acts for all
+                    masks = first[:, None].expand(len(layers), batch)  # (n_steps, batch)
+                else:
+                    masks = pos[None, :] == layers[:, None]  # (n_steps, batch): own rows
                 _, out = iv(base_in, unit_locations=None, source_representations=sources,
                             subspaces=list(masks))
         else:
