@@ -3,10 +3,12 @@
 tables go to `RUN_DIR/analyses/<name>/<table>.parquet` (atomic), artefacts beside them.
 
 Analysing holds the run directory's claim (a no-op inside `run`, which holds it already); a
-damaged table or alignment file found there is set aside as `NAME.damaged` and recomputed."""
+damaged table or alignment file found there is set aside as `NAME.damaged` and recomputed.
+Each analysis is a timed stage (`study/core/progress.py`): its wall time goes to the log when
+it ends, and a line at least every 30 s while it runs."""
 from __future__ import annotations
 
-import sys
+import logging
 
 from study.api import Run, choose_device
 from study.config import json_settings
@@ -15,7 +17,10 @@ from study.core.claim import claim
 from study.core.damage import set_aside_damaged
 from study.core.diskfull import reporting_disk_full
 from study.core.errors import UsageError
+from study.core.progress import timed
 from study.runstate import SETTINGS
+
+_log = logging.getLogger(__name__)
 
 
 def analyze(run: Run, configs: dict, checkpoint: str | int = "final",
@@ -27,7 +32,7 @@ def analyze(run: Run, configs: dict, checkpoint: str | int = "final",
     rd = run.rundir
     with reporting_disk_full(rd.path), claim(rd.path, "analyze"):
         for tmp in rd.clean_temporaries():
-            print(f"notice: removed {tmp}, left by an interrupted write", file=sys.stderr, flush=True)
+            _log.info(f"notice: removed {tmp}, left by an interrupted write")
         for folder in sorted(rd.path.glob("analyses/*")):
             set_aside_damaged(folder, "; the analysis that wrote it runs again when asked")
         _analyze(run, configs, checkpoint, trajectory)
@@ -52,15 +57,16 @@ def _analyze(run: Run, configs: dict, checkpoint: str | int, trajectory: bool) -
         entry = registry.get("analysis", name)
         out = rd.analysis_dir(name)
         out.mkdir(parents=True, exist_ok=True)
-        print(f"analysis {name} on {rd.path} (step {step})", file=sys.stderr, flush=True)
+        _log.info(f"analysis {name} on {rd.path} (step {step})")
         ctx = AnalysisContext(model, task, acfg, cfg.model, step, device, out, cfg.seed,
                               model_at=model_at, steps=tuple(run.checkpoints) if trajectory else ())
-        tables = entry.obj(ctx)
-        for table, df in tables.items():
-            assert isinstance(df, pd.DataFrame), f"{name}.{table} is not a DataFrame"
-            df = _merge_checkpoints(out / f"{table}.parquet", df, ctx.checkpoint)
-            rd.write_parquet(f"analyses/{name}/{table}.parquet", df)
-        rd.write_json(f"analyses/{name}/{SETTINGS}", json_settings(acfg))
+        with timed(f"analysis {name}", _log):
+            tables = entry.obj(ctx)
+            for table, df in tables.items():
+                assert isinstance(df, pd.DataFrame), f"{name}.{table} is not a DataFrame"
+                df = _merge_checkpoints(out / f"{table}.parquet", df, ctx.checkpoint)
+                rd.write_parquet(f"analyses/{name}/{table}.parquet", df)
+            rd.write_json(f"analyses/{name}/{SETTINGS}", json_settings(acfg))
 
 
 def _merge_checkpoints(path, df, step: int):

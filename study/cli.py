@@ -1,17 +1,23 @@
 """The command line: `python -m study COMMAND key=value ...`.
 
-Bad input prints one line to stderr and exits 2 (no traceback, nothing written); torch and
-pyvene are imported only by commands that need them, so `--help` and `list` answer at once.
+Bad input prints one line to stderr and exits 2 (no traceback, nothing written; a path the
+file system refuses is one line naming it); torch and pyvene are imported only by commands
+that need them, so `--help` and `list` answer at once.
 A stop signal (Ctrl-C, SIGTERM, SIGUSR1, SIGUSR2) ends a command with one line and the exit
 status 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), after a run has written
-its resume point and the status "interrupted".
+its resume point and the status "interrupted". What the library says goes through the
+`study` logger, which the command line shows on stderr (`study/core/logs.py`). Output cut
+short by its reader (`python -m study list | head -1`) ends quietly with the status 141
+(128 + SIGPIPE), as a command killed by the broken pipe would.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from study.core.errors import UsageError
+from study.core.logs import to_terminal
 from study.core.signals import exit_code, raising_on_stop_signals, signal_name, signum_of
 
 USAGE = """usage: python -m study COMMAND [key=value ...]
@@ -51,7 +57,51 @@ scales: paper (the published setup, GPU), small (minutes on a laptop CPU), smoke
 """
 
 
+BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer its reader left
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # inside the try: a reader gone shows here, not at exit
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor
+        pass
+
+
+PATH_KEYS = ("run_dir", "out", "work", "study")  # key=PATH options of the commands
+
+
+def _check_text(args: list[str]) -> None:
+    """Refuse, before any is read, an argument no path or value may be: one holding a NUL
+    byte, an empty word where a RUN_DIR goes, or an empty PATH_KEYS value (which would
+    otherwise quietly mean the current or the default folder)."""
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if "\0" in arg:
+            shown = f"{key}={value!r}" if sep and "\0" not in key else repr(arg)
+            raise UsageError(f"{shown} holds a NUL byte, which no path or value may contain; "
+                             f"remove it")
+        if not arg.strip():
+            raise UsageError(f"an empty argument ({arg!r}) names no directory; remove it or "
+                             f"give the path")
+        if sep and key in PATH_KEYS and not value.strip():
+            what = "a study's name or a path" if key == "study" else "a path"
+            raise UsageError(f"{key}= is empty; give it {what}")
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
@@ -64,11 +114,20 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in args):
         print(USAGE, end="")
         return 0
+    to_terminal()
     try:
+        _check_text(args)
         with raising_on_stop_signals():
             return handler(args) or 0
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a path the file system refused: one line naming it
+        if e.filename is None:
+            raise
+        where = f"{e.filename} -> {e.filename2}" if e.filename2 else f"{e.filename}"
+        print(f"error: {where}: {e.strerror or e}; check the path and its permissions",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         print(f"interrupted ({signal_name(signum_of(e))}); re-run the same command to resume",

@@ -1,7 +1,13 @@
 """Handlers of the simple commands (list, describe, sample, run, analyze, report, bench).
 
-`analyze` and `report` open their run directories with the run handle (`study.open_run`)."""
+`analyze` and `report` open their run directories with the run handle (`study.open_run`).
+`analyze` appends to the run's `run.log`, with the time of each analysis and the report."""
 from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
 
 from study.core import registry
 from study.core.coerce import coerce
@@ -12,6 +18,7 @@ from study.core.settings import describe_fields
 from study.train.config import TrainConfig
 
 HOME_TASK = "binding"  # parameter counts in `list` are shown for each task's vocabulary
+_log = logging.getLogger(__name__)
 
 
 def cmd_list(args):
@@ -141,12 +148,19 @@ def cmd_analyze(args):
         raise UsageError(f"analysis= is required; choose from {', '.join(registry.entries('analysis'))}")
     steps = _checkpoints(run, kv.pop("checkpoint", "final"))
     from study.analyze import analyze
+    from study.core import runlog
     from study.core.claim import claim
     from study.core.diskfull import reporting_disk_full
+    from study.core.logs import LOG_ONLY
+    from study.core.progress import stage_times
     from study.runner import write_report
     configs = run.analysis_configs(names, kv)  # every setting checked before any work
+    _check_metas(run, steps)  # every checkpoint readable before any work
     # the report is written under the same claim and full-disk handling as the tables
-    with reporting_disk_full(run.path), claim(run.path, "analyze"):
+    with reporting_disk_full(run.path), claim(run.path, "analyze"), \
+            runlog.kept(run.path / "run.log"), stage_times(_log):
+        _log.info(f"analyze {','.join(names)} on {socket.gethostname()} (pid {os.getpid()})",
+                  extra=LOG_ONLY)
         latest = "final" if steps == ["final"] else max(steps)
         for step in steps:  # each logs "analysis NAME on RUN (step N)"
             # a trajectory (circuits.trajectory) only from the latest step: it holds the
@@ -155,6 +169,18 @@ def cmd_analyze(args):
         write_report(run.rundir)  # the run's report.html now shows the new tables
     for name in names:
         print(run.rundir.analysis_dir(name))
+
+
+def _check_metas(run, steps: list) -> None:
+    """A one-line error for a checkpoint whose meta.json is missing or damaged, before the
+    first analysis runs (the run handle would raise the same at that step)."""
+    from study.api import META_KEYS
+    from study.train.checkpoint import META, resolve_step
+    for step in steps:
+        ckpt = resolve_step(run.path, step)
+        run.rundir.read_json(str(ckpt.relative_to(run.path) / META), META_KEYS,
+                             f"delete {ckpt} to fall back to an earlier checkpoint, or re-run "
+                             f"with force=true")
 
 
 def _checkpoints(run, value: str) -> list:
@@ -193,8 +219,31 @@ def cmd_report(args):
                          f"RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]")
     if not dirs:
         raise UsageError("report needs at least one RUN_DIR: report RUN_DIR [RUN_DIR ...] [out=DIR]")
+    if out is not None:
+        check_out_dir(out)
     runs = labelled([run.run_tables for run in open_runs(dirs)])
     print(write_runs_report(runs, out or default_out(dirs), markdown=markdown), flush=True)
+
+
+def check_out_dir(value: str, key: str = "out") -> Path:
+    """Refuse, before anything is written, an output folder that cannot be one: a file, a
+    path through a file, a folder this user cannot write in."""
+    path = Path(value).expanduser()
+    for place in (path, *path.parents):
+        try:
+            if not place.exists():
+                continue
+        except OSError as e:
+            raise UsageError(f"{key}={value} cannot be used ({e.strerror}); choose another "
+                             f"{key}=") from None
+        if not place.is_dir():
+            what = "is a file" if place == path else f"goes through the file {place}"
+            raise UsageError(f"{key}={value} {what}, not a folder; choose another {key}=")
+        if not os.access(place, os.W_OK | os.X_OK):
+            raise UsageError(f"{key}={value}: cannot write in {place} (permission denied); "
+                             f"choose a folder you can write to")
+        return path
+    return path
 
 
 def cmd_bench(args):

@@ -13,13 +13,15 @@ A later comparison of a run with other runs replaces its rows there.
 from __future__ import annotations
 
 import io
-import sys
+import logging
 from dataclasses import fields
 from pathlib import Path
 
 from study.core.errors import UsageError
 from study.core import tables as schemas
 from study.core.settings import split_dirs_and_args
+
+_log = logging.getLogger(__name__)
 
 TABLES = tuple(t.name for t in schemas.of_analysis("compare"))
 
@@ -49,7 +51,7 @@ def subjects_of(runs, device) -> dict[str, tuple]:
         steps = run.checkpoints
         for step, path in alignment_files(run.path):
             if step is None or step not in steps:
-                print(f"compare: {path} names no checkpoint of {run_dir}; skipped", file=sys.stderr)
+                _log.info(f"compare: {path} names no checkpoint of {run_dir}; skipped")
                 continue
             task = run.task
             groups.setdefault(task.fingerprint(), (task, []))[1].append(

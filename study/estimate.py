@@ -11,10 +11,17 @@ one line (naming the estimate, the faster choices and `long=ok`) when it exceeds
 
 A GPU run is not held back: at paper scale a GPU is the intended machine. Resuming counts only
 the steps left.
+
+A local sweep is held to the same hour (`check_sweep_duration`): its runs that would train on
+this CPU, `jobs` at once with their share of the threads, each run's time estimated the same
+way (one probe per distinct setting), the total as the launcher would schedule them.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import heapq
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -78,11 +85,12 @@ def measure(cfg, task, seconds: float = PROBE_S, warm: int = 3) -> Measured:
     return Measured(steps, secs, setup, stream.tokens_per_batch, rt)
 
 
-def optimistic_seconds(cfg, task, steps: int) -> float:
-    """A lower bound on `steps` training steps' time on this machine's CPU threads."""
+def optimistic_seconds(cfg, task, steps: int, threads: int | None = None) -> float:
+    """A lower bound on `steps` training steps' time on `threads` CPU threads (default: all of
+    this machine's)."""
     params = parameter_count(cfg.model_config, len(task.vocab), task.seq_len)
     flops = 6.0 * params * cfg.train.batch_size * task.seq_len * steps
-    return flops / (FLOPS_PER_THREAD * max(1, os.cpu_count() or 1))
+    return flops / (FLOPS_PER_THREAD * max(1, threads or os.cpu_count() or 1))
 
 
 def duration(seconds: float) -> str:
@@ -111,3 +119,72 @@ def check_duration(cfg, task, steps_left: int, allow_long: bool, on_cpu: bool) -
         f"this run would train for about {duration(est)} on this CPU ({steps_left:,} steps at "
         f"{m.steps_per_s:.1f} steps/s, measured just now); choose {faster}, or fewer "
         f"train.steps; add long=ok to start it anyway")
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """A run a local sweep would train on this CPU: `steps_left` steps of `cfg` on `task`."""
+    label: str
+    cfg: object  # RunConfig
+    task: object
+    steps_left: int
+
+
+def total_seconds(seconds: list[float], jobs: int) -> float:
+    """When the last of runs taking `seconds` ends, started in this order `jobs` at once, each
+    as soon as one ends (as the local launcher does)."""
+    ends = [0.0] * max(1, jobs)
+    for secs in seconds:
+        heapq.heapreplace(ends, ends[0] + secs)
+    return max(ends)
+
+
+@contextlib.contextmanager
+def _threads(n: int):
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _speed_key(cfg) -> str:
+    """What a training step's speed depends on (not the seed, not the number of steps)."""
+    train = {k: v for k, v in dataclasses.asdict(cfg.train).items() if k != "steps"}
+    return json.dumps([cfg.task, cfg.model, dataclasses.asdict(cfg.task_config),
+                       dataclasses.asdict(cfg.model_config), train], sort_keys=True, default=str)
+
+
+def check_sweep_duration(runs: list[SweepRun], jobs: int, threads: int, allow_long: bool) -> None:
+    """Refuse (UsageError) a local sweep whose CPU `runs` would train for over `LONG_S` here,
+    `jobs` at once with `threads` torch threads each, unless `allow_long`: the optimistic bound
+    first, then one probe per distinct setting."""
+    runs = [r for r in runs if r.steps_left > 0]
+    if allow_long or not runs:
+        return
+    bounds = [optimistic_seconds(r.cfg, r.task, r.steps_left, threads) for r in runs]
+    if total_seconds(bounds, jobs) <= LONG_S:
+        return
+    speeds: dict[str, float] = {}
+    for r in runs:
+        key = _speed_key(r.cfg)
+        if key not in speeds:
+            with _threads(threads):
+                speeds[key] = measure(r.cfg, r.task, seconds=2.0, warm=1).steps_per_s
+    secs = [r.steps_left / speeds[_speed_key(r.cfg)] for r in runs]
+    total = total_seconds(secs, jobs)
+    if total <= LONG_S:
+        return
+    i = max(range(len(runs)), key=secs.__getitem__)
+    longest = runs[i]
+    small = all(r.cfg.scale == "small" for r in runs)
+    faster = "a GPU" if small else "scale=small (the laptop preset), a GPU"
+    raise UsageError(
+        f"this sweep would train for about {duration(total)} on this CPU ({len(runs)} runs, "
+        f"{min(jobs, len(runs))} at once with {threads} threads each; the longest, "
+        f"{longest.label}, about {duration(secs[i])}: {longest.steps_left:,} steps at "
+        f"{speeds[_speed_key(longest.cfg)]:.1f} steps/s, measured just now); choose {faster} "
+        f"(gpus= or launcher=slurm), fewer runs or fewer train.steps; add long=ok to start it "
+        f"anyway")

@@ -70,7 +70,9 @@ def grid_main(args: list[str]) -> int:
     import traceback
 
     from study.config import resolve
+    from study.core.logs import to_terminal
     from study.runner import run
+    to_terminal()  # the runs' lines in the check's log, as the command line shows them
     kv = split_args(args)
     device, work = kv.get("device", "cuda"), Path(kv["work"])
     quick = coerce("quick", kv.get("quick", "false"), bool)

@@ -22,6 +22,7 @@ folder and `run.log` are made.
 """
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -35,7 +36,9 @@ from study.core import placement
 from study.core.claim import ClaimedError, describe
 from study.core.errors import UsageError
 from study.core.signals import signum_of
-from study.runner import log
+
+_log = logging.getLogger(__name__)
+log = _log.info
 
 POLL_S = 0.2  # how often running processes are checked
 ELSEWHERE_POLL_S = 5.0  # how often runs held by other processes are looked at again
@@ -258,7 +261,9 @@ class _Processes:
         env = child_env(self.slots.threads, gpu)
         run.path.mkdir(parents=True, exist_ok=True)
         logf = open(run.path / "run.log", "ab")
-        args = [sys.executable, "-m", "study", "run", *(f"{k}={v}" for k, v in run.combo.items())]
+        # long=ok: the sweep checked its duration as a whole (or was told long=ok)
+        args = [sys.executable, "-m", "study", "run", *(f"{k}={v}" for k, v in run.combo.items()),
+                "long=ok"]
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=logf, env=env)
         self.running[proc] = (run, logf, gpu)
         on = f" on GPU {gpu}" if gpu is not None else ""

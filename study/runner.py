@@ -3,15 +3,16 @@
 Re-running the same command resumes an interrupted run and skips a finished one (unless
 `force=true`); a run directory that holds a *different* config is refused, not overwritten.
 The run holds its directory's claim from the first write to the report, so a second process
-on the same directory is refused instead of deleting checkpoints under the first.
+on the same directory is refused instead of deleting checkpoints under the first. What it says
+goes to the `study.runner` logger (`study/core/logs.py`) and into the run's `run.log`, with the
+wall time of each stage (data, training, each analysis, the report) and their sum.
 """
 from __future__ import annotations
 
+import logging
 import os
 import socket
-import sys
 import time
-import traceback
 from pathlib import Path
 
 from study.core import registry
@@ -19,6 +20,8 @@ from study.api import build_task, open_run
 from study.config import RunConfig, identity_of
 from study import runstate
 from study.core import placement, runlog
+from study.core.logs import LOG_ONLY, STAMPED
+from study.core.progress import stage_times, timed
 from study.core.claim import claim
 from study.core.damage import readable, set_aside, set_aside_damaged
 from study.core.diskfull import ignore_disk_full, reporting_disk_full
@@ -28,8 +31,12 @@ from study.core.signals import signal_name, signum_of
 from study.train.config import RUNTIME_FIELDS
 
 
+_log = logging.getLogger(__name__)
+
+
 def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    """A line under the `study` logger (the terminal and the run's log show it)."""
+    _log.info(msg)
 
 
 def prepare(cfg: RunConfig, rd: RunDir | None = None) -> RunDir:
@@ -118,17 +125,17 @@ def run(cfg: RunConfig) -> RunDir:
 
 
 def _logged(cfg: RunConfig, rd: RunDir) -> None:
-    """The run, its output copied into run.log."""
-    with runlog.mirrored(rd.path / "run.log"):
-        log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {cfg.task} × {cfg.model} seed {cfg.seed} "
-            f"on {socket.gethostname()} (pid {os.getpid()}) → {rd.path}")
+    """The run, what it says kept in run.log with the time of each stage."""
+    with runlog.kept(rd.path / "run.log"):
+        _log.info(f"{cfg.task} × {cfg.model} seed {cfg.seed} on {socket.gethostname()} "
+                  f"(pid {os.getpid()}) → {rd.path}", extra=STAMPED)
         try:
-            _run(cfg, rd)
+            with stage_times(_log):
+                _run(cfg, rd)
         except (KeyboardInterrupt, UsageError):
             raise
-        except BaseException:  # the traceback stays in run.log (the terminal gets it anyway)
-            if runlog.copying():
-                runlog.to_log(traceback.format_exc())
+        except BaseException as e:  # the traceback stays in run.log (the terminal gets it anyway)
+            _log.error(f"failed: {type(e).__name__}: {e}", exc_info=True, extra=LOG_ONLY)
             raise
 
 
@@ -139,8 +146,9 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
     rd.write_json("env.json", {**environment(), "train_runtime": runtime})
     task = build_task(cfg)
     t0 = time.time()
-    sizes = prepare_data(task)
-    log(f"data: {', '.join(f'{k} {v:,}' for k, v in sizes.items())} ({time.time() - t0:.1f} s)")
+    with timed("data", _log):
+        sizes = prepare_data(task)
+        log(f"data: {', '.join(f'{k} {v:,}' for k, v in sizes.items())} ({time.time() - t0:.1f} s)")
     write_heuristics(rd, task)
     try:
         if rd.status() == "done" and _summary_readable(rd):
@@ -148,7 +156,8 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
         else:  # a finished run with a damaged summary.json: training sees it is done, rewrites it
             rd.set_status("running")
             try:
-                _train(cfg, rd, task)
+                with timed("training", _log):
+                    _train(cfg, rd, task)
             except KeyboardInterrupt:
                 raise
             except BaseException as e:
@@ -159,8 +168,8 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
         name = signal_name(signum_of(e))
         ignore_disk_full(rd.set_status, "interrupted", signal=name,
                          error=f"interrupted by {name}; re-run the same command to resume")
-        if runlog.copying():  # the terminal gets the command's own line
-            runlog.to_log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} interrupted by {name}")
+        # for the log alone: the terminal gets the command's own line
+        _log.info(f"interrupted by {name}", extra=LOG_ONLY)
         raise
     rd.set_status("done")
     write_report(rd)
@@ -190,7 +199,9 @@ def write_heuristics(rd: RunDir, task) -> None:
 
 def write_report(rd: RunDir) -> None:
     from study.reports.write import write_run_report
-    log(f"report: {write_run_report(rd.path)}")
+    with timed("report", _log):
+        path = write_run_report(rd.path)
+    log(f"report: {path}")
 
 
 def _train(cfg: RunConfig, rd: RunDir, task) -> None:

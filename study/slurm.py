@@ -36,6 +36,7 @@ from pathlib import Path
 from study import runstate
 from study.core.claim import describe
 from study.core.errors import UsageError
+from study.core.logs import to_terminal
 from study.core.signals import signal_name
 from study.launch import child_env, PACKAGE_ROOT
 from study.runner import log
@@ -71,6 +72,7 @@ class RunTask:
         self.__dict__.update(state, _proc=None, _ended=None)
 
     def __call__(self) -> str:
+        to_terminal()  # the task's log shows what the library says, as the command line does
         os.chdir(self.cwd)
         while True:
             if runstate.complete(self.path, self.analyses, self.config_hash):
@@ -96,7 +98,8 @@ class RunTask:
         env = child_env(threads, None)
         if not self.gpus:  # a CPU job never trains on a GPU it was not given
             env["CUDA_VISIBLE_DEVICES"] = ""
-        cmd = [sys.executable, "-m", "study", "run", *self.args]
+        # no refusal of a long CPU run here: SLURM's time limit and requeues govern its length
+        cmd = [sys.executable, "-m", "study", "run", *self.args, "long=ok"]
         _say(f"{time.strftime('%H:%M:%S')} starting: python {' '.join(cmd[1:])} "
              f"(SLURM restart {os.environ.get('SLURM_RESTART_COUNT', '0')})")
         self._ended = threading.Event()
@@ -133,6 +136,7 @@ class ReportTask:
         self.runs, self.out, self.cwd = runs, out, cwd  # runs: (path, analyses, config hash)
 
     def __call__(self) -> str:
+        to_terminal()
         os.chdir(self.cwd)
         done = [p for p, a, h in self.runs if runstate.complete(p, a, h)]
         missing = len(self.runs) - len(done)
@@ -148,7 +152,7 @@ def finished(planned) -> bool:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    log(line)
 
 
 def _executor(folder: Path, cfg, *, name: str, time_min: int, gpus: int, max_requeues: int,

@@ -11,14 +11,22 @@ runs (`study/compare.py`: tables under `<report dir>/comparisons/` and each run'
 (`runs/study-NAME/index.html` for a study), and prints the run directories and the report's
 path; runs that failed are listed then, and the exit status is 2. The plan and its record
 live in `study/sweep_plan.py`, the comparisons and report at the end in `study/sweep_finish.py`.
+
+A local sweep whose runs would train on this CPU for over an hour in all (as the launcher
+schedules them, `jobs` at once) is refused in one line before anything is written, as `run`
+refuses one such run; `long=ok` starts it anyway (`study/estimate.py`). A dry run shows the
+plan, then the same refusal. SLURM and GPU launches are not held back.
 """
 from __future__ import annotations
 
+import logging
 import sys
 
 from study.core.errors import UsageError
 from study.sweep_finish import finish
 from study.sweep_plan import parse, record
+
+_log = logging.getLogger(__name__)
 
 
 def cmd_sweep(args):
@@ -26,18 +34,20 @@ def cmd_sweep(args):
     if options.dry_run:
         from study.status import print_plan
         print_plan(plan, options)
+        sys.stdout.flush()
+        if options.launcher == "local":  # what starting it would meet
+            _check_duration(plan, options)
         return 0
     if options.launcher == "slurm":
         from study.slurm import submit_sweep
         return submit_sweep(plan, options)
-    from study.launch import run_local, slots
-    from study.runner import log
-    slots_ = slots(options.jobs, options.gpus, len(plan.runs))
+    from study.launch import run_local
+    slots_ = _check_duration(plan, options)  # before anything is written
     record(plan, "local", {})
     if not slots_.in_process:
         gpus = f" on GPUs {','.join(slots_.gpus)}" if slots_.gpus else ""
-        log(f"sweep: {len(plan.runs)} runs, {slots_.jobs} at once{gpus}, "
-            f"{slots_.threads} threads each")
+        _log.info(f"sweep: {len(plan.runs)} runs, {slots_.jobs} at once{gpus}, "
+                  f"{slots_.threads} threads each")
     outcome = run_local(plan.runs, slots_)
     done = [p for p in plan.paths if p in set(outcome.done)]
     report = finish(done, plan.report_dir) if done else None
@@ -51,3 +61,35 @@ def cmd_sweep(args):
                          + "; ".join(f"{p} ({why})" for p, why in outcome.failed)
                          + "; re-run the sweep to resume them")
     return 0
+
+
+def _check_duration(plan, options):
+    """Refuse a local sweep whose CPU runs would train for over an hour here, unless long=ok
+    (finished runs count nothing, resumed ones only the steps left); returns the launcher's
+    slots."""
+    from study import runstate
+    from study.api import build_task
+    from study.estimate import SweepRun, check_sweep_duration
+    from study.launch import slots
+    from study.preflight import nvidia_driver_loaded
+    from study.train.checkpoint import state_dirs
+
+    slots_ = slots(options.jobs, options.gpus, len(plan.runs))
+    if options.long:
+        return slots_
+    gpu_machine = nvidia_driver_loaded()
+    todo = []
+    for r in plan.runs:
+        cfg = r.cfg
+        if cfg.train.device != "cpu" and (cfg.train.device != "auto" or slots_.gpus or gpu_machine):
+            continue  # a GPU run is not held back
+        if not cfg.force and runstate.complete(r.path, cfg.analysis_settings(), cfg.hash8()):
+            continue
+        try:
+            done = [] if cfg.force else state_dirs(r.path)
+        except OSError:  # a folder the launcher refuses in its own line
+            done = []
+        left = cfg.train.steps - (done[-1][0] if done else 0)
+        todo.append(SweepRun(f"{cfg.task} × {cfg.model} seed {cfg.seed}", cfg, build_task(cfg), left))
+    check_sweep_duration(todo, slots_.jobs, slots_.threads, allow_long=False)
+    return slots_

@@ -3,10 +3,12 @@ finished runs (`study compare`), then their comparative report. Every run is ope
 with the run handle (`study.open_run`)."""
 from __future__ import annotations
 
-import sys
+import logging
 from pathlib import Path
 
 from study.core.errors import UsageError
+
+_log = logging.getLogger(__name__)
 
 
 def finish(paths, out) -> Path:
@@ -23,13 +25,12 @@ def compare_end(runs, out) -> None:
     """The sweep's comparisons across its opened runs (`study compare`), when at least two
     runs of a task saved das alignments; a failure is reported and the report written
     without them."""
-    from study.runner import log
     with_das = [r for r in runs if any((r.path / "analyses" / "das").glob("alignments*.safetensors"))]
     if len(with_das) < 2:
         return
     from study.compare import compare_runs
-    log(f"comparing {len(with_das)} runs across architectures → {Path(out) / 'comparisons'}")
+    _log.info(f"comparing {len(with_das)} runs across architectures → {Path(out) / 'comparisons'}")
     try:
         compare_runs(with_das, out)
     except (UsageError, ValueError, RuntimeError) as e:
-        print(f"warning: comparisons across runs skipped: {e}", file=sys.stderr)
+        _log.warning(f"warning: comparisons across runs skipped: {e}")

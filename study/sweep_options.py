@@ -1,7 +1,7 @@
 """The settings of how a sweep executes, apart from what its runs compute.
 
-`launcher`, `jobs`, `gpus`, `wait`, `dry_run` and every `slurm.*` key say where and how the
-runs are executed; they are taken out of the key=value pairs before the runs are resolved,
+`launcher`, `jobs`, `gpus`, `wait`, `dry_run`, `long` and every `slurm.*` key say where and
+how the runs are executed; they are taken out of the key=value pairs before the runs are resolved,
 so they never enter a run's identity (its hash, its directory, the "same run?" check): the
 same sweep on a laptop, a GPU machine or a cluster trains the same runs in the same folders.
 """
@@ -23,6 +23,8 @@ SWEEP_KEYS = {
     "wait": "launcher=slurm: wait for the jobs and print the report's path (false: return "
             "after submission)",
     "dry_run": "list the runs, their directories and status; run and submit nothing",
+    "long": "ok: start a local sweep whose CPU runs are estimated to train for over an hour "
+            "here (as run's long=ok)",
 }
 
 
@@ -72,6 +74,7 @@ class SweepOptions:
     wait: bool = True
     dry_run: bool = False
     slurm: SlurmConfig = SlurmConfig()
+    long: bool = False  # long=ok: no refusal of a local CPU sweep over an hour
 
 
 def split_options(kv: dict[str, str], from_study: frozenset[str] = frozenset()
@@ -101,6 +104,10 @@ def split_options(kv: dict[str, str], from_study: frozenset[str] = frozenset()
             raise UsageError(f"gpus={gpus!r}: expected auto, none or distinct GPU indices like 0,1,2")
     wait = coerce("wait", kv.pop("wait"), bool) if "wait" in kv else True
     dry_run = coerce("dry_run", kv.pop("dry_run"), bool) if "dry_run" in kv else False
+    long = kv.pop("long", "no")
+    if long not in ("ok", "no"):
+        raise UsageError(f"long={long!r}: use long=ok to start a sweep expected to train for "
+                         f"over an hour on this CPU")
     slurm_keys = fields_of(kv, "slurm")
     for key in [k for k in kv if k.startswith("slurm.")]:
         del kv[key]
@@ -115,4 +122,4 @@ def split_options(kv: dict[str, str], from_study: frozenset[str] = frozenset()
         which = "jobs" if jobs else "gpus"
         raise UsageError(f"{which}= is for launcher=local; with launcher=slurm use "
                          f"slurm.array_parallelism and slurm.gpus")
-    return SweepOptions(launcher, jobs, gpus or "none", wait, dry_run, slurm), kv
+    return SweepOptions(launcher, jobs, gpus or "none", wait, dry_run, slurm, long == "ok"), kv

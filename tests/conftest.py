@@ -15,6 +15,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _library_lines_on_stderr():
+    """What the library logs under `study` shows on stderr, as the command line shows it."""
+    from study.core.logs import to_terminal
+    to_terminal()
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory):
     cache = tmp_path_factory.mktemp("study-cache")
     old = os.environ.get("STUDY_CACHE")

@@ -12,15 +12,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 
 from study.core.errors import UsageError
+
+_log = logging.getLogger(__name__)
 
 CLAIM = ".study-claim"
 HEARTBEAT_S = 5.0
@@ -110,8 +112,7 @@ def _take_over(lock: Path, info: dict, old: dict, reason: str) -> bool:
     finally:
         with contextlib.suppress(FileNotFoundError):
             guard.unlink()
-    print(f"notice: took over the stale claim on {lock.parent} ({describe(old)}: {reason})",
-          file=sys.stderr, flush=True)
+    _log.info(f"notice: took over the stale claim on {lock.parent} ({describe(old)}: {reason})")
     return True
 
 

@@ -6,8 +6,10 @@ analysis that wrote it runs again when next asked.
 """
 from __future__ import annotations
 
-import sys
+import logging
 from pathlib import Path
+
+_log = logging.getLogger(__name__)
 
 CHECKED = ("*.parquet", "*.safetensors")
 
@@ -49,6 +51,5 @@ def set_aside_damaged(folder: Path, notice: str = "") -> list[Path]:
             if path.is_file() and not readable(path):
                 target = set_aside(path)
                 moved.append(path)
-                print(f"notice: {path} is damaged; moved it to {target.name}{notice}",
-                      file=sys.stderr, flush=True)
+                _log.info(f"notice: {path} is damaged; moved it to {target.name}{notice}")
     return moved

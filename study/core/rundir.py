@@ -1,5 +1,5 @@
 """A run directory: the one place a run's config, status, metrics, checkpoints, analyses and
-report live (layout in README.md, "A run directory"). Every file is written atomically (temp
+report live (layout in docs/running.md, "A run directory"). Every file is written atomically (temp
 file + rename), so an interrupted run never leaves a half-written file behind; the temp file
 of a write killed midway is removed when the directory is next opened by a process holding
 its claim.
@@ -75,8 +75,8 @@ class RunDir:
         return self.config_path.exists()
 
     def read_json(self, name: str, keys: tuple[str, ...] = (), fix: str = "") -> dict:
-        """A JSON object; a damaged file (truncated, not an object, `keys` missing) is a
-        one-line UsageError naming it and `fix` (what to do)."""
+        """A JSON object; a missing or damaged file (truncated, not an object, `keys` missing)
+        is a one-line UsageError naming it and `fix` (what to do)."""
         from study.core.errors import UsageError
         path = self.path / name
         try:
@@ -87,7 +87,7 @@ class RunDir:
             if missing:
                 raise DamagedFileError(f"missing {', '.join(missing)}")
         except FileNotFoundError:
-            raise
+            raise UsageError(f"{path} is missing; {fix or 'restore it or re-run with force=true'}") from None
         except (ValueError, DamagedFileError) as e:  # JSONDecodeError and UnicodeDecodeError too
             reason = " ".join(str(e).split())[:120]
             raise UsageError(f"{path} is damaged ({reason}); {fix or 'restore it or re-run with force=true'}") from None

@@ -1,43 +1,35 @@
-"""`run.log`: every run directory keeps what its run said on stderr.
+"""`run.log`: every run directory keeps what its run said, each line with its time.
 
-While a run holds its directory, `mirrored(RUN_DIR / "run.log")` copies every line written to
-`sys.stderr` into that file (appended, so a resumed run adds its sessions), except when stderr
-already *is* that file (a launcher started the run with its output there). A terminal's
-progress bar is not copied: it is drawn on `terminal()`, and the periodic progress lines meant
-for the log go through `to_log()`.
+While a run (or an `analyze` session) holds its directory, `kept(RUN_DIR / "run.log")`
+appends every record of the `study` logger to that file (so a resumed run adds its sessions),
+progress lines and stage times included. When stderr already *is* that file (a launcher
+started the run with its output there), the terminal handler stands aside for the block, so
+no line is written twice. A log that cannot be written never stops a run.
 """
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
-import threading
 from pathlib import Path
 
+from study.core.logs import NAME, TIME_FORMAT, heard, terminals
 
 
-class _Tee:
-    """A text stream writing to `stream` and, line-buffered, to the log file."""
+class RunLogHandler(logging.FileHandler):
+    """Appends `TIME message` lines to a run's log."""
 
-    def __init__(self, stream, log):
-        self.stream, self.log = stream, log
-        self._lock = threading.Lock()
+    def __init__(self, path: Path):
+        super().__init__(path, mode="a", encoding="utf-8", errors="replace")
+        self.setFormatter(logging.Formatter("%(asctime)s %(message)s", TIME_FORMAT))
 
-    def write(self, text: str) -> int:
-        n = self.stream.write(text)
-        with self._lock, contextlib.suppress(OSError, ValueError):
-            self.log.write(text)
-            if "\n" in text:
-                self.log.flush()
-        return n
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        heard()
 
-    def flush(self) -> None:
-        self.stream.flush()
-        with self._lock, contextlib.suppress(OSError, ValueError):
-            self.log.flush()
-
-    def __getattr__(self, name):  # isatty, fileno, encoding, ... of the real stream
-        return getattr(self.stream, name)
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass  # a full disk or a vanished folder: the run goes on without its log
 
 
 def _is_file(stream, path: Path) -> bool:
@@ -48,58 +40,33 @@ def _is_file(stream, path: Path) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+def active() -> RunLogHandler | None:
+    return next((h for h in logging.getLogger(NAME).handlers if isinstance(h, RunLogHandler)), None)
+
+
 @contextlib.contextmanager
-def mirrored(path):
-    """Copy stderr into `path` for the block (a no-op when stderr is that file already, or when
-    the block is entered again)."""
+def kept(path):
+    """Append the `study` logger's records to `path` for the block (entered again inside
+    itself, as `analyze` inside `run`: the outer log goes on)."""
     path = Path(path)
-    current = sys.stderr
-    if isinstance(current, _Tee) or _is_file(current, path):
+    if active() is not None:
         yield
         return
     try:
-        log = open(path, "a", encoding="utf-8", errors="replace")
-    except OSError:  # a log that cannot be written never stops a run
+        handler = RunLogHandler(path)
+    except OSError:
         yield
         return
-    tee = _Tee(current, log)
-    sys.stderr = tee
+    logger = logging.getLogger(NAME)
+    aside = terminals() if _is_file(sys.stderr, path) else []
+    logger.addHandler(handler)
+    for t in aside:
+        t.aside += 1
     try:
         yield
     finally:
-        if sys.stderr is tee:
-            sys.stderr = current
+        for t in aside:
+            t.aside -= 1
+        logger.removeHandler(handler)
         with contextlib.suppress(OSError, ValueError):
-            log.close()
-
-
-def copying() -> bool:
-    """Whether stderr is being copied into a run's log."""
-    return isinstance(sys.stderr, _Tee)
-
-
-def terminal():
-    """The stream under the copy: where a progress bar may draw."""
-    stream = sys.stderr
-    return stream.stream if isinstance(stream, _Tee) else stream
-
-
-def to_log(text: str) -> None:
-    """Write a line to the run's log only (nothing when no log is being kept or stderr is
-    the terminal alone)."""
-    stream = sys.stderr
-    line = text if text.endswith("\n") else text + "\n"
-    if isinstance(stream, _Tee):
-        with stream._lock, contextlib.suppress(OSError, ValueError):
-            stream.log.write(line)
-            stream.log.flush()
-    elif not _isatty(stream):
-        stream.write(line)
-        stream.flush()
-
-
-def _isatty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+            handler.close()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import dataclasses
 from abc import ABC, abstractmethod
@@ -38,6 +39,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from study.core.labels import IGNORE  # noqa: F401  (re-exported: tasks write it)
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -305,7 +308,6 @@ def _cache_problem(z, task: Task, split: str, ex: Examples) -> str | None:
 def _disk_cached(task: Task, split: str) -> Examples:
     """Datasets are cached on disk keyed by a hash of their config; written atomically, and
     checked on load (fingerprint, split, shapes, checksum) so a wrong file is regenerated."""
-    import sys
     path = cache_dir() / "datasets" / f"{task.name}-{task.fingerprint()}-{split}.npz"
     if path.exists():
         try:
@@ -317,7 +319,7 @@ def _disk_cached(task: Task, split: str) -> Examples:
             problem = f"it is unreadable ({type(e).__name__})"
         if problem is None:
             return ex
-        print(f"notice: regenerating dataset cache {path}: {problem}", file=sys.stderr, flush=True)
+        _log.info(f"notice: regenerating dataset cache {path}: {problem}")
         path.unlink(missing_ok=True)
     ex = task.generate(split)
     meta = {"fingerprint": task.fingerprint(), "split": split, "checksum": _checksum(ex),
@@ -329,6 +331,6 @@ def _disk_cached(task: Task, split: str) -> Examples:
             np.savez(f, ids=ex.ids, labels=ex.labels, meta=np.array(json.dumps(meta)),
                      **{f"strata_{k}": v for k, v in ex.strata.items()})
     except OSError as e:  # a read-only or full cache only costs regenerating next time
-        print(f"notice: could not write dataset cache {path} ({e.strerror}); continuing without it",
-              file=sys.stderr, flush=True)
+        _log.info(f"notice: could not write dataset cache {path} ({e.strerror}); continuing "
+                  f"without it")
     return ex

@@ -125,7 +125,10 @@ def clean_temporaries(run_dir) -> None:
 # --- reading -------------------------------------------------------------------------------
 
 def _unreadable(path: Path, err: BaseException) -> CheckpointError:
-    reason = " ".join(str(err).split())[:200] or type(err).__name__
+    if isinstance(err, FileNotFoundError):  # the path is in the message already
+        reason = "no such file"
+    else:
+        reason = " ".join(str(err).split())[:200] or type(err).__name__
     error = CheckpointError(f"checkpoint file {path} is unreadable ({reason}); delete its "
                             f"directory to fall back to an earlier checkpoint, or re-run with force")
     error.reason = reason  # for messages that name the file themselves

@@ -6,6 +6,8 @@ exactly what training runs. The forward is teacher-forced or free-running
 (`outputs.py`)."""
 from __future__ import annotations
 
+import logging
+
 import torch
 import torch.nn.functional as F
 
@@ -15,6 +17,8 @@ from study.train.config import TrainConfig
 from study.train.feed import free_logits, runs_free, takes_feed
 from study.train.outputs import OutputSpace
 from study.train.runtime import Runtime
+
+_log = logging.getLogger(__name__)
 
 
 class Engine:
@@ -107,11 +111,9 @@ class Engine:
         try:
             return self._loss(ids, targets, feed)
         except Exception as err:  # noqa: BLE001 - any compiler failure falls back
-            import sys
-
             first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-            print(f"train.compile: torch.compile failed ({type(err).__name__}: {first}); "
-                  f"training continues without it", file=sys.stderr)
+            _log.info(f"train.compile: torch.compile failed ({type(err).__name__}: {first}); "
+                      f"training continues without it")
             self._loss, self.compiled, self.graphs = self._forward_loss, False, False
             self._readout = takes_readout(self.model)  # as an eager run from the start
             self.optimizer.zero_grad(set_to_none=True)

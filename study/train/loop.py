@@ -19,7 +19,7 @@ SIGUSR2) is deferred to the end of the current step, which then writes a resume 
 """
 from __future__ import annotations
 
-import sys
+import logging
 from dataclasses import dataclass
 from typing import Callable
 
@@ -41,6 +41,8 @@ from study.train.schedule import Cadence, lr_at
 from study.train.state import TrainState
 from study.train.streams import make_stream
 from study.train.summary import run_info, write_summary
+
+_logger = logging.getLogger(__name__)
 
 
 def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, *,
@@ -81,7 +83,7 @@ def train(run, task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int, 
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    _logger.info(line)
 
 
 @dataclass

@@ -4,23 +4,27 @@ training loss, the newest evaluation's accuracy and tokens per second), and, eve
 
     counting/gru step 1200/3000 (40%) loss 0.4121 acc 0.873 tokens/s 2.1e+04 ETA 3m10s
 
-The lines go to stderr when it is not a terminal, and to `run.log` alone when it is (the bar
-shows the same there)."""
+The lines are progress records of the `study.train.progress` logger (`study/core/logs.py`):
+`run.log` keeps them, and stderr shows them when it is not a terminal (on a terminal the bar
+shows the same)."""
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
 from tqdm.auto import tqdm
 
-from study.core import runlog
+from study.core.logs import PROGRESS, isatty
+
+_log = logging.getLogger(__name__)
 
 
 class Progress:
     def __init__(self, total: int, initial: int, task: str, model: str, every_s: float = 30.0):
         self.total, self.initial, self.name, self.every_s = total, initial, f"{task}/{model}", every_s
-        screen = runlog.terminal()
-        self.tty = _isatty(screen)
+        screen = sys.stderr
+        self.tty = isatty(screen)
         self.bar = tqdm(total=total, initial=initial, disable=not self.tty, desc=self.name,
                         file=screen, unit="step", dynamic_ncols=True, smoothing=0.05)
         self.t0 = self.last = time.monotonic()
@@ -47,23 +51,13 @@ class Progress:
         return _fmt_secs((self.total - self.step) * (now - self.t0) / done)
 
     def _emit(self, line: str) -> None:
-        if self.tty:
-            runlog.to_log(line)
-        else:
-            print(line, file=sys.stderr, flush=True)
+        _log.info(line, extra=PROGRESS)
 
     def close(self) -> None:
         self.bar.close()
         if self.every_s and self.line:
             self._emit(f"{self.name} step {self.step}/{self.total} {self.line} "
                        f"({_fmt_secs(time.monotonic() - self.t0)} this session)")
-
-
-def _isatty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def _fmt_secs(secs: float) -> str:

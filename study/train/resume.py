@@ -13,7 +13,7 @@ between, which it trains again to the same result.
 from __future__ import annotations
 
 import dataclasses
-import sys
+import logging
 from pathlib import Path
 
 from study.core.damage import set_aside
@@ -21,6 +21,8 @@ from study.core.rundir import RunDir, jsonable
 from study.train import checkpoint as ckpt
 from study.train.config import RUNTIME_FIELDS, TrainConfig
 from study.train.state import TrainState
+
+_log = logging.getLogger(__name__)
 
 
 def run_meta(task, model_entry, model_cfg, train_cfg: TrainConfig, seed: int) -> dict:
@@ -77,8 +79,8 @@ def resume_from(run: RunDir, meta: dict) -> tuple[Path | None, TrainState]:
             damaged.append(_set_aside(found, ckpt.STATE, e))
             continue
         for line in damaged:
-            print(f"notice: {line}; resuming from the previous training state, step {state.step} "
-                  f"({found.name})", file=sys.stderr, flush=True)
+            _log.info(f"notice: {line}; resuming from the previous training state, step {state.step} "
+                      f"({found.name})")
         return found, state
     raise ckpt.CheckpointError(
         f"no readable training state is left in {ckpt.checkpoints_dir(run)} ({'; '.join(damaged)}); "

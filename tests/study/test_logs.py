@@ -1,17 +1,23 @@
 """Logs a cluster user can read: with stderr not a terminal (a SLURM log), training prints a
 plain progress line every `train.progress_seconds` (step, loss, accuracy, tokens/s, ETA), and
-every run directory keeps `run.log` with what the run said, across resumptions."""
+every run directory keeps `run.log` with what the run said, each line with its time, across
+resumptions, with the wall time of each stage and a line at least every 30 s of a long one.
+What the library says goes through the `study` logger, which a program using it can silence
+or route with the standard logging API."""
 from __future__ import annotations
 
 import io
+import logging
 import re
 import sys
+import time
 
 from study.cli import main
-from study.core import runlog
+from study.core import progress, runlog
 from tests.conftest import run_cli
 
-LINE = re.compile(r"^counting/gru step (\d+)/60 \(\d+%\) loss \d+\.\d+ acc (-|\d\.\d+) "
+STAMP = r"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d )?"  # run.log's lines begin with their time
+LINE = re.compile(rf"^{STAMP}counting/gru step (\d+)/60 \(\d+%\) loss \d+\.\d+ acc (-|\d\.\d+) "
                   r"tokens/s \S+ ETA (\?|\d+[hms]\S*)$", re.M)
 ARGS = ["run", "task=counting", "model=gru", "scale=smoke", "train.steps=60", "train.log_every=5"]
 
@@ -33,27 +39,107 @@ def test_no_progress_lines_when_asked_for_none(tmp_path):
     assert not LINE.search(r.stderr)
 
 
-def test_run_log_of_an_in_process_run_keeps_every_session(tmp_path, monkeypatch):
-    """A run started in this process copies its stderr into run.log; a second session on the
-    same directory (here: adding an analysis) appends to it."""
+def _untimed(log: str) -> list[str]:
+    return [re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", "", line) for line in log.splitlines()]
+
+
+def test_run_log_of_an_in_process_run_keeps_every_session_and_times_each_stage(tmp_path,
+                                                                               monkeypatch):
+    """A run started in this process keeps what it says in run.log, each line stamped; a
+    second session on the same directory (here: adding an analysis) appends to it. Each
+    stage ends with its wall time there, and each session with their sum; the terminal shows
+    what it showed before (no stage times)."""
     run_dir = tmp_path / "r"
     fake = io.StringIO()
     monkeypatch.setattr(sys, "stderr", fake)
     assert main([*ARGS, f"run_dir={run_dir}"]) == 0
     assert main([*ARGS, "analyses=probes", f"run_dir={run_dir}"]) == 0
-    assert sys.stderr is fake  # the copy ends with the run
     log = (run_dir / "run.log").read_text()
-    assert log.count("counting × gru seed 0 on ") == 2
-    assert "training from step 0 to 60" in log and "already finished" in log
-    assert "analysis probes on" in log
-    assert all(line in fake.getvalue() for line in log.splitlines())
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S", line) for line in log.splitlines()
+               if not line.startswith((" ", "Traceback"))), log
+    lines = _untimed(log)
+    assert sum(" × gru seed 0 on " in line for line in lines) == 2
+    assert "training from step 0 to 60 on cpu, fp32" in lines
+    assert any("already finished" in line for line in lines)
+    assert any(line.startswith("analysis probes on") for line in lines)
+    times = [line for line in lines if line.startswith("time: ")]
+    ends = [i for i, t in enumerate(times) if t.startswith("time: total ")]
+    assert len(ends) == 2, times
+    first, second = times[:ends[0] + 1], times[ends[0] + 1:]
+    for stage in ("data", "training", "report"):
+        assert any(re.fullmatch(rf"time: {stage} \d.*", t) for t in first), times
+    assert re.fullmatch(r"time: total .* \(data .*, training .*, report .*\)", first[-1]), times
+    # the second session trains nothing and times the analysis it adds
+    assert not any(t.startswith("time: training") for t in second), times
+    assert any(re.fullmatch(r"time: analysis probes \d.*", t) for t in second), times
+    assert re.fullmatch(r"time: total .* \(data .*, analysis probes .*, report .*\)", second[-1]), times
+    shown = fake.getvalue()
+    assert "time: " not in shown  # stage times are for the log
+    assert all(line in shown for line in lines
+               if not line.startswith("time: ") and ": running for " not in line)
 
 
-def test_tee_is_a_no_op_when_stderr_is_the_log(tmp_path, monkeypatch):
+def test_a_log_that_is_stderr_gets_each_line_once(tmp_path, monkeypatch):
+    """A launcher that sends a run's stderr to its run.log gets each line once, stamped."""
     path = tmp_path / "run.log"
-    with open(path, "w") as f:
+    log = logging.getLogger("study.test")
+    with open(path, "a") as f:
         monkeypatch.setattr(sys, "stderr", f)
-        with runlog.mirrored(path):
-            assert sys.stderr is f and not runlog.copying()
-            print("once", file=sys.stderr)
-    assert path.read_text() == "once\n"
+        with runlog.kept(path):
+            log.info("once")
+        log.info("after the run")  # the terminal handler is back
+    assert _untimed(path.read_text()) == ["once", "after the run"]
+    assert path.read_text().splitlines()[0] != "once"
+
+
+def test_a_long_stage_leaves_a_line_at_least_every_interval_and_its_time(tmp_path, monkeypatch):
+    """A silent stage gets a heartbeat line in run.log; a tqdm bar that draws nothing (stderr
+    is no terminal) still logs its count; each stage's time and the session's sum end it."""
+    monkeypatch.setattr(progress, "EVERY_S", 0.2)
+    path, log = tmp_path / "run.log", logging.getLogger("study.test")
+    with runlog.kept(path), progress.stage_times(log):
+        with progress.timed("quiet stage", log):
+            time.sleep(1.0)
+        with progress.timed("bar stage", log):
+            for _ in progress.tqdm(range(8), desc="das", unit="alignment", disable=True):
+                time.sleep(0.1)
+    lines = _untimed(path.read_text())
+    beats = [line for line in lines if line.startswith("quiet stage: running for ")]
+    assert len(beats) >= 3, lines
+    counts = [line for line in lines if re.fullmatch(r"das \d/8 alignment \(\d+%\), .*", line)]
+    assert len(counts) >= 2, lines
+    assert re.fullmatch(r"time: quiet stage 1\.\d s", lines[lines.index(beats[-1]) + 1]), lines
+    assert any(re.fullmatch(r"time: bar stage 0\.\d s", line) for line in lines), lines
+    assert re.fullmatch(r"time: total 1\.\d s \(quiet stage 1\.\d s, bar stage 0\.\d s\)", lines[-1])
+
+
+def test_library_lines_can_be_silenced_and_routed_with_the_logging_api(tmp_path, capsys):
+    """A program using the library routes its lines with a handler of its own and silences
+    them with the standard calls; nothing then reaches stderr either."""
+    from study.core.damage import set_aside_damaged
+
+    got: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = got.append
+    root = logging.getLogger("study")
+    level = root.level
+    root.addHandler(handler)
+
+    def damaged(name):  # a damaged table: the library says it set it aside
+        (tmp_path / name).write_bytes(b"not parquet")
+        set_aside_damaged(tmp_path)
+
+    try:
+        damaged("a.parquet")
+        assert [r.name for r in got] == ["study.core.damage"] and "a.parquet" in got[0].getMessage()
+        assert "a.parquet is damaged" in capsys.readouterr().err  # as the command line shows it
+        root.setLevel(logging.WARNING)
+        damaged("b.parquet")
+        root.setLevel(level)
+        logging.disable(logging.INFO)
+        damaged("c.parquet")
+        assert len(got) == 1 and capsys.readouterr().err == ""
+    finally:
+        logging.disable(logging.NOTSET)
+        root.setLevel(level)
+        root.removeHandler(handler)

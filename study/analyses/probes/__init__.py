@@ -20,12 +20,15 @@ variable values; Exoo et al. probe the variable name from layer-1 number tokens
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from study.core.sites import KINDS, STEP_KINDS
 from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,6 @@ def check(cfg: ProbesConfig, task_cls, model_entry, model_config) -> None:
 def run(ctx) -> dict:
     """Linear probes (and shuffled-label controls) for each causal variable at each site."""
     import numpy as np
-    import sys
 
     from study.analyses.probes.fit import not_converged_line, probe_site, shuffled
     from study.analyses.common.data import sample
@@ -139,5 +141,5 @@ def run(ctx) -> dict:
                              converged))
     fits = [r[-1] for r in rows if r[5] == "test"]  # one test row per fitted probe
     if not all(fits):
-        print(not_converged_line(fits.count(False), len(fits), cfg.max_iter), file=sys.stderr)
+        _log.warning(not_converged_line(fits.count(False), len(fits), cfg.max_iter))
     return {PROBES.name: PROBES.frame(rows)}

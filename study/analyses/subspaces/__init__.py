@@ -23,11 +23,14 @@ other_site, mean_cos_angle, min_cos_angle (`other_run` is this run's directory).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
+
+_log = logging.getLogger(__name__)
 
 _SPACES = ("write", "read", "standardised")
 
@@ -52,7 +55,6 @@ class SubspacesConfig:
 })
 def run(ctx) -> dict:
     """Principal angles between a variable's DAS subspaces at this run's checkpoints."""
-    import sys
     from pathlib import Path
 
     from study.analyses.subspaces.geometry import alignment_files, principal_cosines, read_alignments
@@ -63,8 +65,8 @@ def run(ctx) -> dict:
     own = alignment_files(own_dir)
     mine = [f for step, f in own if step == ctx.checkpoint]
     if not mine and len(own) == 1 and own[0][0] is None:
-        print(f"subspaces: {own[0][1]} does not say its checkpoint; taken as step "
-              f"{ctx.checkpoint}", file=sys.stderr)
+        _log.info(f"subspaces: {own[0][1]} does not say its checkpoint; taken as step "
+                  f"{ctx.checkpoint}")
         mine = [own[0][1]]
     if not mine:
         raise UsageError(f"subspaces: no das alignments for checkpoint {ctx.checkpoint} in "
@@ -72,8 +74,8 @@ def run(ctx) -> dict:
                          f"checkpoint={ctx.checkpoint}` first")
     others = [(str(own_dir), s, f) for s, f in own if s is not None and s != ctx.checkpoint]
     if not others:
-        print(f"subspaces: only checkpoint {ctx.checkpoint} of {own_dir} has das alignments; "
-              f"run das on another checkpoint to compare", file=sys.stderr)
+        _log.info(f"subspaces: only checkpoint {ctx.checkpoint} of {own_dir} has das alignments; "
+                  f"run das on another checkpoint to compare")
 
     bases = {}
     for f in mine:
