@@ -10,8 +10,10 @@
 `open_run(path)` -> `Run`: `.config` (the resolved `RunConfig`), `.task`,
 `.model(checkpoint, device)`, `.checkpoints`, `.metrics`, `.summary`, `.table(name)`,
 `.run_tables` (the torch-free view reports read), `.analysis_configs(names)`,
-`.pairs(variable, split, n)`, `.alignment(...)`, `.intervenable(...)` and
-`.to_transformers(checkpoint)`. `open_runs(paths)` opens several (each once). Everything a run
+`.pairs(variable, split, n)`, `.alignment(...)`, `.intervenable(...)`,
+`.cache(inputs, sites)` (logits and every site's activations, attention patterns included),
+`.tokenizer()` and `.to_transformers(checkpoint)` (TransformerLens and nnsight recipes:
+docs/interop.md). `open_runs(paths)` opens several (each once). Everything a run
 directory lacks or holds damaged is one `UsageError` naming the file or key, as on the
 command line.
 
@@ -57,6 +59,16 @@ def choose_device(device=None):
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+def special_tokens(task) -> dict:
+    """The special tokens of a task's tokenizer (`Run.tokenizer`), each a token of its
+    vocabulary or None: pad = the task's PAD; bos / eos = the task's own sequence delimiters
+    where it has them (counting: every sequence opens with B and closes with E [paper]),
+    else None (binding and assign_add have none), never an ordinary token."""
+    alphabet = getattr(task, "alphabet", None)
+    return {"pad": task.vocab[task.pad_id], "bos": getattr(alphabet, "bos", None),
+            "eos": getattr(alphabet, "eos", None)}
 
 
 def frozen(net, device="cpu"):
@@ -167,11 +179,50 @@ class Run:
         net, _ = load_model(self.path, checkpoint)
         return frozen(net, device)
 
-    def to_transformers(self, checkpoint="final"):
+    def cache(self, inputs, sites=None, checkpoint="final", device="cpu"):
+        """(logits, acts): one forward of the network at `checkpoint` on `inputs`, with the
+        activation at every site (`sites=None`) or at the named ones, as
+        TransformerLens's `run_with_cache` returns them.
+
+        inputs: a prompt string of the task's tokens separated by spaces ("B D0 D1 T"), a
+          list of such strings, a list of token lists, or an integer id tensor / array
+          (batch, pos); prompts of unequal length are right-padded with the task's PAD.
+        sites: a site name or a list of them, e.g. "resid[1]", "attn_out[0]", "mlp_out[1]",
+          "head[0]", "pattern[0]" (attention probabilities), "state" (recurrent networks).
+        Returns logits (batch, pos, vocab) and {name: tensor}: resid/attn_out/mlp_out
+        (batch, pos, d_model), head (batch, pos, n_heads * d_head), pattern (batch, n_heads,
+        query, key), state (batch, pos, d_state); shapes and meaning in
+        `study.models.sites.cache`. A site name or token the run lacks is a one-line
+        `UsageError` listing the allowed ones."""
+        from study.models.sites.cache import input_ids, run_with_cache
+
+        key = (self.step(checkpoint), str(device))
+        nets = self.__dict__.setdefault("_cache_nets", {})  # loaded once per checkpoint
+        if key not in nets:
+            nets[key] = self.model(key[0], device)
+        net = nets[key]
+        max_pos = net.seq_len if "learned_positions" in net.capabilities else None
+        ids = input_ids(inputs, self.task.vocab, self.task.pad_id, device, max_pos)
+        return run_with_cache(net, ids, sites)
+
+    def tokenizer(self):
+        """A `transformers.PreTrainedTokenizerFast` of the task's vocabulary (id = the task's
+        id): a prompt is the tokens separated by spaces, so `tokenizer("B D0 T").input_ids`
+        are the ids the network reads; special tokens from `special_tokens(task)`, nothing added
+        around a prompt, padding on the right; a word outside the vocabulary becomes PAD (the
+        network has no unknown token), where `cache` refuses it (`study/models/tokenizer.py`)."""
+        from study.models.tokenizer import task_tokenizer
+        return task_tokenizer(self.task.vocab, **special_tokens(self.task))
+
+    def to_transformers(self, checkpoint="final", attn_implementation: str = "eager"):
         """The network as a `transformers.GPTNeoXForCausalLM` with equal logits (the rotary
-        transformers gpt12 and rope2); `save_pretrained` writes it offline."""
+        transformers gpt12 and rope2), its pad/bos/eos ids the `tokenizer()`'s.
+        `save_pretrained(dir)` writes it and the tokenizer offline, for
+        `AutoModelForCausalLM` / `AutoTokenizer.from_pretrained(dir)`. Attention is "eager"
+        (kept in config.json), so `output_attentions=True` returns the patterns; "sdpa"
+        exports the fused kernel."""
         from study.models.nets.gpt_neox import to_gpt_neox
-        return to_gpt_neox(self.model(checkpoint))
+        return to_gpt_neox(self.model(checkpoint), self.tokenizer(), attn_implementation)
 
     @cached_property
     def das_config(self):

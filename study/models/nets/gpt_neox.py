@@ -12,11 +12,22 @@ head | v of every head]; GPT-NeoX stacks per head [q | k | v]. Dropout is carrie
 configured (GPT-NeoX's `hidden_dropout` sits after the embedding and each block output, like
 ours); the exported model is in eval mode.
 
-Quiet by default: the model computes attention the "eager" way (the same logits; transformers'
-default, sdpa, warns and falls back whenever a tool asks for `output_attentions`, as
-TransformerLens and attention-pattern code do), and the instance's `save_pretrained` runs
-without transformers' progress bars and warnings (`study/models/quiet.py`); the files it
-writes are transformers' own.
+Attention is computed the "eager" way by default (the same logits), so that
+`output_attentions=True` returns the patterns, as TransformerLens and attention-pattern code
+ask: transformers' default, sdpa, returns none (with a warning) when asked for them. The
+choice is written into config.json (`attn_implementation`), so a model loaded back with
+`from_pretrained` computes attention the same way unless the loader passes another
+`attn_implementation`. `attn_implementation="sdpa"` exports the fused kernel instead.
+
+Special tokens [ours]: GPT-NeoX's config defaults (bos 0, eos 2) are ordinary task tokens
+here (0 is PAD; 2 is counting's E, binding's `b`, assign_add's `2`), so the config's
+pad/bos/eos ids are set from the task's tokenizer (`study/models/tokenizer.py`) or left
+None: pad is the task's PAD, bos/eos the task's own delimiters where it has them.
+
+Quiet: the instance's `save_pretrained` runs without transformers' progress bars and
+warnings (`study/models/quiet.py`) and writes the tokenizer given to `to_gpt_neox` beside the
+weights, so `AutoTokenizer.from_pretrained(dir)` and `AutoModelForCausalLM.from_pretrained(dir)`
+load the pair; the files are transformers' own.
 """
 from __future__ import annotations
 
@@ -30,28 +41,41 @@ from study.core.errors import UsageError
 
 # our activation names -> transformers' ACT2FN names
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
+# attention implementations a CPU or any GPU runs (flash kernels need their own packages)
+ATTENTION = ("eager", "sdpa")
 
 
-def gpt_neox_config(model: RotaryTransformer):
-    """The `GPTNeoXConfig` of one of our rotary transformers."""
+def gpt_neox_config(model: RotaryTransformer, *, pad_token_id: int | None = None,
+                    bos_token_id: int | None = None, eos_token_id: int | None = None,
+                    attn_implementation: str = "eager"):
+    """The `GPTNeoXConfig` of one of our rotary transformers, with the given special-token
+    ids (None: no such token, never GPT-NeoX's defaults) and attention implementation."""
     from transformers import GPTNeoXConfig
 
     cfg = model.config
-    return GPTNeoXConfig(
+    config = GPTNeoXConfig(
         vocab_size=model.vocab_size, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
         num_attention_heads=cfg.n_heads, intermediate_size=cfg.d_mlp,
         hidden_act=HF_ACTIVATIONS[cfg.activation], rotary_pct=1.0,
         rotary_emb_base=cfg.rotary_base, max_position_embeddings=model.seq_len,
         use_parallel_residual=False, attention_bias=True, layer_norm_eps=1e-5,
         hidden_dropout=cfg.dropout, attention_dropout=cfg.dropout, tie_word_embeddings=False,
-        initializer_range=cfg.init_std, attn_implementation="eager")
+        initializer_range=cfg.init_std, pad_token_id=pad_token_id, bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id, attn_implementation=attn_implementation)
+    config.attn_implementation = attn_implementation  # a plain attribute: config.json keeps it
+    return config
 
 
 @torch.no_grad()
-def to_gpt_neox(model):
-    """A `GPTNeoXForCausalLM` (eval mode, float32, on the CPU) with `model`'s weights."""
+def to_gpt_neox(model, tokenizer=None, attn_implementation: str = "eager"):
+    """A `GPTNeoXForCausalLM` (eval mode, float32, on the CPU) with `model`'s weights; its
+    special-token ids are `tokenizer`'s (a `study.models.tokenizer.task_tokenizer`), and its
+    `save_pretrained` writes `tokenizer` too."""
     from transformers import GPTNeoXForCausalLM
 
+    if attn_implementation not in ATTENTION:
+        raise UsageError(f"to_transformers: attn_implementation={attn_implementation!r}; "
+                         f"choose from {', '.join(ATTENTION)}")
     if not isinstance(model, RotaryTransformer):
         raise UsageError(f"to_transformers: {type(model).__name__} has no GPT-NeoX equivalent; "
                          f"the rotary transformers (gpt12, rope2) do")
@@ -59,8 +83,12 @@ def to_gpt_neox(model):
     if cfg.d_head * cfg.n_heads != cfg.d_model:
         raise UsageError(f"to_transformers: GPT-NeoX needs n_heads * d_head = d_model; this "
                          f"model has {cfg.n_heads} x {cfg.d_head} != {cfg.d_model}")
+    ids = {f"{role}_token_id": getattr(tokenizer, f"{role}_token_id", None)
+           for role in ("pad", "bos", "eos")}
     with quiet(("transformers",)):
-        ref = GPTNeoXForCausalLM(gpt_neox_config(model)).eval()
+        ref = GPTNeoXForCausalLM(gpt_neox_config(model, attn_implementation=attn_implementation,
+                                                 **ids)).eval()
+    ref.study_tokenizer = tokenizer
     ref.save_pretrained = types.MethodType(_quiet_save_pretrained, ref)
     H, dh = cfg.n_heads, cfg.d_head
 
@@ -85,7 +113,11 @@ def to_gpt_neox(model):
     return ref
 
 
-def _quiet_save_pretrained(self, *args, **kwargs):
-    """transformers' own `save_pretrained`, without its progress bars and warnings."""
+def _quiet_save_pretrained(self, save_directory, *args, **kwargs):
+    """transformers' own `save_pretrained`, without its progress bars and warnings, and the
+    tokenizer's beside it."""
     with quiet(("transformers",)):
-        return type(self).save_pretrained(self, *args, **kwargs)
+        out = type(self).save_pretrained(self, save_directory, *args, **kwargs)
+        if self.study_tokenizer is not None:
+            self.study_tokenizer.save_pretrained(save_directory)
+    return out

@@ -7,6 +7,8 @@ what needs torch:
 - `study.models.sites.modules`: the `Site` / `Sites` identity modules under `model.sites`;
 - `study.models.sites.capture`: reading activations (`hooked`, `collect`, `grouped_collect`,
   `capture`, `gather_site`, `state_at`, `site_widths`);
+- `study.models.sites.cache`: every site's activation and the attention patterns of one
+  forward, by site name (`Run.cache`);
 - `study.models.sites.pyvene_bridge`: the one intervention path, through pyvene (patching,
   DAS, stitching and head ablation all run through it), with our interventions in
   `study.models.sites.pyvene_interventions` and the lazy import in
