@@ -4,6 +4,7 @@ the repository does not contain."""
 from __future__ import annotations
 
 import io
+import json
 import re
 import tokenize
 import subprocess
@@ -40,6 +41,13 @@ def _texts() -> dict[Path, str]:
         except (UnicodeDecodeError, OSError):
             continue  # binary files
     return out
+
+
+def _notebook_prose(raw: str) -> str:
+    """The markdown cells of a notebook, and the comments and strings of its code cells."""
+    cells = json.loads(raw).get("cells", [])
+    return "\n".join("".join(c["source"]) if c["cell_type"] == "markdown"
+                     else _prose("".join(c["source"])) for c in cells)
 
 
 def _prose(source: str) -> str:
@@ -87,6 +95,8 @@ def test_provenance_markers_cite_the_papers_or_ourselves():
     for path, text in _texts().items():
         if path.suffix == ".py":  # prose only: a list literal of a constant is code, not a citation
             text = _prose(text)
+        elif path.suffix == ".ipynb":  # a notebook's prose: its markdown cells and comments
+            text = _notebook_prose(text)
         for m in marker.finditer(text):
             line = text.count("\n", 0, m.start()) + 1
             found.append(f"{path.relative_to(ROOT)}:{line}: {m.group(0)}")

@@ -9,6 +9,16 @@ from typing import Any
 import pandas as pd
 
 
+# Text a reader can read at the page's size (Vega-Lite's defaults are 10-11 px), for every chart:
+# axis labels and titles, legends, and the facet headers that name each panel's run or variable.
+READABLE = {
+    "axis": {"labelFontSize": 11, "titleFontSize": 12},
+    "legend": {"labelFontSize": 11, "titleFontSize": 12},
+    "header": {"labelFontSize": 13, "labelFontWeight": "bold", "titleFontSize": 13},
+    "title": {"fontSize": 13},
+}
+
+
 @dataclass
 class Figure:
     key: str  # unique within a report: anchors and PNG file names
@@ -19,8 +29,15 @@ class Figure:
     links: tuple[tuple[str, str], ...] = ()  # (text, key of another figure): "see also"
 
     def spec(self) -> dict | None:
-        """The chart's Vega-Lite spec (data inlined), or None."""
-        return None if self.chart is None else self.chart.to_dict()
+        """The chart's Vega-Lite spec (data inlined, READABLE's text sizes where the chart
+        sets none), or None."""
+        if self.chart is None:
+            return None
+        spec = self.chart.to_dict()
+        config = spec.setdefault("config", {})
+        for part, sizes in READABLE.items():
+            config[part] = {**sizes, **config.get(part, {})}
+        return spec
 
 
 @dataclass

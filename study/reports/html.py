@@ -5,27 +5,39 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import time
 
+import numpy as np
 import pandas as pd
 
 from study.reports.build import Report
 from study.reports.figure import slug
+from study.reports.sections._common import PAGE_WIDTH
 from study.reports.vega import javascript_bundle
 
+# The page is PAGE_WIDTH wide (charts are sized to fit it: sections/_common.py). A table wider
+# than the page scrolls inside its own box, its first column (the run) staying in view; its
+# headers and long cells wrap at spaces, underscores and slashes first (`_breakable`).
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 0 auto;
-       max-width: 1400px; padding: 0 24px 48px; color: #1d1d1f; }
+       max-width: %dpx; padding: 0 24px 48px; color: #1d1d1f; }
 h1 { font-size: 22px; margin: 24px 0 4px; } h2 { font-size: 19px; margin-top: 36px;
   border-bottom: 1px solid #ddd; padding-bottom: 4px; } h3 { font-size: 16px; margin-top: 26px; }
 .meta, figcaption { color: #555; } nav > ul { padding-left: 18px; } nav ul ul { columns: 3; font-size: 13px; margin-bottom: 6px; } nav li { break-inside: avoid; }
 figure { margin: 14px 0 26px; } figcaption b { color: #1d1d1f; }
-.chart { overflow-x: auto; margin-top: 8px; }
-table { border-collapse: collapse; font-size: 12.5px; margin-top: 8px; }
-th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
-th { background: #f4f4f6; } td:first-child, th:first-child { text-align: left; }
-.table-wrap { overflow-x: auto; }
-"""
+.chart { overflow-x: auto; margin-top: 8px; max-width: 100%%; }
+table { border-collapse: separate; border-spacing: 0; font-size: 12.5px; margin-top: 8px; }
+th, td { border: 1px solid #ddd; border-width: 0 1px 1px 0; padding: 3px 7px; text-align: right;
+         vertical-align: top; overflow-wrap: break-word; }
+tr:first-child th { border-top-width: 1px; }
+th:first-child, td:first-child { border-left-width: 1px; }
+th { background: #f4f4f6; max-width: 11em; vertical-align: bottom; }
+td { max-width: 34em; background: #fff; }
+td.text, th.text, td:first-child, th:first-child { text-align: left; }
+td:first-child, th:first-child { position: sticky; left: 0; z-index: 1; min-width: 4.5em; }
+.table-wrap { overflow-x: auto; max-width: 100%%; padding-bottom: 4px; }
+""" % PAGE_WIDTH
 
 
 def esc(value) -> str:
@@ -39,15 +51,38 @@ def spec_json(spec: dict) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
+def _breakable(value) -> str:
+    """Escaped text that may wrap after `_` (split and stratum names) and, in a path, after `/`
+    too: a wide table's headers and paths fold onto lines instead of pushing it off the page."""
+    text = esc(value).replace("_", "_<wbr>")
+    return text.replace("/", "/<wbr>") if _PATH.fullmatch(str(value)) else text
+
+
+_PATH = re.compile(r"[^\s<>&\"']*/[^\s<>&\"']*")  # a path-like word: no spaces, no markup
+
+
+# A cell that reads as a number (or a number with its spread, interval or k): right-aligned
+_NUMBER = re.compile(r"[-+−]?(\d[\d,]*(\.\d+)?(e[-+]?\d+)?|—|nan|inf)( ± [\d.]+)?( \(.*\))?")
+
+
+def _numeric(values) -> bool:
+    """True if every cell of a column reads as a number: it is right-aligned, text is not."""
+    return all(isinstance(v, (int, float, np.number)) or _NUMBER.fullmatch(str(v))
+               for v in values)
+
+
 def table_html(df: pd.DataFrame) -> str:
     def cell(v):
         if isinstance(v, float):
             return "—" if pd.isna(v) else f"{v:.4g}"
-        return esc(v)
-    head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
-    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+        return _breakable(v)
+    text = [not _numeric(df.iloc[:, i]) for i in range(df.shape[1])]
+    cls = [' class="text"' if t else "" for t in text]
+    head = "".join(f"<th{c}>{_breakable(name)}</th>" for c, name in zip(cls, df.columns))
+    body = "".join("<tr>" + "".join(f"<td{c}>{cell(v)}</td>" for c, v in zip(cls, row)) + "</tr>"
                    for row in df.itertuples(index=False))
-    return f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    return (f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
+            f'<tbody>{body}</tbody></table></div>')
 
 
 def runs_table(report: Report) -> pd.DataFrame:

@@ -1,7 +1,9 @@
 """The HTML report in a real browser: headless Chromium (Debian's, driven by Playwright) opens
 `index.html` from disk and must draw every chart, offline, without a script error, quickly,
-and show hostile run names as text. Skipped, with how to install, where the browser is missing.
+and show hostile run names as text; each task's report fits a 1400-px window, its training
+trajectories on a log step axis. Skipped, with how to install, where the browser is missing.
 """
+import json
 import shutil
 import types
 from pathlib import Path
@@ -201,3 +203,96 @@ def test_hostile_run_name_is_shown_as_text(browser, smoke_runs, tmp_path):
         assert page.locator("[onerror]").count() == 0
     finally:
         page.close()
+
+
+# --- every task's report fits the page -------------------------------------------------------
+
+# Per figure: how far its chart or table reaches past its own box (it would scroll) and past
+# the page's right edge, in CSS pixels.
+OVERFLOW = """() => {
+  const page = document.documentElement.clientWidth;
+  return [...document.querySelectorAll('.chart, .table-wrap')].map(el => {
+    const box = el.getBoundingClientRect();
+    const inner = el.querySelector('canvas, table').getBoundingClientRect();
+    return {figure: el.closest('figure') ? el.closest('figure').id : el.previousElementSibling.id,
+            kind: el.classList.contains('chart') ? 'chart' : 'table',
+            past_box: Math.round(el.scrollWidth - el.clientWidth),
+            past_page: Math.round(Math.max(box.right, inner.right) - page)};
+  });
+}"""
+
+
+@pytest.fixture(scope="module")
+def task_pages(browser, smoke_runs, tmp_path_factory):
+    """One report per task, as a reader of that task's study gets it: counting (four runs, two
+    seeds of one model), binding (one run), assign_add (one run, training only: its many
+    evaluation pools make the widest tables)."""
+    from tests.reports.conftest import make_run
+    root = tmp_path_factory.mktemp("task-reports")
+    runs = {"assign_add": [make_run(root, "assign_add", "attn2", 0, "")]}
+    for path in smoke_runs:
+        runs.setdefault(path.name.split("-")[0], []).append(path)
+    pages = {}
+    for task, paths in sorted(runs.items()):
+        seen = open_report(browser, write_report(paths, root / task, markdown=False))
+        seen.page.screenshot(path=str(ARTIFACTS / f"report-{task}.png"), full_page=True)
+        pages[task] = seen
+    yield pages
+    for seen in pages.values():
+        seen.page.close()
+
+
+TASKS = ["assign_add", "binding", "counting"]
+
+
+def test_the_task_reports_cover_every_task():
+    from study.core import registry
+    assert sorted(registry.builtin("task")) == TASKS
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_no_table_or_chart_runs_off_the_page(task_pages, task):
+    """In a 1400-px window every chart and table fits the page's width: none reaches past the
+    right edge, none needs a horizontal scroll bar, and the page itself does not scroll sideways."""
+    page = task_pages[task].page
+    assert page.evaluate("document.documentElement.clientWidth") == 1400
+    items = page.evaluate(OVERFLOW)
+    assert {i["kind"] for i in items} == {"chart", "table"}
+    wide = [i for i in items if i["past_box"] > 1 or i["past_page"] > 0]
+    assert wide == [], f"{task}: wider than the page: {wide}"
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+
+
+def _step_scales(spec, out: list) -> list:
+    """The scale type of every x encoding of a training step or checkpoint in a Vega-Lite spec."""
+    if isinstance(spec, dict):
+        x = (spec.get("encoding") or {}).get("x")
+        if isinstance(x, dict) and x.get("field") in ("step", "checkpoint"):
+            out.append((x.get("scale") or {}).get("type", "linear"))
+        for value in spec.values():
+            _step_scales(value, out)
+    elif isinstance(spec, list):
+        for value in spec:
+            _step_scales(value, out)
+    return out
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_trajectories_use_a_log_step_axis(task_pages, task):
+    """The learning transitions come in the first few percent of training: every chart drawn
+    against the training step uses a log (symlog, which keeps step 0) axis, and is drawn wide."""
+    page = task_pages[task].page
+    specs = page.eval_on_selector_all(
+        "script.vl-spec", "els => els.map(el => [el.dataset.for, el.textContent])")
+    scales = {key: _step_scales(json.loads(text), []) for key, text in specs}
+    trajectories = [k for k in scales if k.startswith(f"{task}-trajectory")]
+    assert trajectories, f"{task}: no trajectory chart"
+    for key, kinds in scales.items():
+        if key in trajectories:
+            assert kinds, f"{key}: no step axis"
+        assert all(t in ("log", "symlog") for t in kinds), f"{key}: step axis {kinds}"
+    # wide enough to read: a trajectory chart spans at least half the page
+    for key in trajectories:
+        width = page.evaluate("key => document.getElementById('chart-' + key)"
+                              ".querySelector('canvas').getBoundingClientRect().width", key)
+        assert width >= 1352 / 2, f"{key}: {width:.0f} px wide"

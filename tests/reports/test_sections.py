@@ -12,7 +12,8 @@ import pytest
 from study.reports.build import build_report
 from study.reports.load import load_runs
 from study.reports.sections.das import iia_curves
-from study.reports.sections.headline import THRESHOLD, headline_numbers, spread_over_seeds
+from study.reports.sections.headline import (THRESHOLD, by_number, headline_numbers, iia_table,
+                                             spread_over_seeds)
 from study.reports.sections.heuristics import comparison
 
 
@@ -308,6 +309,26 @@ def test_headline_best_iia_and_k_at_threshold_on_planted_tables(planted):
             else:
                 assert row[f"k@0.9 v1 {al}"] == k
         assert row["acc test"] == pytest.approx(ACCURACY[f"gru s{seed}"])
+
+
+def test_headline_iia_table_has_a_column_per_run_and_a_row_per_variable_and_alignment(planted):
+    """The displayed IIA table grows with the runs, not with variables × alignments (which
+    pushed the headline off the page): each cell is that run's best IIA and k@0.9."""
+    numbers = headline_numbers(planted)
+    table = iia_table(numbers).set_index(["variable", "alignment"])
+    assert list(table.columns) == list(numbers["run"])
+    assert sorted(table.index) == [("v1", al) for al in sorted(EXPECTED[0])]
+    for seed, per_alignment in EXPECTED.items():
+        for al, (best, k) in per_alignment.items():
+            shown = f"{best:.3f} (k {'—' if np.isnan(k) else int(k)})"
+            assert table.loc[("v1", al), f"gru s{seed}"] == shown
+
+
+def test_headline_spread_is_shown_with_a_column_per_model(planted):
+    shown = by_number(spread_over_seeds(headline_numbers(planted))).set_index("number")
+    assert list(shown.columns) == ["gru", "lstm"]
+    assert shown.loc["acc test", "gru"] == "0.850 ± 0.071"
+    assert shown.loc["seeds", "lstm"] == "1"
 
 
 def test_spread_over_seeds_is_mean_and_sample_std(planted):

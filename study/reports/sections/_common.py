@@ -1,14 +1,52 @@
-"""Helpers shared by the report sections: colours per architecture, seed aggregation,
-site labels. Charts compare architectures on shared axes, so every section colours a model
-the same way (`model_color`)."""
+"""Helpers shared by the report sections: chart sizes that fit the page, the log training-step
+axis, colours per architecture, seed aggregation, site labels. Charts compare architectures on
+shared axes, so every section colours a model the same way (`model_color`)."""
 from __future__ import annotations
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-WIDTH = 220  # px of one facet panel
-HEIGHT = 160
+# Sizes, in CSS pixels. The page (study/reports/html.py) is PAGE_WIDTH wide; a chart is its
+# panels plus axes, gaps and a legend, so a row of panels shares PLOT_WIDTH and every chart
+# fits the page without scrolling (tests/reports/test_browser.py checks it in Chromium).
+PAGE_WIDTH = 1352  # the page's content: a 1400-px window less the margins
+PLOT_WIDTH = 1060  # what the panels of one row share: PAGE_WIDTH less axes, gaps and a legend
+WIDTH = 250  # one facet panel where four share a row (PLOT_WIDTH // 4, less the gaps)
+HEIGHT = 200
+TALL = 240  # a full-width panel (a training trajectory): tall enough to tell plateaus apart
+GAP = 60  # per extra panel in a row: its own axis and the gap between panels
+
+
+def panel_width(columns: int) -> int:
+    """Width of one panel when `columns` panels share a row of the page."""
+    columns = max(1, columns)
+    return max(WIDTH, (PLOT_WIDTH - GAP * (columns - 1)) // columns)
+
+
+def facet_columns(n: int, most: int = 2) -> int:
+    """Panels a row for `n` facets: all of them up to `most`, so each stays wide."""
+    return max(1, min(n, most))
+
+
+# 0, 1, 2, 5, 10, ..., 500, 1k, 2k, 5k, 10k (Vega writes symlog ticks as 1e+2 otherwise)
+STEP_LABEL = ("datum.value >= 1000 ? format(datum.value / 1000, '~g') + 'k' "
+              ": format(datum.value, '~g')")
+
+
+def step_axis(field: str, steps, title: str = "training step") -> alt.X:
+    """A training-step axis on a symmetric-log scale: the phase transitions of these tasks happen
+    in the first few percent of training, which a linear axis squeezes into its first pixels;
+    symlog (linear near 0, logarithmic beyond) keeps step 0 — the untrained network — on the
+    axis. Ticks at 0 and at 1, 2 and 5 times each power of ten up to the last step
+    (those that would overlap are left out)."""
+    last = max((int(s) for s in steps), default=1)
+    ticks = [0] + [m * 10 ** e for e in range(0, 8) for m in (1, 2, 5)
+                   if m * 10 ** e <= max(last, 1)]
+    return alt.X(f"{field}:Q", title=f"{title} (log scale; 0 = untrained)",
+                 scale=alt.Scale(type="symlog", constant=1, nice=False),
+                 axis=alt.Axis(values=ticks, labelExpr=STEP_LABEL, labelFlush=False,
+                               labelOverlap="greedy", grid=True))
 
 
 def model_color(runs, field: str = "model", legend: bool = True) -> alt.Color:

@@ -9,7 +9,8 @@ import pandas as pd
 from study.core.tables import ABLATION, CIRCUITS
 from study.reports.figure import Figure
 from study.reports.sections import section
-from study.reports.sections._common import stacked
+from study.reports.sections._common import (PLOT_WIDTH, TALL, facet_columns, panel_width, stacked,
+                                            step_axis)
 from study.reports.sections._heatmap import heatmap
 
 # the tooltip of the per-head heat maps
@@ -79,7 +80,9 @@ def roles_chart(runs, r: pd.DataFrame):
         alt.Y("head_label:N", sort=heads, title="head"), "value", title="score",
         scheme="oranges", clamp=True, labels=8, tooltip=HEAD_TOOLTIP,
         width=max(60, 42 * len(order)), height=max(60, 16 * len(heads))).facet(
-        facet=alt.Facet("score:N", sort=names, title=None), columns=4).resolve_scale(
+        facet=alt.Facet("score:N", sort=names, title=None),
+        # as many panels a row as fit the page beside their head labels
+        columns=max(1, min(4, PLOT_WIDTH // (42 * len(order) + 80)))).resolve_scale(
         y="independent")
 
 
@@ -108,13 +111,14 @@ def along_training(runs) -> pd.DataFrame | None:
 
 def along_training_chart(runs, t: pd.DataFrame):
     names = [m for m in PROGRESS if m in set(t["measure"])]
+    columns = facet_columns(t["run"].nunique())
     return alt.Chart(t).mark_line(point=True).encode(
-        x=alt.X("checkpoint:Q", title="training step"),
+        x=step_axis("checkpoint", t["checkpoint"]),
         y=alt.Y("value:Q", title="measure", scale=alt.Scale(domain=[0, 1], clamp=True)),
         color=alt.Color("measure:N", sort=names, title="progress measure"),
         tooltip=["run:N", "measure:N", "checkpoint:Q", alt.Tooltip("value:Q", format=".3f")],
-    ).properties(width=320, height=180).facet(
-        facet=alt.Facet("run:N", title=None, sort=[r.label for r in runs]), columns=2)
+    ).properties(width=panel_width(columns), height=TALL).facet(
+        facet=alt.Facet("run:N", title=None, sort=[r.label for r in runs]), columns=columns)
 
 
 @section("circuits", "Attention circuits", order=60)

@@ -1,4 +1,7 @@
-"""Section: the headline numbers of every (model, seed) of a task, and their spread over seeds."""
+"""Section: the headline numbers of every (model, seed) of a task, and their spread over seeds.
+Each table grows with the number of runs in one direction only (runs as rows for accuracy, as
+columns for IIA; models as columns for the spread), so it stays inside the page for tasks with
+many splits, variables and alignments."""
 from __future__ import annotations
 
 import numpy as np
@@ -33,14 +36,30 @@ def headline_numbers(runs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _display(df: pd.DataFrame) -> pd.DataFrame:
-    out = df.copy()
-    for c in out.columns:
-        if c.startswith("k@"):
-            out[c] = [("—" if pd.isna(v) else str(int(v))) for v in out[c]]
-        elif c.startswith(("acc", "IIA")):
-            out[c] = [fmt(v) for v in out[c]]
+def accuracy_table(numbers: pd.DataFrame) -> pd.DataFrame:
+    """Rows: runs; columns: accuracy per scored split (shown to 3 decimals)."""
+    cols = ["run", "model", "seed", *(c for c in numbers.columns if c.startswith("acc"))]
+    out = numbers[cols].copy()
+    for c in cols[3:]:
+        out[c] = [fmt(v) for v in out[c]]
     return out
+
+
+def iia_table(numbers: pd.DataFrame) -> pd.DataFrame:
+    """Rows: (variable, alignment); columns: runs; each cell the best test IIA and, in
+    brackets, the smallest k whose IIA passes THRESHOLD. Runs as columns keep the table as wide
+    as the number of runs, whatever the number of variables and alignments."""
+    pairs = [c[len("IIA "):] for c in numbers.columns if c.startswith("IIA ")]
+    rows = []
+    for pair in pairs:
+        variable, _, alignment = pair.rpartition(" ")
+        row = {"variable": variable, "alignment": alignment}
+        for r in numbers.to_dict("records"):
+            k = r.get(f"k@{THRESHOLD} {pair}", np.nan)
+            row[r["run"]] = fmt(r[f"IIA {pair}"]) + ("" if pd.isna(r[f"IIA {pair}"]) else
+                                                     f" (k {'—' if pd.isna(k) else int(k)})")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["variable", "alignment", *numbers["run"]])
 
 
 def spread_over_seeds(numbers: pd.DataFrame) -> pd.DataFrame:
@@ -60,21 +79,36 @@ def spread_over_seeds(numbers: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def by_number(spread: pd.DataFrame) -> pd.DataFrame:
+    """`spread_over_seeds` turned on its side: rows are the numbers, columns the models, so the
+    table stays as wide as the number of architectures."""
+    out = spread.set_index("model").T.reset_index().rename(columns={"index": "number"})
+    out.columns.name = None
+    return out.astype(str)
+
+
 @section("headline", "Headline numbers", order=0)
 def build(runs) -> list[Figure]:
     numbers = headline_numbers(runs)
     figs = [Figure(
-        key="headline", title="Headline numbers per model and seed",
-        caption=(f"Accuracy on each split, then for each causal variable and alignment the best "
-                 f"test IIA (on the pairs that test the intervention: the network gives the base "
-                 f"answer and not the counterfactual one; — where too few do) and "
-                 f"the smallest k whose IIA passes {THRESHOLD} — compare architectures along "
-                 f"a column."),
-        table=_display(numbers))]
+        key="headline", title="Accuracy per model and seed",
+        caption="Accuracy on each scored split — compare architectures along a column.",
+        table=accuracy_table(numbers))]
+    iia = iia_table(numbers)
+    if len(iia):
+        figs.append(Figure(
+            key="headline-iia", title="Best test IIA per causal variable and alignment",
+            caption=(f"Each cell: the best test IIA over k and sites (on the pairs that test the "
+                     f"intervention: the network gives the base answer and not the "
+                     f"counterfactual one; — where too few do) and, in brackets, the smallest k "
+                     f"whose IIA passes {THRESHOLD} — compare architectures along a row."),
+            table=iia))
     if several_seeds(runs):
         figs.append(Figure(
             key="headline-spread", title="Headline numbers over seeds",
-            caption="Mean ± standard deviation over seeds; a spread as large as the gap "
-                    "between architectures means the gap is not established.",
-            table=spread_over_seeds(numbers)))
+            caption=("Mean ± standard deviation over seeds, one column per architecture (k@"
+                     f"{THRESHOLD}: the smallest k whose test IIA passes {THRESHOLD}); a spread "
+                     "as large as the gap between architectures means the gap is not "
+                     "established."),
+            table=by_number(spread_over_seeds(numbers))))
     return figs

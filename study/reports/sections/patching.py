@@ -13,7 +13,7 @@ from study.core.sites import site_label
 from study.core.tables import HEAD_RANKING, PATCHING, POSITIONS
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._common import WIDTH, model_color
+from study.reports.sections._common import PLOT_WIDTH, WIDTH, model_color
 from study.reports.sections._heatmap import heatmap
 
 METRIC = "flip_rate"
@@ -98,7 +98,8 @@ def build(runs) -> list[Figure]:
             alt.Y("site_layer:N", sort=layers, title="site"), "value", title="flip rate",
             scheme="blues", tooltip=["counterfactual:N", "site_layer:N", "label:N",
                                      alt.Tooltip("value:Q", format=".3f", title="flip rate")],
-            width=max(WIDTH, 9 * len(order)), height=max(60, 16 * len(layers))).facet(
+            width=min(PLOT_WIDTH, max(WIDTH, 9 * len(order))), height=max(60, 16 * len(layers))
+        ).facet(
             # labels read horizontally: a rotated one longer than its row overlaps the next
             row=alt.Row("counterfactual:N", title=None,
                         header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="left")))
@@ -113,8 +114,11 @@ def build(runs) -> list[Figure]:
         chart = alt.Chart(pairs).mark_bar().encode(
             x=alt.X("run:N", title=None, sort=[r.label for r in runs]),
             y=alt.Y("value:Q", title="flip rate", scale=alt.Scale(domain=[0, 1])),
-            color=model_color(runs), column=alt.Column("counterfactual:N", title=None),
-            row=alt.Row("site_layer:N", title=None),
+            # counterfactuals as rows (a task has many), sites as columns (a run has few), so
+            # the chart grows down the page, not off its side
+            color=model_color(runs), column=alt.Column("site_layer:N", title=None),
+            row=alt.Row("counterfactual:N", title=None, header=alt.Header(
+                labelAngle=0, labelAlign="left", labelOrient="left")),
             tooltip=["run:N", "counterfactual:N", "site_layer:N",
                      alt.Tooltip("value:Q", format=".3f")],
         ).properties(width=max(90, 28 * len(runs)), height=90)
@@ -147,7 +151,7 @@ def _head_rankings(runs) -> list[Figure]:
                 title="head"),
         x=alt.X("value:Q", title="logit difference gained, summed over positions"),
         color=model_color(runs),
-        facet=alt.Facet("counterfactual:N", title=None, columns=4),
+        facet=alt.Facet("counterfactual:N", title=None, columns=3),  # beside their labels
         tooltip=["run:N", "counterfactual:N", "head_label:N", "rank:Q",
                  alt.Tooltip("value:Q", format=".3f")],
     ).properties(width=WIDTH, height=max(60, 14 * min(TOP_HEADS, d.groupby("counterfactual")

@@ -1,4 +1,5 @@
-"""Section: training trajectories per stratum, with the detected phase boundaries marked."""
+"""Section: training trajectories per stratum, with the detected phase boundaries marked, on a
+log step axis as wide as the page (sections/_common.py: `step_axis`, `panel_width`)."""
 from __future__ import annotations
 
 import altair as alt
@@ -7,7 +8,7 @@ import pandas as pd
 from study.reports.figure import Figure, slug
 from study.reports.phases import detect
 from study.reports.sections import section
-from study.reports.sections._common import HEIGHT, WIDTH
+from study.reports.sections._common import TALL, facet_columns, panel_width, step_axis
 
 LEARNED = 0.9  # a stratum counts as learned from the first evaluation at this accuracy
 
@@ -77,6 +78,9 @@ def build(runs) -> list[Figure]:
                 families.append(f)
     figs = []
     labels = [r.label for r in runs]
+    columns = facet_columns(len(runs))
+    size = dict(width=panel_width(columns), height=TALL)
+    last = max((int(c["step"].max()) for c in curves.values() if len(c)), default=1)
     for family in families or ["all"]:
         rows = []
         for r in runs:
@@ -94,9 +98,10 @@ def build(runs) -> list[Figure]:
         data = data.assign(boundary=False)
         if not rules.empty:
             data = pd.concat([data, rules.assign(boundary=True)], ignore_index=True)
+        x = step_axis("step", [last])
         lines = alt.Chart().transform_filter("!datum.boundary").mark_line(
             strokeWidth=1.2, clip=True).encode(
-            x=alt.X("step:Q", title="training step"),
+            x=x,
             y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("value:N", title=family, sort=domain,
                             scale=alt.Scale(domain=domain, scheme="viridis")),
@@ -107,26 +112,29 @@ def build(runs) -> list[Figure]:
         if not rules.empty:
             layers.append(alt.Chart().transform_filter("datum.boundary").mark_rule(
                 color="crimson", strokeDash=[4, 3]).encode(
-                x="step:Q", tooltip=[alt.Tooltip("step:Q", title="phase boundary")]))
-        chart = alt.layer(*layers, data=data).properties(width=WIDTH, height=HEIGHT).facet(
-            column=alt.Column("run:N", title=None, sort=labels)).resolve_scale(x="independent")
+                x=x, tooltip=[alt.Tooltip("step:Q", title="phase boundary")]))
+        chart = alt.layer(*layers, data=data).properties(**size).facet(
+            facet=alt.Facet("run:N", title=None, sort=labels), columns=columns,
+        ).resolve_scale(x="independent")
         split = phases[0]["split"]
         figs.append(Figure(
             key=slug("trajectory", family), title=f"Accuracy during training by {family}",
-            caption=(f"{split.capitalize()} accuracy per {family} (thick line: overall); "
-                     f"dashed red rules mark the detected phase boundaries — look for plateaus "
-                     f"and for which strata are learned first."),
+            caption=(f"{split.capitalize()} accuracy per {family} (thick line: overall) on a "
+                     f"log step axis, so the early transitions get room; dashed red rules mark "
+                     f"the detected phase boundaries — look for plateaus and for which strata "
+                     f"are learned first."),
             chart=chart))
     by_split = pd.concat([split_curves(r).assign(run=r.label) for r in runs], ignore_index=True)
     if by_split["split"].nunique() > 2:  # more than val and test: held-out sets, pools
         splits = list(dict.fromkeys(by_split["split"]))
         chart = alt.Chart(by_split).mark_line(strokeWidth=1.5).encode(
-            x=alt.X("step:Q", title="training step"),
+            x=step_axis("step", [last]),
             y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("split:N", sort=splits, scale=alt.Scale(scheme="category10")),
             tooltip=["run:N", "split:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
-        ).properties(width=WIDTH, height=HEIGHT).facet(
-            column=alt.Column("run:N", title=None, sort=labels)).resolve_scale(x="independent")
+        ).properties(**size).facet(
+            facet=alt.Facet("run:N", title=None, sort=labels), columns=columns,
+        ).resolve_scale(x="independent")
         figs.append(Figure(
             key="trajectory-splits", title="Accuracy during training on every evaluation set",
             caption=("Overall accuracy on each scored split (held-out counts, evaluation "

@@ -2,11 +2,12 @@
 
 A program is `n_lines` assignments `x=y` (no spaces, one a line) then a query `#q:`; the
 target is q's value. Left-hand sides are letters a-z, right-hand sides a digit or a letter
-assigned on an earlier line; semantics are sequential Python [paper]. Text of one program:
+assigned on an earlier line; semantics are sequential Python [ours: reassignment as in the
+authors' Variable Scope example program; the rate is ours]. Text of one program:
 "k=2\\nj=k\\n...\\nw=j\\n#w:"; tokens are its characters, so 4 * n_lines + 3 = 67 of them.
 
 Splits: `train`/`val`/`test` are one pool of unique programs cut in three [paper sizes].
-Generalisation sets [paper; sizes ours]: `gen_lines` (gen_min_lines..gen_max_lines lines,
+Generalisation sets [ours: the paper has train/val/test only]: `gen_lines` (gen_min_lines..gen_max_lines lines,
 n_gen_per_value each, main depth law), `gen_hops` (n_lines lines, depth 1..gen_max_hops,
 n_gen_per_value each) and `gen_heldout_combos`. A variable-value combination is
 (query letter, answer digit) [ours]: round(heldout_fraction * 260) of the 260 are held out,
@@ -65,10 +66,10 @@ class BindingConfig:
     shortcut_accept: float = setting(0.75, "[ours] keep-probability of shortcut-prone programs")
     heldout_fraction: float = setting(
         0.1,
-        "[paper] of the 26 x 10 (query letter, answer) combinations")
-    gen_min_lines: int = setting(2, "[paper] programs of 2-25 lines")
-    gen_max_lines: int = setting(25, "longest program of the line-count generalisation set [paper]")
-    gen_max_hops: int = setting(13, "[paper] 1-13 hops")
+        "[ours] of the 26 x 10 (query letter, answer) combinations")
+    gen_min_lines: int = setting(2, "[ours] programs of 2-25 lines")
+    gen_max_lines: int = setting(25, "longest program of the line-count generalisation set [ours]")
+    gen_max_hops: int = setting(13, "[ours] 1-13 hops")
     n_gen_per_value: int = setting(1_000, "[ours] programs per line count / per hop count")
     n_gen_heldout: int = setting(
         5_000, "programs of the held-out (query letter, answer) set [ours]")
