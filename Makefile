@@ -99,6 +99,14 @@ slurm:
 demo: setup
 	$(BIN)/python -m study sweep study=demo
 
+# The notebooks in examples/, executed in place with their outputs (what is committed): the
+# smoke runs of examples/smoke.toml first (skipped where finished), then each notebook in a
+# fresh kernel that sees those runs only (examples/execute.py).
+.PHONY: notebooks
+notebooks: setup
+	$(BIN)/python -m study sweep study=examples/smoke.toml
+	$(BIN)/python examples/execute.py
+
 # The whole GPU path in one check, for a GPU node (docs/cluster.md#checking-a-gpu-node-make-gpu-check):
 # the node's Python (PYTHON, with its own torch) runs it, not the venv, with this checkout on
 # PYTHONPATH, so it needs no `make setup`. GPU_CHECK adds settings, e.g.

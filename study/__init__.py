@@ -4,6 +4,7 @@ From Python (`study/api.py`; imported on first use, so `import study` stays ligh
 
     import study
     run = study.open_run("runs/counting-gru-s0-1a2b3c4d")
+    run = study.find_run(task="counting", model="gru")   # or: the best trained one under runs/
     iv = run.intervenable("up_down:count")     # pyvene.IntervenableModel, trained alignment
     study.iia(iv, run.pairs("up_down:count"))  # the das table's test IIA
 """
@@ -11,15 +12,30 @@ From Python (`study/api.py`; imported on first use, so `import study` stays ligh
 __version__ = "0.1.0"
 
 _API = ("open_run", "open_runs", "Run", "iia", "pyvene_view", "load_intervenable")
-__all__ = ["__version__", *_API]
+# finding a run (`study/runs.py`); interventions by hand (`study/intervene.py`); the similarity
+# measures of the `compare` command (`study/analyses/compare/measures.py`)
+_RUNS = ("find_run",)
+_INTERVENE = ("intervenable", "interchange", "site_vectors", "new_alignment", "all_right",
+              "answer_loss", "coordinates", "save_intervenable")
+_MEASURES = ("linear_cka", "procrustes_similarity", "shuffled_baseline")
+__all__ = ["__version__", *_API, *_RUNS, *_INTERVENE, *_MEASURES]
 
 
 def __getattr__(name):
     if name in _API:
         from study import api
         return getattr(api, name)
+    if name in _RUNS:
+        from study import runs
+        return getattr(runs, name)
+    if name in _INTERVENE:
+        from study import intervene
+        return getattr(intervene, name)
+    if name in _MEASURES:
+        from study.analyses.compare import measures
+        return getattr(measures, name)
     raise AttributeError(f"module 'study' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_API))
+    return sorted(list(globals()) + __all__[1:])

@@ -1,15 +1,44 @@
-"""The notebooks in examples/ run end to end on trained smoke-scale runs, and are stored
-without outputs. Each runs in a fresh kernel whose working directory and temporary files are
-under the test's tmp_path."""
+"""The notebooks in examples/ are tutorials: stored with the outputs of an execution on the
+smoke runs of examples/smoke.toml, opening with what they show and need, ending with a
+figure, written against the public API only; and they still run, end to end, on those runs
+(trained once for this file, each notebook in a fresh kernel, as `make notebooks` runs them).
+`study.find_run`, the one way they get their runs, is checked here too."""
 from __future__ import annotations
 
-import nbclient  # the `test` extra (pyproject.toml) installs nbclient, nbformat, ipykernel
+import ast
+import importlib.util
+import json
+
 import nbformat
 import pytest
 
+import study
+from study.core.errors import UsageError
 from tests.conftest import ROOT
 
 NOTEBOOKS = sorted((ROOT / "examples").glob("*.ipynb"))
+FIGURE = ("image/png", "image/svg+xml")
+
+
+def _executor():
+    """examples/execute.py, the script `make notebooks` runs (not a package module)."""
+    spec = importlib.util.spec_from_file_location("examples_execute", ROOT / "examples" / "execute.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def code_cells(book):
+    return [c for c in book.cells if c.cell_type == "code"]
+
+
+def figure_of(cell) -> str | None:
+    """The image a code cell displayed (its mime type), else None."""
+    for out in cell.outputs:
+        for mime in FIGURE:
+            if mime in out.get("data", {}):
+                return mime
+    return None
 
 
 def test_the_examples_are_the_four_notebooks_the_readme_names():
@@ -21,25 +50,111 @@ def test_the_examples_are_the_four_notebooks_the_readme_names():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_is_stored_without_outputs(path):
+def test_committed_notebook_is_a_tutorial_with_its_outputs(path):
+    """What a reader opening the file sees: a title and what it needs, every cell's output
+    (no error), the closing figure, and no per-execution noise; small enough to review."""
+    assert path.stat().st_size < 1_000_000, f"{path.name}: {path.stat().st_size} bytes"
     book = nbformat.read(path, as_version=4)
     nbformat.validate(book)
-    for cell in book.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, path.name
+    first = book.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith("# "), path.name
+    assert "**Needs**" in first.source and "examples/smoke.toml" in first.source, path.name
+    cells = code_cells(book)
+    assert all(c.execution_count is not None for c in cells), f"{path.name}: unexecuted cells"
+    assert [c.execution_count for c in cells] == list(range(1, len(cells) + 1)), path.name
+    assert not [o for c in cells for o in c.outputs if o.output_type == "error"], path.name
+    assert figure_of(cells[-1]), f"{path.name}: its last cell shows no figure"
+    assert book.metadata == _executor().METADATA, path.name
+    assert not [c for c in book.cells if "execution" in c.metadata], path.name
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs(path, trained_runs, tmp_path, monkeypatch):
-    monkeypatch.setenv("STUDY_RUN_GRU", str(trained_runs("gru")))
-    monkeypatch.setenv("STUDY_RUN_LSTM", str(trained_runs("lstm")))
-    monkeypatch.setenv("STUDY_EXAMPLE_STEPS", "20")  # smoke scale: a few alignment updates
+def test_notebook_uses_the_public_api_only(path):
+    """Code cells import `study` and what it exports, nothing under it, and need no
+    environment variable."""
+    public = set(study.__all__)
+    bad = []
+    for cell in code_cells(nbformat.read(path, as_version=4)):
+        tree = ast.parse(cell.source)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bad += [a.name for a in node.names if a.name.startswith("study.")]
+            elif isinstance(node, ast.ImportFrom) and node.module == "study":
+                bad += [f"from study import {a.name}" for a in node.names if a.name not in public]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("study."):
+                bad.append(f"from {node.module} import ...")
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                  and node.value.id == "study" and node.attr not in public):
+                bad.append(f"study.{node.attr}")
+            elif isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv"):
+                bad.append(f"os.{node.attr}")
+    assert not bad, f"{path.name}: {', '.join(bad)}"
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory):
+    """The runs of examples/smoke.toml, trained once for this file's notebooks, in a
+    temporary directory (under the names the sweep gives them)."""
+    from study.config import resolve
+    from study.runner import run
+    from study.sweep_plan import parse
+
+    root = tmp_path_factory.mktemp("smoke-runs")
+    plan, _ = parse([f"study={ROOT / 'examples' / 'smoke.toml'}"])
+    return [run(resolve({**r.combo, "run_dir": str(root / r.path.name)})).path for r in plan.runs]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_on_the_smoke_runs(path, smoke_runs, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    book = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(book, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()  # raises CellExecutionError naming the failing cell
-    outputs = [o for c in book.cells if c.cell_type == "code" for o in c.outputs]
-    assert not [o for o in outputs if o.get("output_type") == "error"]
+    book = _executor().execute(nbformat.read(path, as_version=4), smoke_runs)
+    cells = code_cells(book)  # execute raises CellExecutionError naming a failing cell
+    assert not [o for c in cells for o in c.outputs if o.output_type == "error"]
+    assert figure_of(cells[-1]), f"{path.name}: its last cell shows no figure"
+
+
+def _fake_run(path, task, model, scale, analyses=(), status="done"):
+    """A run directory as `find_run` reads it (config, status, marker, tables), no weights."""
+    path.mkdir(parents=True)
+    (path / ".study-run").write_text(json.dumps({"hash": "0" * 8}))
+    (path / "config.json").write_text(json.dumps(
+        {"task": task, "model": model, "seed": 0, "scale": scale, "task_config": {},
+         "model_config": {}, "train": {}}))
+    (path / "status.json").write_text(json.dumps({"status": status}))
+    for name in analyses:
+        (path / "analyses" / name).mkdir(parents=True)
+        (path / "analyses" / name / f"{name}.parquet").write_bytes(b"")
+    return path
+
+
+def test_find_run_takes_the_largest_scale_then_the_newest(tmp_path):
+    import os
+
+    smoke = _fake_run(tmp_path / "counting-gru-s0-aaaaaaaa", "counting", "gru", "smoke", ["das"])
+    small = _fake_run(tmp_path / "sub" / "counting-gru-s0-bbbbbbbb", "counting", "gru", "small",
+                      ["das"])
+    _fake_run(tmp_path / "counting-gru-s0-cccccccc", "counting", "gru", "small", [])  # no das
+    _fake_run(tmp_path / "counting-gru-s0-dddddddd", "counting", "gru", "small", ["das"],
+              status="failed")
+    _fake_run(tmp_path / "counting-lstm-s0-eeeeeeee", "counting", "lstm", "small", ["das"])
+    os.utime(small / "status.json", (1, 1))  # the small run finished long before the smoke one
+    assert study.find_run(task="counting", model="gru", analyses=["das"],
+                          root=tmp_path).path == small
+    assert study.find_run(task="counting", model="gru", analyses="das", root=tmp_path,
+                          scale="smoke").path == smoke
+    newer = _fake_run(tmp_path / "counting-gru-s0-ffffffff", "counting", "gru", "small", ["das"])
+    assert study.find_run(task="counting", model="gru", analyses=["das"],
+                          root=tmp_path).path == newer
+
+
+def test_find_run_without_a_match_names_the_command_that_makes_one(tmp_path):
+    _fake_run(tmp_path / "counting-gru-s0-aaaaaaaa", "counting", "gru", "smoke", ["patching"])
+    with pytest.raises(UsageError) as e:
+        study.find_run(task="counting", model="gru", analyses=["das"], root=tmp_path)
+    message = str(e.value)
+    assert "\n" not in message and str(tmp_path) in message
+    assert "`python -m study run task=counting model=gru analyses=das`" in message
+    with pytest.raises(UsageError, match="unknown model 'grux'"):
+        study.find_run(task="counting", model="grux", root=tmp_path)
