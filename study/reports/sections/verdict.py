@@ -44,7 +44,7 @@ from study.core.tables import (COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STI
                                DAS_CONTROL, DAS_SHUFFLED)
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._common import HEIGHT, WIDTH, model_color
+from study.reports.sections._common import PLOT_WIDTH, TALL, WIDTH, model_color
 
 MARGIN = 0.1  # the lower end of the interval must clear every control by this much
 ALIGNED_IIA = 0.9  # and the IIA itself reach this, for "aligned"
@@ -249,9 +249,10 @@ def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
                                                 strokeDash=dash).encode(
                 x=x, xOffset=offset, y=alt.Y(f"{field}:Q", **y), tooltip=tip))
     n = d["run"].nunique() * d["alignment"].nunique()
-    return alt.layer(*layers, data=d).properties(width=max(WIDTH // 2, 16 * n),
-                                                 height=HEIGHT).facet(
-        facet=alt.Facet("variable:N", title=None), columns=4)
+    width = max(WIDTH, 36 * n)  # a readable bar per (run, alignment)
+    return alt.layer(*layers, data=d).properties(width=width, height=TALL).facet(
+        facet=alt.Facet("variable:N", title=None),
+        columns=max(1, min(4, PLOT_WIDTH // (width + 60))))
 
 
 _COMPARISONS = ((COMPARE_SIMILARITY.name, "compare-similarity", "similarity across runs"),
