@@ -165,11 +165,9 @@ class RecurrentLM(nn.Module):
         ("loop", merged) | ("segmented", hooked steps) | ("gathered", (pos, hooked steps)),
         the steps sorted (module docstring). Under a merged `per_row` declaration the
         gathered mode runs the one site that acts for every row, once; the loop (`merged`:
-        (pos on the device, that site's step), else None) applies it at each row's step."""
+        (pos (batch,) on the CPU, that site's step), else None) applies it at each row's step."""
         declared = self.sites.declared_rows("state")
-        merged = None
-        if declared is not None and declared[2]:
-            merged = (declared[0].to(self.embed.weight.device), declared[1][0])
+        merged = (declared[0], declared[1][0]) if declared is not None and declared[2] else None
         if torch.compiler.is_compiling() or (torch.cuda.is_available()
                                              and torch.cuda.is_current_stream_capturing()):
             return "loop", merged
@@ -350,7 +348,7 @@ class RecurrentLM(nn.Module):
         state after the site: (batch, d_state)). `site(t, state) -> state` replaces the call
         of sites.state[t] (`_merged_site`)."""
         H = self.d_hidden
-        site = site or (lambda t_, s_: self.sites.state[t_](s_))
+        site = site or self._site
         gates_h = F.linear(h, self.cell.weight_hh, self.cell.bias_hh)
         if self.is_lstm:
             i, f, g, o = (gi_t + gates_h).chunk(4, dim=1)  # (batch, H) each
@@ -364,13 +362,16 @@ class RecurrentLM(nn.Module):
         h = site(t, n + z * (h - n))  # (1 - z) * n + z * h, (batch, H)
         return h, None, h
 
+    def _site(self, t: int, s: torch.Tensor) -> torch.Tensor:
+        return self.sites.state[t](s)
+
     def _merged_site(self, gi: torch.Tensor, merged):
         """The step loop's site under a merged `per_row` declaration (`_plan`: (pos (batch,)
         on the device, t0)): a first pass without sites reads each row's state at its own
         step, the acting site sites.state[t0] runs once on those (pyvene calls each of its
         hooks once per forward), and the returned site(t, state) puts row i's result in at
-        step pos[i] (the loop's second pass). gi (batch, pos, gates * H)."""
-        pos, t0 = merged
+        step pos[i] (the loop's second pass). gi (batch, pos, gates * H); pos on the CPU."""
+        pos, t0 = merged[0].to(gi.device, non_blocking=True), merged[1]
         h, c = self._init(gi)
         own = None
         for t in range(gi.shape[1]):
