@@ -102,23 +102,29 @@ def duration(seconds: float) -> str:
     return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
 
 
+def _capped(cfg, seconds: float) -> float:
+    """`seconds` of training, bounded by the run's `train.max_minutes` where it sets one."""
+    cap = cfg.train.max_minutes * 60
+    return min(seconds, cap) if cap > 0 else seconds
+
+
 def check_duration(cfg, task, steps_left: int, allow_long: bool, on_cpu: bool) -> None:
     """Refuse (UsageError) a CPU run whose `steps_left` training steps would take over
     `LONG_S` here, unless `allow_long`; the probe runs only when the optimistic bound says
     it might."""
     if allow_long or not on_cpu or steps_left <= 0:
         return
-    if optimistic_seconds(cfg, task, steps_left) <= LONG_S:
+    if _capped(cfg, optimistic_seconds(cfg, task, steps_left)) <= LONG_S:
         return
     m = measure(cfg, task, seconds=2.0, warm=1)  # a CPU step compiles nothing: one warm-up
     est = steps_left / m.steps_per_s
-    if est <= LONG_S:
+    if _capped(cfg, est) <= LONG_S:
         return
     faster = "scale=small (the laptop preset), a GPU" if cfg.scale != "small" else "a GPU"
     raise UsageError(
         f"this run would train for about {duration(est)} on this CPU ({steps_left:,} steps at "
-        f"{m.steps_per_s:.1f} steps/s, measured just now); choose {faster}, or fewer "
-        f"train.steps; add long=ok to start it anyway")
+        f"{m.steps_per_s:.1f} steps/s, measured just now); choose {faster}, fewer "
+        f"train.steps or a bound (train.max_minutes=N); add long=ok to start it anyway")
 
 
 @dataclass(frozen=True)
@@ -164,7 +170,8 @@ def check_sweep_duration(runs: list[SweepRun], jobs: int, threads: int, allow_lo
     runs = [r for r in runs if r.steps_left > 0]
     if allow_long or not runs:
         return
-    bounds = [optimistic_seconds(r.cfg, r.task, r.steps_left, threads) for r in runs]
+    bounds = [_capped(r.cfg, optimistic_seconds(r.cfg, r.task, r.steps_left, threads))
+              for r in runs]
     if total_seconds(bounds, jobs) <= LONG_S:
         return
     speeds: dict[str, float] = {}
@@ -173,7 +180,7 @@ def check_sweep_duration(runs: list[SweepRun], jobs: int, threads: int, allow_lo
         if key not in speeds:
             with _threads(threads):
                 speeds[key] = measure(r.cfg, r.task, seconds=2.0, warm=1).steps_per_s
-    secs = [r.steps_left / speeds[_speed_key(r.cfg)] for r in runs]
+    secs = [_capped(r.cfg, r.steps_left / speeds[_speed_key(r.cfg)]) for r in runs]
     total = total_seconds(secs, jobs)
     if total <= LONG_S:
         return

@@ -137,6 +137,9 @@ class Task(ABC):
     # Several causal variables interchanged at once, e.g. a causal model's whole state: DAS
     # accepts them by name (`das.variables`) but never searches them by default.
     joint_variables: ClassVar[tuple[str, ...]] = ()
+    # The headline causal variables (`das.variables=main`, the `small` preset's default);
+    # empty = every causal variable.
+    main_variables: ClassVar[tuple[str, ...]] = ()
     # The names `probe_variables` returns, known before any data exists so that a setting
     # such as `probes.variables=...` is checked when the command line is parsed.
     probe_variable_names: ClassVar[tuple[str, ...]] = ("output",)

@@ -131,3 +131,22 @@ def proj(inst) -> torch.Tensor:
         a = inst.matrix().double()
         keep = (torch.arange(a.shape[0]) < inst.k).to(a.dtype)
         return (a * keep) @ torch.linalg.inv(a)
+
+
+def test_variable_groups_expand_to_the_tasks_variables_in_order_without_repeats():
+    from study.analyses.das import asked_variables
+    counting, binding = get("task", "counting").obj, get("task", "binding").obj
+    assert asked_variables(("all",), counting) == counting.causal_variables
+    assert asked_variables((), counting) == counting.causal_variables  # empty means all
+    assert asked_variables(("main",), counting) == ("up_down:count",)
+    assert asked_variables(("main", "up_down:full", "all"), counting) == (
+        "up_down:count", "up_down:full", *counting.causal_variables[1:])
+    assert asked_variables(("main",), binding) == ("root_value",)
+    # a task without headline variables: main is every causal variable
+    assert asked_variables(("main",), get("task", "assign_add").obj) == ("x", "y")
+    with pytest.raises(UsageError, match="'bogus' is not a causal variable of counting; "
+                       "choose from .*, all, main"):
+        asked_variables(("main", "bogus"), counting)
+    # the small preset searches the headline variables, the paper preset every variable
+    presets = get("analysis", "das").presets
+    assert presets["small"]["variables"] == ("main",) and "variables" not in presets["paper"]

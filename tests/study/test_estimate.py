@@ -38,6 +38,15 @@ def test_long_ok_lets_it_start_and_a_resumed_run_counts_only_the_steps_left():
     check_duration(cfg, task, cfg.train.steps, allow_long=False, on_cpu=False)  # a GPU run
 
 
+def test_a_run_bounded_by_max_minutes_is_not_long_however_many_steps_it_asks_for():
+    task = build_task(resolve(LONG))
+    check_duration(resolve({**LONG, "train.max_minutes": "30"}), task, 50_000_000,
+                   allow_long=False, on_cpu=True)
+    with pytest.raises(UsageError, match=r"train.max_minutes=N"):
+        check_duration(resolve({**LONG, "train.max_minutes": "90"}), task, 50_000_000,
+                       allow_long=False, on_cpu=True)
+
+
 def test_the_probe_times_real_training_steps():
     cfg = resolve({**LONG, "train.steps": "100"})
     m = measure(cfg, build_task(cfg), seconds=0.2, warm=1)

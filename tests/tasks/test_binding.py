@@ -169,6 +169,24 @@ def test_heldout_combinations_appear_only_in_their_split(task):
         assert held.all() if split == "gen_heldout_combos" else not held.any(), split
 
 
+@pytest.mark.parametrize("n_letters", [4, 6, 9, 14])
+def test_fewer_letters_use_only_the_first_ones_and_hold_out_their_share(cache, n_letters):
+    lines = min(n_letters, 6)
+    task = BindingTask(BindingConfig(**{**SMOKE, "n_letters": n_letters, "n_lines": lines,
+                                        "max_depth": 3, "gen_max_lines": n_letters,
+                                        "gen_max_hops": lines, "n_train": 300}))
+    table = task.heldout
+    assert table.sum() == round(0.1 * 10 * n_letters) and not table[n_letters:].any()
+    assert table.sum(1).max() - table[:n_letters].sum(1).min() <= 1  # spread over letters
+    for split in ("train", "test", "gen_lines", "gen_heldout_combos"):
+        ex = task.split(split)
+        text = "".join(task.render(row) for row in ex.ids)
+        assert set(c for c in text if c.isalpha()) <= set("abcdefghijklmnopqrstuvwxyz"[:n_letters])
+        check_programs(task, split, ex)  # still valid Python, labelled by exec
+    with pytest.raises(UsageError, match=r"task.n_lines=7 must be in 2..task.n_letters \(6\)"):
+        BindingConfig(n_letters=6, n_lines=7, gen_max_lines=6)
+
+
 def test_generation_is_a_pure_function_of_the_config(cache):
     cfg = BindingConfig(**SMOKE)
     a, b = BindingTask(cfg), BindingTask(cfg)

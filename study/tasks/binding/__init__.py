@@ -52,6 +52,9 @@ from study.tasks.binding.vocab import DIGIT0, PAD, VOCAB
 class BindingConfig:
     seed: int = setting(0, "data seed")
     n_lines: int = setting(16, "[paper] assignments per program")
+    n_letters: int = setting(
+        26, "[paper] variable names: the first n_letters of a-z (at least every program's "
+        "line count)")
     max_depth: int = setting(4, "[paper] hops of the query chain in the main distribution")
     depth_exponent: float = setting(3.0, "[paper] P(depth) ~ depth**3")
     n_train: int = setting(450_000, "[paper] 500k unique programs, 90 / 0.2 / 9.8 %")
@@ -79,8 +82,11 @@ class BindingConfig:
             raise UsageError(f"task.{key}={getattr(self, key)!r} must be {allowed}")
         if self.seed < 0:
             bad("seed", "non-negative")
-        if not 2 <= self.n_lines <= 26:
-            bad("n_lines", "in 2..26")
+        if not 2 <= self.n_letters <= 26:
+            bad("n_letters", "in 2..26")
+        if not 2 <= self.n_lines <= self.n_letters:
+            bad("n_lines", f"in 2..task.n_letters ({self.n_letters}): a program's lines "
+                "take distinct letters but for reassignment")
         if not 1 <= self.max_depth <= self.n_lines:
             bad("max_depth", f"in 1..task.n_lines ({self.n_lines})")
         if not (math.isfinite(self.depth_exponent) and self.depth_exponent >= 0):
@@ -95,10 +101,11 @@ class BindingConfig:
             bad("p_reassign", "in [0, 1]")
         if not 0 <= self.heldout_fraction <= 0.5:
             bad("heldout_fraction", "in [0, 0.5]")
-        if not 2 <= self.gen_min_lines <= 26:
-            bad("gen_min_lines", "in 2..26")
-        if not self.gen_min_lines <= self.gen_max_lines <= 26:
-            bad("gen_max_lines", f"in task.gen_min_lines ({self.gen_min_lines})..26")
+        if not 2 <= self.gen_min_lines <= self.n_letters:
+            bad("gen_min_lines", f"in 2..task.n_letters ({self.n_letters})")
+        if not self.gen_min_lines <= self.gen_max_lines <= self.n_letters:
+            bad("gen_max_lines",
+                f"in task.gen_min_lines ({self.gen_min_lines})..task.n_letters ({self.n_letters})")
         if not 1 <= self.gen_max_hops <= self.n_lines:
             bad("gen_max_hops", f"in 1..task.n_lines ({self.n_lines})")
 
@@ -122,6 +129,7 @@ class BindingTask(Task):
     version = 2
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
     causal_variables: ClassVar[tuple[str, ...]] = ("root_value",)
+    main_variables: ClassVar[tuple[str, ...]] = ("root_value",)
     probe_variable_names: ClassVar[tuple[str, ...]] = ("root_value", "line_value")
     counterfactual_kinds: ClassVar[tuple[str, ...]] = ("root_value", "distractor", "query")
     train_presets: ClassVar[dict] = {

@@ -102,14 +102,17 @@ class Generator:
         return np.random.default_rng([self.config.seed, *(_code(str(t)) for t in tags)])
 
     def _heldout_table(self) -> np.ndarray:
-        """round(fraction * 260) combinations, letters and digits as even as possible."""
-        k = round(self.config.heldout_fraction * 260)
+        """round(fraction * n_letters * 10) combinations of the letters in use, letters and
+        digits as even as possible (rows of unused letters stay False)."""
+        m = self.config.n_letters
+        k = round(self.config.heldout_fraction * m * 10)
         rng = self.rng("heldout")
-        letters, digits = rng.permutation(26), rng.permutation(10)
+        letters, digits = rng.permutation(m), rng.permutation(10)
         j = np.arange(k)
         table = np.zeros((26, 10), bool)
-        # combination j: letter j mod 26, digit (j + j // 26) mod 10 -- distinct for j < 260
-        table[letters[j % 26], digits[(j + j // 26) % 10]] = True
+        # combination j: letter j mod m, digit (j mod m + 7 (j // m)) mod 10 -- distinct for
+        # j < 10 m, as 7 is prime to 10
+        table[letters[j % m], digits[(j % m + 7 * (j // m)) % 10]] = True
         return table
 
     def _depth_cells(self, L: int, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -141,7 +144,7 @@ class Generator:
             want = np.where(short > 0, np.ceil(short / rate * 1.1).astype(np.int64) + 8, 0)
             cell = rng.permutation(np.repeat(np.arange(len(cells)), want))
             toks = _candidates(rng, cells[cell, 0], cells[cell, 1], c.p_constant, c.p_reassign,
-                               c.max_depth, width)
+                               c.max_depth, width, c.n_letters)
             ok = self._accept(split, toks, cells[cell, 0], cells[cell, 1], rng)
             got = np.bincount(cell[ok], minlength=len(cells))
             rate = np.where(want > 0, np.maximum(got / np.maximum(want, 1), 0.005), rate)
@@ -191,7 +194,7 @@ class Generator:
 
 
 def _candidates(rng: np.random.Generator, L: np.ndarray, d: np.ndarray, p_constant: float,
-                p_reassign: float, cap: int, width: int) -> np.ndarray:
+                p_reassign: float, cap: int, width: int, letters: int = 26) -> np.ndarray:
     """Random programs with L[i] lines whose query chain has d[i] hops -> (n, width) uint8."""
     n, Lmax, Dmax = len(L), int(L.max()), int(d.max())
     rows = np.arange(n)
@@ -212,7 +215,7 @@ def _candidates(rng: np.random.Generator, L: np.ndarray, d: np.ndarray, p_consta
     ref = np.zeros((n, Lmax), np.int64)
     const = np.zeros((n, Lmax), bool)
     live = np.ones((n, Lmax), bool)  # line's binding not yet overwritten
-    fresh = np.argsort(rng.random((n, 26)), 1)  # letters in order of first use
+    fresh = np.argsort(rng.random((n, letters)), 1)  # letters in order of first use
     letter = np.zeros((n, Lmax), np.int64)
     n_fresh = np.zeros(n, np.int64)
     for i in range(Lmax):

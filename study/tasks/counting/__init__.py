@@ -154,6 +154,9 @@ class CountingTask(Task):
     # [paper code: grantsrb/mas configs/*_das.yaml, swap_keys: full] the authors' alignment
     # searches interchange an algorithm's whole state (count and phase) at once
     joint_variables: ClassVar[tuple[str, ...]] = ("up_down:full", "up_up:full")
+    # [paper] Grant et al.'s headline: the count of the up-down algorithm, aligned by OAF
+    # and LAF alike
+    main_variables: ClassVar[tuple[str, ...]] = ("up_down:count",)
     counterfactual_kinds: ClassVar[tuple[str, ...]] = causal_variables + joint_variables
     train_presets: ClassVar[dict] = {
         "paper": _PAPER_TRAIN,
