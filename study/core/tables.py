@@ -38,6 +38,9 @@ PATCHING = Table("patching", "patching", (
 HEAD_RANKING = Table("head_ranking", "patching", (
     "checkpoint", "counterfactual", "metric", "layer", "head", "value", "rank"))
 POSITIONS = Table("positions", "patching", ("checkpoint", "counterfactual", "position", "token"))
+PATCHING_ROLES = Table("patching_roles", "patching", (
+    "checkpoint", "site", "layer", "head", "role", "counterfactual", "stratum", "metric",
+    "value", "value_all", "n_pairs", "n_changed", "n_tested"))
 DAS = Table("das", "das", (
     "checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split", "iia",
     "iia_lo", "iia_hi", "iia_all", "n_pairs", "n_changed", "n_tested", "too_few",
@@ -68,8 +71,8 @@ COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
     "sd1", "sd2", "n", "held_out"))
 
 TABLES: dict[str, Table] = {t.name: t for t in (
-    PATCHING, HEAD_RANKING, POSITIONS, DAS, DAS_SHUFFLED, DAS_CONTROL, PROBES, CIRCUITS,
-    ABLATION, SUBSPACES,
+    PATCHING, HEAD_RANKING, POSITIONS, PATCHING_ROLES, DAS, DAS_SHUFFLED, DAS_CONTROL, PROBES,
+    CIRCUITS, ABLATION, SUBSPACES,
     COMPARE_SIMILARITY, COMPARE_STITCHING, COMPARE_GEOMETRY)}
 
 

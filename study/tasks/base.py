@@ -21,6 +21,7 @@ What analyses read of a task's semantics is asked of the task itself (`Task` bel
 a default that means "none" or "not applicable", so a new task works without them:
 `probe_variables` (probes), `attention_targets` and `progress_measures` (circuit scores),
 `operands` (Exoo et al.'s operand views), `stratum_label` (tables by stratum),
+`pair_roles` (role-aligned patching: where each pair's named token roles sit),
 `Pairs.changed` (counterfactual pairs whose intervention must change the output), and
 `output_ids` (the output vocabulary the loss and accuracy score; default every token).
 """
@@ -143,6 +144,9 @@ class Task(ABC):
     # The names `probe_variables` returns, known before any data exists so that a setting
     # such as `probes.variables=...` is checked when the command line is parsed.
     probe_variable_names: ClassVar[tuple[str, ...]] = ("output",)
+    # The pair strata (`Pairs.strata` names) the role-aligned patching table is also split by
+    # (`pair_roles`); binding: `depth`, since deeper chains have more roles.
+    pair_role_strata: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config):
         self.config = config
@@ -259,6 +263,13 @@ class Task(ABC):
     def progress_measures(self) -> ProgressMeasures:
         """Facts for Exoo et al.'s progress measures (see `ProgressMeasures`); default: none."""
         return ProgressMeasures()
+
+    def pair_roles(self, pairs: Pairs) -> dict[str, np.ndarray]:
+        """Token roles of aligned counterfactual pairs, for patching each pair where the role
+        sits in its own base sequence rather than at one absolute position: role name ->
+        (n,) int64 position per pair, -1 where the pair has no such token. Names come in the
+        order tables and charts list them. Default: no roles."""
+        return {}
 
     def stratum_label(self, name: str, value) -> str:
         """How a stratum value reads in tables: `name=value` ("depth=3")."""

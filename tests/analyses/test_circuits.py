@@ -56,6 +56,17 @@ def test_target_mass_and_topk_criterion():
     mass, hits, rows = target_sums(pattern, query, keys)
     assert mass.tolist() == pytest.approx([0.9, 0.3]) and rows == 1.0
     assert hits.tolist() == [1.0, 0.0]  # head 0's top-2 are exactly the keys; head 1's not
+    # keys per query row (b, pos_q, pos_k): the same keys on every row give the same sums,
+    # and each row is scored against its own keys
+    per_row = keys[:, None, :].expand(-1, 4, -1)
+    assert [t.tolist() for t in target_sums(pattern, query, per_row)[:2]] == [
+        mass.tolist(), hits.tolist()]
+    pattern[0, :, 2] = pat[:, [0, 1, 3, 2]]  # a second query row, with keys 1 and 3 its own
+    own = per_row.clone()
+    own[0, 2] = torch.tensor([False, True, False, True])
+    mass, hits, rows = target_sums(pattern, torch.tensor([[False, False, True, True]]), own)
+    assert mass.tolist() == pytest.approx([0.9 + 0.9, 0.3 + 0.3]) and rows == 2.0
+    assert hits.tolist() == [2.0, 0.0]
 
 
 class _TwoHeads(nn.Module):

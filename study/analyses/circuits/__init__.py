@@ -5,7 +5,11 @@ together (summed pattern or summed weight matrices). Scores:
 - every attention model (`study/analyses/scores.py`): `prev_token` (mean attention to
   the previous token on task sequences), `induction` (on repeated random tokens),
   `attn_to_<target>` — mean attention mass from the task's query positions onto its targets
-  (`task.attention_targets(ids)`; e.g. binding `chain`, `root`, `query_line` from `:`;
+  (`task.attention_targets(ids)`; e.g. binding `chain`, `root`, `query_line` from `:` and
+  the hop roles `hop<h>` (hop h read where the letter is read: the query's letter and `:`
+  for h = 1, the copying chain line's right-hand side and newline after) and
+  `hop<h>_at_query` (hop h >= 2 read at `:`), h from 1 to max_depth or the deepest
+  chain; `tasks/binding/views.py`;
   assign_add `operands`, `values` from `=`, `prev_var` from assigned numbers; counting
   `trigger`, `demos`, `bos` from the response positions).
 - Exoo et al.'s progress measures, where the task gives their facts

@@ -25,6 +25,16 @@ Tables (long format; names and columns declared in `study/core/tables.py`):
   effect summed over positions (logit_diff, flip_gain), rank 1 = strongest.
 - `positions`: checkpoint, counterfactual, position, token: the tokens of the first base
   sequence of each kind, to label the positions of heatmaps.
+- `patching_roles` [ours] (tasks with token roles, `Task.pair_roles`; empty otherwise):
+  checkpoint, site, layer, head, role, counterfactual, stratum, metric, value, value_all,
+  n_pairs, n_changed, n_tested. The same patches and metrics, each pair patched at its *own*
+  position of a role (binding: `root`, ..`hop1`, `query_letter`, `answer`, along the query's
+  chain, `study/tasks/binding/roles.py`), scored over the pairs that have the role: Wu et
+  al. (2025) follow the value along the chain's tokens, which sit at different absolute
+  positions in each program. Read off the position sweep's per-pair outcomes (no extra
+  forward pass); stratum "all" and per value of the task's `pair_role_strata` (binding:
+  "depth=3"); site "none" rows hold the unpatched base's flip rate over the same pairs
+  (`study/analyses/patching/roles.py`).
 """
 from __future__ import annotations
 
@@ -73,7 +83,8 @@ def run(ctx):
     """Counterfactual activation patching per (layer x position), time step, and head."""
     from study.analyses.common.context import chosen
     from study.analyses.common.interchange import pair_tensors
-    from study.core.tables import HEAD_RANKING, PATCHING, POSITIONS
+    from study.core.tables import HEAD_RANKING, PATCHING, PATCHING_ROLES, POSITIONS
+    from study.analyses.patching.roles import RoleOutcomes, role_rows
     from study.analyses.patching.sweep import head_ranking, sweep, tables
     from study.core.sites import default_sites
 
@@ -81,15 +92,21 @@ def run(ctx):
     kinds = chosen("patching.kinds", cfg.kinds, task.counterfactual_kinds,
                    f"a counterfactual kind of {task.name}")
     sites = default_sites(model, cfg.sites, heads=True, setting="patching")
-    rows, positions = [], []
+    rows, positions, by_role = [], [], []
     for kind in kinds:
         pairs = task.counterfactuals(kind, cfg.n_pairs, split=cfg.split, seed=ctx.seed + cfg.seed)
         positions += [(ctx.checkpoint, kind, p, task.vocab[int(t)])
                       for p, t in enumerate(pairs.base_ids[0])]
         pt = pair_tensors(pairs, ctx.device, outputs=task)
-        acc, ref = sweep(model, pt, sites, model.n_heads, cfg.batch_size)
+        roles = task.pair_roles(pairs) if pt.aligned else {}
+        at_roles = RoleOutcomes(roles) if roles else None
+        acc, ref = sweep(model, pt, sites, model.n_heads, cfg.batch_size, at_roles)
         rows += tables(acc, ref, kind, pt.aligned, ctx.checkpoint)
+        if at_roles is not None:
+            strata = {s: pairs.strata[s] for s in task.pair_role_strata if s in pairs.strata}
+            by_role += role_rows(at_roles, kind, ctx.checkpoint, strata, task.stratum_label)
     patching = PATCHING.frame(rows)
     return {PATCHING.name: patching, HEAD_RANKING.name: head_ranking(patching, ctx.checkpoint),
-            POSITIONS.name: POSITIONS.frame(positions)}
+            POSITIONS.name: POSITIONS.frame(positions),
+            PATCHING_ROLES.name: PATCHING_ROLES.frame(by_role)}
 

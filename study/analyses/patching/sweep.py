@@ -15,6 +15,8 @@ site at once. A (example, position) patch can only change anything where the sou
 differs from the base's, so only those become *jobs*; all jobs of a site, whatever their
 positions, are run together in batches of `batch_size` rows (each row carries its own
 position), cut to the last scored position. Unchanged rows keep the base's outputs exactly.
+The same per-pair outcomes, read at each pair's own token roles (`at_roles`), give the
+role-aligned table at no extra forward pass (`study/analyses/patching/roles.py`) [ours].
 
 The patched forwards run through pyvene: one `IntervenableModel` per (site, head) over our
 sites (`study.models.sites.pyvene_bridge.site_intervenable` with a `PatchIntervention`, the vanilla
@@ -53,6 +55,7 @@ import torch
 
 from study.analyses.common.interchange import (PairTensors, all_right, judged, logit_diff,
                                               scored_end)
+from study.analyses.patching.roles import RoleOutcomes
 from study.core.sites import STEP_KINDS
 from study.core.tables import HEAD_RANKING
 from study.models.sites.pyvene_bridge import interchange_vectors, site_intervenable
@@ -123,10 +126,14 @@ def _run_jobs(iv, pt: PairTensors, rows, pos, values, batch_size):
 
 
 def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
-          batch_size: int) -> tuple[_Acc, dict]:
+          batch_size: int, at_roles: RoleOutcomes | None = None) -> tuple[_Acc, dict]:
     """Patch every site of `sites` (at every position for aligned pairs). Returns the
     accumulator and the base/source reference sums {"base": [...], "source": [...]}. Pairs
-    not yet judged (`PairTensors.tests` None) are judged on `model` first."""
+    not yet judged (`PairTensors.tests` None) are judged on `model` first. `at_roles`
+    (aligned pairs only): filled with every pair's outcomes at its own role positions
+    (`study/analyses/patching/roles.py`)."""
+    if at_roles is not None and (not pt.aligned or len(at_roles) != len(pt)):
+        raise ValueError("role outcomes need aligned pairs, one role row per pair")
     if pt.tests is None:
         pt = judged(model, pt, batch_size)
     acc = _Acc()
@@ -148,6 +155,8 @@ def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
             src_logits = model(chunk.source_ids[:, :T_src])
         if chunk.aligned:  # the source run's LD at the same (aligned) positions
             lds, oks = logit_diff(src_logits, chunk.cf_labels, chunk.base_labels)
+            if at_roles is not None:
+                at_roles.add_base(lo, fb, ldb, okb, te, ch, lds.cpu().numpy())
             oks = oks & chunk.tested
             ref["source"] += (0, 0, (lds * oks).sum().item(), oks.sum().item(), 0, 0, 0)
         rows_all = torch.arange(n, device=base_ids.device)
@@ -174,6 +183,8 @@ def sweep(model, pt: PairTensors, sites: list[tuple[str, int]], n_heads: int,
                     f_all[r, p], ld_all[r, p] = f, ld
                 for p in range(T):
                     acc.add((kind, layer, head, p), f_all[:, p], ld_all[:, p], okb, te, ch)
+                if at_roles is not None:  # the same outcomes, at each pair's role positions
+                    at_roles.add((kind, layer, head), lo, f_all, ld_all)
     return acc, ref
 
 

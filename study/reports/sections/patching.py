@@ -1,5 +1,7 @@
 """Section: activation patching — where along (layer × position) or (time step) copying the
-counterfactual source's activation flips the answer, and which heads matter most.
+counterfactual source's activation flips the answer, where along the task's token roles
+(each pair patched at its own position of the role: binding's query chain), and which heads
+matter most.
 
 Flip rates are over the pairs that test the intervention (`value`); a counterfactual kind with
 no such pair (one whose answer must stay, e.g. binding's `distractor`) shows the rate over
@@ -10,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from study.core.sites import site_label
-from study.core.tables import HEAD_RANKING, PATCHING, POSITIONS
+from study.core.tables import HEAD_RANKING, PATCHING, PATCHING_ROLES, POSITIONS
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._common import PLOT_WIDTH, WIDTH, model_color
@@ -64,6 +66,51 @@ def heatmap_data(run) -> pd.DataFrame | None:
     return df[["counterfactual", "site_layer", "layer", "position", "label", "value"]]
 
 
+def site_order(labels) -> list[str]:
+    """Site labels top to bottom: the deepest layer first, as the stream flows upward."""
+    return sorted(set(labels), key=lambda s: -int(s.split("[")[1][:-1]) if "[" in s else 0)
+
+
+def role_data(run) -> pd.DataFrame | None:
+    """Rows of the flip-rate grid (site x role) of non-head sites over every pair that has the
+    role (stratum "all"); roles no pair has are left out. Roles keep the table's order."""
+    df = run.final(PATCHING_ROLES.name)
+    if df is None:
+        return None
+    df = df[(df["metric"] == METRIC) & (df["site"] != "none") & (df["head"] == -1)
+            & (df["stratum"] == "all") & (df["n_pairs"] > 0)]
+    df = flip_values(df)
+    if df.empty:
+        return None
+    df = df.assign(site_layer=[site_label(s, l) for s, l in zip(df["site"], df["layer"])])
+    return df[["counterfactual", "site_layer", "layer", "role", "value", "n_pairs"]]
+
+
+def _role_heatmap(run) -> list[Figure]:
+    d = role_data(run)
+    if d is None:
+        return []
+    order = list(dict.fromkeys(d["role"]))
+    layers = site_order(d["site_layer"])
+    chart = heatmap(
+        d, alt.X("role:N", sort=order, title="token role (each pair's own position)",
+                 axis=alt.Axis(labelAngle=-45)),
+        alt.Y("site_layer:N", sort=layers, title="site"), "value", title="flip rate",
+        scheme="blues", tooltip=["counterfactual:N", "site_layer:N", "role:N",
+                                 alt.Tooltip("value:Q", format=".3f", title="flip rate"),
+                                 alt.Tooltip("n_pairs:Q", title="pairs with the role")],
+        width=max(WIDTH // 2, 28 * len(order)), height=max(60, 16 * len(layers))
+    ).facet(row=alt.Row("counterfactual:N", title=None,
+                        header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="left")))
+    return [Figure(
+        key=slug("patching-roles", run.label), title=f"Role-aligned patching: {run.label}",
+        caption=("The same flip rate with each pair patched where the role sits in its own "
+                 "sequence (binding: the query chain's digit, its hops toward the query, the "
+                 "queried letter, the answer), over the pairs that have the role: how the "
+                 "value moves along the chain, layer by layer."),
+        chart=chart)]
+
+
 def pair_site_data(runs) -> pd.DataFrame | None:
     """Flip rates of pairs patched at their own positions (position -1), every run stacked."""
     parts = []
@@ -89,8 +136,7 @@ def build(runs) -> list[Figure]:
         if d is None:
             continue
         order = list(dict.fromkeys(d.sort_values("position")["label"]))
-        layers = sorted(d["site_layer"].unique(), key=lambda s: -int(s.split("[")[1][:-1])
-                        if "[" in s else 0)
+        layers = site_order(d["site_layer"])
         rnn = set(d["site_layer"]) == {"state"}
         chart = heatmap(
             d, alt.X("label:N", sort=order, title="time step" if rnn else "position (token)",
@@ -109,6 +155,7 @@ def build(runs) -> list[Figure]:
                      "counterfactual answer when this site takes the source's activation: dark cells are where the variable "
                      "is carried, and how they move across layers traces its route."),
             chart=chart))
+        figs += _role_heatmap(r)
     pairs = pair_site_data(runs)
     if pairs is not None:
         chart = alt.Chart(pairs).mark_bar().encode(

@@ -28,7 +28,9 @@ The family's modules, each importing only those listed before it:
 - `generate`: the generator [ours: the paper gives no details] and the splits;
 - `pairs`: the counterfactual pairs;
 - `views`: what analyses read (probe variables `root_value`, `line_value`; attention
-  targets `chain`, `root`, `query_line` from `:`; the shortcut rules' accuracy).
+  targets `chain`, `root`, `query_line` from `:` and the hop roles `hop<h>`,
+  `hop<h>_at_query`; the shortcut rules' accuracy);
+- `roles`: the query chain's token positions per pair, for role-aligned patching.
 This module holds the config, the presets and the registered task, which delegates to them.
 """
 from __future__ import annotations
@@ -43,7 +45,7 @@ from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
 from study.tasks.base import IGNORE, Examples, Pairs, Task
-from study.tasks.binding import pairs, views
+from study.tasks.binding import pairs, roles, views
 from study.tasks.binding.generate import Generator
 from study.tasks.binding.vocab import DIGIT0, PAD, VOCAB
 
@@ -131,6 +133,7 @@ class BindingTask(Task):
     causal_variables: ClassVar[tuple[str, ...]] = ("root_value",)
     main_variables: ClassVar[tuple[str, ...]] = ("root_value",)
     probe_variable_names: ClassVar[tuple[str, ...]] = ("root_value", "line_value")
+    pair_role_strata: ClassVar[tuple[str, ...]] = ("depth",)
     counterfactual_kinds: ClassVar[tuple[str, ...]] = ("root_value", "distractor", "query")
     train_presets: ClassVar[dict] = {
         "paper": _PAPER_TRAIN,
@@ -180,4 +183,7 @@ class BindingTask(Task):
         return views.probe_variables(np.asarray(ids), self.pad_id)
 
     def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        return views.attention_targets(np.asarray(ids))
+        return views.attention_targets(np.asarray(ids), self.config.max_depth)
+
+    def pair_roles(self, pairs: Pairs) -> dict[str, np.ndarray]:  # roles.py
+        return roles.pair_roles(np.asarray(pairs.base_ids), self.config.max_depth)

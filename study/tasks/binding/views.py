@@ -38,27 +38,84 @@ def probe_variables(ids: np.ndarray, pad_id: int) -> dict[str, np.ndarray]:
     return {"root_value": root.astype(np.int64), "line_value": line_value.astype(np.int64)}
 
 
-def attention_targets(ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """From the `:` position (where the answer is read out) [ours: the targets follow the
-    chain-following account of Wu et al. 2025] to
+def chain_lines(p: dict[str, np.ndarray], max_hops: int) -> np.ndarray:
+    """(n, max_hops) int64: column h-1 holds chain line h, the line hop h reads, counted from
+    the query: chain line 1 is `query_line`, chain line h + 1 the `source_line` of chain line
+    h (the binding in force where that line reads its letter, so reassignment is respected);
+    -1 past a program's depth. `p` = `causal.interpret`'s output."""
+    n = len(p["query_line"])
+    rows = np.arange(n)
+    out = np.full((n, max_hops), -1, np.int64)
+    k = p["query_line"].copy()  # (n,)
+    for h in range(max_hops):
+        out[:, h] = k
+        if not p["source_line"].shape[1]:
+            break
+        k = np.where(k >= 0, p["source_line"][rows, np.maximum(k, 0)], -1)
+    return out
+
+
+def attention_targets(ids: np.ndarray,
+                      max_hops: int = 4) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Where a head that follows the query chain should look [ours: the targets follow the
+    chain-following account of Wu et al. 2025]. Query masks (n, pos) bool; keys (n, pos)
+    bool, the same for every query row of a program.
+
+    From the `:` position (where the answer is read out) to
     - `chain`: every token of the lines on the query's chain,
     - `root`: the chain's digit,
     - `query_line`: the line that assigns the queried letter (the first hop).
-    Masks (n, pos) bool."""
+
+    Hop roles (Wu et al. 2025: early heads do the first hop, middle heads the later hops,
+    last-layer heads move the value to the output) [ours: the definitions]. Hop h goes from a
+    position that reads a letter to the line that defines it (all 4 tokens), counted from the
+    query: chain line 1 is the query's own assignment (`query_line`), chain line h + 1 the
+    line whose binding chain line h copies (`causal.interpret`'s `source_line`, the binding in
+    force, so a reassigned letter points at its latest assignment before the reader).
+    - `hop1`: from the query letter and `:` (the query `#q:` reads q) to chain line 1;
+    - `hop<h>`, h >= 2: from the right-hand side and newline of chain line h - 1 (the line
+      that copies the letter) to chain line h: the hop resolved where the letter is read;
+    - `hop<h>_at_query`, h >= 2: from `:` to chain line h: the same hop resolved lazily at
+      the read-out position.
+    h runs 1..max_hops (the task passes its `max_depth`), or to the deepest chain among the
+    programs if deeper (`gen_hops`), so the names are the same for every checkpoint and seed
+    of a config; a program shallower than h has no query rows for hop h (its mean is over
+    the programs that have the hop). A hop read at the line and one read at `:` are
+    two targets, not one: they are different mechanisms (eager and lazy dereferencing), and
+    one mean over both kinds of row would weigh them 2:1 and hide which a head does."""
     p = interpret(ids)
     n, width = ids.shape
     rows = np.arange(n)
     line, in_lines = _line_of(p, width)
-    chain_lines = on_chain(p)  # (n, L)
-    L = max(chain_lines.shape[1], 1)
+    on_lines = on_chain(p)  # (n, L)
+    L = max(on_lines.shape[1], 1)
+    colon = 4 * p["n_lines"] + 2  # (n,) the `:` token
     query = np.zeros((n, width), bool)
-    query[rows, 4 * p["n_lines"] + 2] = True  # the `:` token
-    chain = in_lines & (chain_lines[:, np.minimum(line, L - 1)] if chain_lines.shape[1]
+    query[rows, colon] = True
+    chain = in_lines & (on_lines[:, np.minimum(line, L - 1)] if on_lines.shape[1]
                         else np.zeros((n, width), bool))
     root = np.zeros((n, width), bool)
     root[rows, 4 * p["root_line"] + 2] = True
     first = in_lines & (line[None, :] == p["query_line"][:, None])
-    return {"chain": (query, chain), "root": (query, root), "query_line": (query, first)}
+    out = {"chain": (query, chain), "root": (query, root), "query_line": (query, first)}
+
+    max_hops = max(max_hops, int(p["depth"].max(initial=0)))
+    hops = chain_lines(p, max_hops)  # (n, max_hops)
+    for h in range(1, max_hops + 1):
+        target = hops[:, h - 1]  # (n,) chain line h, -1 where the program is shallower
+        live = target >= 0
+        keys = in_lines & (line[None, :] == target[:, None])  # (n, pos)
+        # the two positions that read: the query's letter and `:`, or a line's rhs and newline
+        reader = colon - 1 if h == 1 else 4 * hops[:, h - 2] + 2  # (n,)
+        at_line = np.zeros((n, width), bool)
+        at_line[rows[live], reader[live]] = True
+        at_line[rows[live], reader[live] + 1] = True
+        out[f"hop{h}"] = (at_line, keys)
+        if h >= 2:
+            at_query = np.zeros((n, width), bool)
+            at_query[rows[live], colon[live]] = True
+            out[f"hop{h}_at_query"] = (at_query, keys)
+    return out
 
 
 def heuristics(task, split: str = "test") -> list[dict]:
