@@ -130,7 +130,10 @@ class BindingTask(Task):
     name = "binding"
     version = 2
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
-    causal_variables: ClassVar[tuple[str, ...]] = ("root_value",)
+    # the queried variable's value (the chain's digit) and the pointer, which line's value the
+    # query reads (the `query` pairs: the same program asked for another letter) [ours: Wu et
+    # al. 2025 patch these, they do not align them]
+    causal_variables: ClassVar[tuple[str, ...]] = ("root_value", "query")
     main_variables: ClassVar[tuple[str, ...]] = ("root_value",)
     probe_variable_names: ClassVar[tuple[str, ...]] = ("root_value", "line_value")
     pair_role_strata: ClassVar[tuple[str, ...]] = ("depth",)
