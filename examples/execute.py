@@ -39,6 +39,7 @@ def execute(book, runs, timeout: int = 600):
     directories) as ../runs/<name>, and nothing else there; returns it, stripped
     (`strip`). Raises nbclient's CellExecutionError, naming the cell, when a cell fails."""
     import nbclient
+    from jupyter_client.manager import KernelManager
 
     with tempfile.TemporaryDirectory(prefix="study-notebook-") as tmp:
         (Path(tmp) / "examples").mkdir()
@@ -46,10 +47,17 @@ def execute(book, runs, timeout: int = 600):
         for run in runs:
             (Path(tmp) / "runs" / Path(run).name).symlink_to(Path(run).resolve(),
                                                              target_is_directory=True)
-        client = nbclient.NotebookClient(book, timeout=timeout, kernel_name="python3",
+        # the kernel talks over local sockets in the temporary directory (ipykernel warns,
+        # on every start, that TCP on localhost is unencrypted)
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=f"{tmp}/kernel")
+        client = nbclient.NotebookClient(book, km=km, timeout=timeout, kernel_name="python3",
                                          record_timing=False,
                                          resources={"metadata": {"path": f"{tmp}/examples"}})
-        client.execute()
+        try:
+            client.execute()
+        finally:  # a kernel the client did not start is ours to stop
+            if km.has_kernel:
+                km.shutdown_kernel(now=False)
     return strip(book)
 
 

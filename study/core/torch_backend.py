@@ -94,6 +94,10 @@ def choose(env: dict | None = None, driver: str | None = None) -> str:
 def check_installed(wanted: str) -> int:
     """`--installed BUILD`, run with the venv's Python after set-up: say which torch is installed
     and fail on a CPU build where a CUDA build was wanted (a GPU machine)."""
+    import warnings
+    # torch is checked before the project's packages (numpy among them) are installed: its
+    # notice that numpy is missing says nothing about the build
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     import torch
     cuda = torch.version.cuda
     print(f"torch {torch.__version__} installed ({f'CUDA {cuda}' if cuda else 'CPU build'})")

@@ -152,7 +152,10 @@ class DasConfig:
     control_k: str = setting(
         "max", "[ours] the k the controls run at: max (the largest of das.k), all (every k) "
         "or one k of das.k")
-    standardize: bool = setting(True, "[paper, Grant et al.] standardise the site before the alignment")
+    standardize: bool = setting(
+        True, "[ours] standardise the site (per-dimension mean and sd of the training pairs) "
+        "before the alignment; the authors' code leaves it off [paper code: grantsrb/mas, "
+        "zscore_alignment: False], as the paper preset does")
     laf_form: str = setting(
         "rotated", "the form of `laf`: rotated [ours]: R (M M^T + 0.1 I) diag(s) with R "
         "orthogonal, which contains every OAF (sd reaches orthogonal projections only onto "
@@ -259,7 +262,8 @@ def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
 
 
 @register("analysis", "das", config=DasConfig, check=check, presets={
-    "paper": {},
+    # [paper code: grantsrb/mas] the site unstandardised, as the authors align it
+    "paper": {"standardize": False},
     # [ours] minutes per variable on a CPU: fewer, larger Adam steps than the paper's
     # (restarts x (OAF, LAF) on the trained network, and each one's two controls at the
     # largest k only); 1000 test pairs, so that ctx_distr:count (~12 % of its pairs change the
