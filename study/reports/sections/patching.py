@@ -94,12 +94,12 @@ def _role_heatmap(run) -> list[Figure]:
     layers = site_order(d["site_layer"])
     chart = heatmap(
         d, alt.X("role:N", sort=order, title="token role (each pair's own position)",
-                 axis=alt.Axis(labelAngle=-45)),
+                 axis=alt.Axis(labelAngle=0, labelLimit=90)),
         alt.Y("site_layer:N", sort=layers, title="site"), "value", title="flip rate",
         scheme="blues", tooltip=["counterfactual:N", "site_layer:N", "role:N",
                                  alt.Tooltip("value:Q", format=".3f", title="flip rate"),
                                  alt.Tooltip("n_pairs:Q", title="pairs with the role")],
-        width=max(WIDTH // 2, 28 * len(order)), height=max(60, 16 * len(layers))
+        width=max(WIDTH // 2, 80 * len(order)), height=max(60, 16 * len(layers))
     ).facet(row=alt.Row("counterfactual:N", title=None,
                         header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="left")))
     return [Figure(
