@@ -2,7 +2,7 @@
 Python semantics, run on token arrays, and the shallow rules an answer can be mistaken for.
 
 `interpret` runs programs and says, per program, line and letter, what each binding holds
-and which line it came from; the query chain (`on_chain`) is the path of copies the answer
+and which line it came from; the query chain (`chain_lines`, `on_chain`) is the path of copies the answer
 follows back to its digit, the causal variable `root_value` being that digit. The shallow
 rules (`heuristic_predictions`) are the shortcuts the generator rejects programs for and the
 `heuristics` table scores.
@@ -81,16 +81,30 @@ def heuristic_predictions(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "most_frequent_digit": most, "nearest_constant": digit[rows, near]}
 
 
+def chain_lines(p: dict[str, np.ndarray], max_hops: int) -> np.ndarray:
+    """(n, max_hops) int64: column h-1 holds chain line h, the line hop h reads, counted from
+    the query: chain line 1 is `query_line`, chain line h + 1 the `source_line` of chain line
+    h (the binding in force where that line reads its letter, so reassignment is respected);
+    -1 past a program's depth. `p` = `interpret`'s output."""
+    n = len(p["query_line"])
+    rows = np.arange(n)
+    out = np.full((n, max_hops), -1, np.int64)
+    k = p["query_line"].copy()  # (n,)
+    for h in range(max_hops):
+        out[:, h] = k
+        if not p["source_line"].shape[1]:
+            break
+        k = np.where(k >= 0, p["source_line"][rows, np.maximum(k, 0)], -1)
+    return out
+
+
 def on_chain(p: dict[str, np.ndarray]) -> np.ndarray:
     """(n, L) bool: the lines of each program's query chain, from the query's own assignment
     (`query_line`) back through `source_line` to the digit (`root_line`); `p` = `interpret`'s
     output. A chain has `depth` lines."""
-    n = len(p["query_line"])
-    rows = np.arange(n)
-    out = np.zeros(p["source_line"].shape, bool)
-    k = p["query_line"].copy()  # (n,) current hop, -1 once past the digit
-    while (k >= 0).any():
-        live = k >= 0
-        out[rows[live], k[live]] = True
-        k = np.where(live, p["source_line"][rows, np.maximum(k, 0)], -1)
+    n, L = p["source_line"].shape
+    lines = chain_lines(p, int(p["depth"].max()) if n else 0)  # (n, depth)
+    out = np.zeros((n, L), bool)
+    rows, cols = np.nonzero(lines >= 0)
+    out[rows, lines[rows, cols]] = True
     return out

@@ -7,7 +7,7 @@ sit at different positions in each program, so a table over absolute positions m
 these roles name each pair's own positions instead [ours: the names]. Counted along the
 chain, in the base program (`causal.interpret`, reassignment included: a copy reads the
 binding its right-hand letter holds at that line, `source_line`). Chain lines are counted from
-the query, as the hop-role attention targets count them (`views.chain_lines`: chain line 1
+the query, as the hop-role attention targets count them (`causal.chain_lines`: chain line 1
 assigns the queried letter, chain line h + 1 is the line chain line h reads), and listed in
 the order the value travels:
 
@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from study.tasks.binding.causal import interpret
-from study.tasks.binding.views import chain_lines
+from study.tasks.binding.causal import chain_lines, interpret
 
 
 def pair_roles(base_ids: np.ndarray, max_depth: int) -> dict[str, np.ndarray]:

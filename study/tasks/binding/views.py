@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from study.tasks.binding.causal import heuristic_predictions, interpret, on_chain
+from study.tasks.binding.causal import chain_lines, heuristic_predictions, interpret, on_chain
 
 
 def _line_of(p: dict[str, np.ndarray], width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -36,23 +36,6 @@ def probe_variables(ids: np.ndarray, pad_id: int) -> dict[str, np.ndarray]:
     line_value = np.where(in_lines, by_line, np.where(query, answer, -1))
     root = np.where(ids != pad_id, answer, -1)
     return {"root_value": root.astype(np.int64), "line_value": line_value.astype(np.int64)}
-
-
-def chain_lines(p: dict[str, np.ndarray], max_hops: int) -> np.ndarray:
-    """(n, max_hops) int64: column h-1 holds chain line h, the line hop h reads, counted from
-    the query: chain line 1 is `query_line`, chain line h + 1 the `source_line` of chain line
-    h (the binding in force where that line reads its letter, so reassignment is respected);
-    -1 past a program's depth. `p` = `causal.interpret`'s output."""
-    n = len(p["query_line"])
-    rows = np.arange(n)
-    out = np.full((n, max_hops), -1, np.int64)
-    k = p["query_line"].copy()  # (n,)
-    for h in range(max_hops):
-        out[:, h] = k
-        if not p["source_line"].shape[1]:
-            break
-        k = np.where(k >= 0, p["source_line"][rows, np.maximum(k, 0)], -1)
-    return out
 
 
 def attention_targets(ids: np.ndarray,
