@@ -339,7 +339,7 @@ class Run:
                      site: str | None = None, checkpoint="final", device="cpu"):
         """A `pyvene.IntervenableModel` over the run's network at `checkpoint` holding the
         trained alignment (`alignment` for its arguments). `study.iia(iv, run.pairs(variable))`
-        gives the das table's test IIA; `study.models.sites.pyvene_bridge.interchange` runs it on
+        gives the das table's test IIA; `study.models.sites.pyvene_run.interchange` runs it on
         any (base, source) batch."""
         from study.models.sites.pyvene_bridge import site_intervenable
 

@@ -34,7 +34,8 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     from study.analyses.das.search import site_data, step
     from study.analyses.common.interchange import pair_tensors
     from study.models.base import build_model
-    from study.models.sites.pyvene_bridge import interchange, intervenable
+    from study.models.sites.pyvene_bridge import intervenable
+    from study.models.sites.pyvene_run import interchange
     from study.models.sites import default_sites
 
     dev = choose_device(device)

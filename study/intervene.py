@@ -81,8 +81,8 @@ def interchange(iv, pairs, *, rows=None, sources=None, base_pos=None, source_pos
     not run again: a loop training an alignment reads them once. base_pos, source_pos: one
     position per pair of `pairs` to act at instead of the pair's own. Gradients reach a
     trainable intervention (an alignment); the network itself is frozen."""
-    from study.models.sites.pyvene_bridge import interchange as run_interchange
-    from study.models.sites.pyvene_bridge import interchange_vectors
+    from study.models.sites.pyvene_run import interchange as run_interchange
+    from study.models.sites.pyvene_run import interchange_vectors
 
     pt = _tensors(iv, pairs)
     device = pt.base_ids.device

@@ -19,7 +19,8 @@ from study.analyses.das.search import forward, search, site_data
 from study.analyses.common.interchange import pair_tensors
 from study.analyses.common.context import AnalysisContext
 from study.analyses.das import DasConfig
-from study.models.sites.pyvene_bridge import interchange, intervenable
+from study.models.sites.pyvene_bridge import intervenable
+from study.models.sites.pyvene_run import interchange
 from tests.models.hook_reference import intervene
 from study.models.sites.modules import Sites
 from study.core.registry import get

@@ -11,7 +11,8 @@ import torch
 from study.analyses.common.context import AnalysisContext
 from study.analyses.common.interchange import all_right, logit_diff, pair_tensors
 from study.analyses.patching.sweep import sweep, tables
-from study.models.sites.pyvene_bridge import interchange, intervenable
+from study.models.sites.pyvene_bridge import intervenable
+from study.models.sites.pyvene_run import interchange
 from study.models.sites.capture import capture
 from tests.models.hook_reference import intervene, replace_fn
 from study.core.registry import get

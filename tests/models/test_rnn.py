@@ -8,6 +8,7 @@ from torch import nn
 
 from study.models.base import build_model
 from study.models.sites import pyvene_bridge as ps
+from study.models.sites import pyvene_run as pr
 from study.models.nets.rnn import RecurrentLM
 from study.models.sites.capture import site_widths
 from study.models.sites.modules import Sites
@@ -235,7 +236,7 @@ def test_pyvene_state_interchange_is_causal_and_equals_a_hook(cell, batch):
         lambda _m, a: seen.__setitem__("head", a[0].clone())))
     try:
         with torch.no_grad():
-            out = ps.interchange(iv, base, source)
+            out = pr.interchange(iv, base, source)
     finally:
         for h in handles:
             h.remove()
@@ -259,10 +260,10 @@ def test_pyvene_identity_swap_changes_nothing(cell):
     base = _ids(5, 8)
     clean, _ = _states(model, base)
     with torch.no_grad():
-        out = ps.interchange(ps.intervenable(model, "state", 2, "vanilla"), base, base)
+        out = pr.interchange(ps.intervenable(model, "state", 2, "vanilla"), base, base)
         assert torch.equal(out, clean)
         rot = ps.intervenable(model, "state", 5, "rotated")
-        torch.testing.assert_close(ps.interchange(rot, base, base), clean, rtol=0, atol=1e-5)
+        torch.testing.assert_close(pr.interchange(rot, base, base), clean, rtol=0, atol=1e-5)
 
 
 def test_pyvene_state_source_from_other_steps_equals_a_hook():
@@ -274,12 +275,12 @@ def test_pyvene_state_source_from_other_steps_equals_a_hook():
     want, _ = _states(model, base, patch=(t, lambda y: picked))
     iv = ps.intervenable(model, "state", t, "vanilla")
     with torch.no_grad():
-        out = ps.interchange(iv, base, source, base_pos=[t] * 5, source_pos=src_steps)
+        out = pr.interchange(iv, base, source, base_pos=[t] * 5, source_pos=src_steps)
     torch.testing.assert_close(out, want, rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match="group examples by step"):
-        ps.interchange(iv, base, source, base_pos=[t, t, t, t, t - 1])
+        pr.interchange(iv, base, source, base_pos=[t, t, t, t, t - 1])
     with pytest.raises(ValueError, match="one integer"):
-        ps.interchange(iv, base, source, source_pos=2)
+        pr.interchange(iv, base, source, source_pos=2)
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -287,7 +288,7 @@ def test_pyvene_rotated_subspace_equals_a_hook_and_trains(cell):
     model, t = _model(cell), 3
     base, source = _ids(4, 13), _ids(4, 14)
     iv = ps.intervenable(model, "state", t, "rotated")
-    out = ps.interchange(iv, base, source, source_pos=torch.tensor([0, 1, 2, 3]),
+    out = pr.interchange(iv, base, source, source_pos=torch.tensor([0, 1, 2, 3]),
                          subspaces=[[0, 1]] * 4)
     (rotation,) = [p for p in iv.parameters() if p.requires_grad]  # the model is frozen
     out.logsumexp(-1).sum().backward()
@@ -315,9 +316,9 @@ def test_user_hooks_survive_pyvene_calls():
     iv = ps.intervenable(model, "state", 3, "vanilla")
     base, source = _ids(2, 11), _ids(2, 12)
     with torch.no_grad():
-        ps.interchange(iv, base, source)
+        pr.interchange(iv, base, source)
         iv({"input_ids": base}, [{"input_ids": source}])  # a direct call is guarded too
-        ps.interchange(iv, base, source, source_pos=[1, 6])
+        pr.interchange(iv, base, source, source_pos=[1, 6])
     assert _hook_snapshot(model) == before  # user's hooks kept, none of pyvene's left
     calls.clear()
     with torch.no_grad():
@@ -386,7 +387,7 @@ def test_stub_per_example_interchange_equals_a_hook(n_units):
     want = _hook_interchange(model, 1, base, source, bpos, spos)
     iv = ps.intervenable(model, "resid", 1, "vanilla", n_units=n_units)
     with torch.no_grad():
-        out = ps.interchange(iv, base, source, base_pos=bpos, source_pos=spos)
+        out = pr.interchange(iv, base, source, base_pos=bpos, source_pos=spos)
         clean = model(base)
     torch.testing.assert_close(out, want, rtol=0, atol=1e-6)
     assert (out - clean).abs().amax() > 1e-3  # the patch did something
@@ -400,7 +401,7 @@ def test_stub_identity_swap_changes_nothing():
         clean = model(base)
         for name in ("vanilla", "rotated"):
             iv = ps.intervenable(model, "resid", 2, name)
-            out = ps.interchange(iv, base, base, base_pos=[[0], [4], [7]])
+            out = pr.interchange(iv, base, base, base_pos=[[0], [4], [7]])
             torch.testing.assert_close(out, clean, rtol=0, atol=1e-5)
 
 
@@ -414,11 +415,11 @@ def test_stub_sticky_fast_mode_is_reset():
     assert iv.use_fast  # pyvene's trap is armed by one integer location
     bpos, spos = [[1], [6], [3]], [[4], [0], [7]]
     with torch.no_grad():
-        out = ps.interchange(iv, base, source, base_pos=bpos, source_pos=spos)
+        out = pr.interchange(iv, base, source, base_pos=bpos, source_pos=spos)
     torch.testing.assert_close(out, _hook_interchange(model, 1, base, source, bpos, spos),
                                rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match="fast mode"):
-        ps.interchange(iv, base, source, base_pos=3)
+        pr.interchange(iv, base, source, base_pos=3)
 
 
 def test_bridge_rejects_bad_sites():

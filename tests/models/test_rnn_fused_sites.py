@@ -10,6 +10,7 @@ import torch
 
 from study.analyses.das.alignment import LinearAlignment, OrthogonalAlignment
 from study.models.sites import pyvene_bridge as ps
+from study.models.sites import pyvene_run as pr
 from tests.conftest import frozen_smoke_model
 from tests.models.hook_reference import intervene
 
@@ -48,7 +49,7 @@ def _loop(model, monkeypatch):
     """From here on the network runs its step loop whatever is hooked, and a per-row call
     hands each step's hook its own rows (no merged declaration): the reference."""
     monkeypatch.setattr(model, "_plan", lambda batch, pos_len: ("loop", None))
-    monkeypatch.setattr(ps, "_one_intervention", lambda iv: False)
+    monkeypatch.setattr(pr, "_one_intervention", lambda iv: False)
 
 
 def _counted(inst):
@@ -105,11 +106,11 @@ def test_a_one_step_pyvene_intervenable_runs_the_kernel_not_the_loop(cell, monke
     iv = ps.intervenable(model, "state", t, "rotated")
     calls = Calls(model, monkeypatch)
     with torch.no_grad():
-        got = ps.interchange(iv, base, source, source_pos=[1, 2, 4, 6, 9])
+        got = pr.interchange(iv, base, source, source_pos=[1, 2, 4, 6, 9])
     assert calls.step == 0 and calls.kernel >= 2  # the source read, the base's two segments
     _loop(model, monkeypatch)
     with torch.no_grad():
-        want = ps.interchange(iv, base, source, source_pos=[1, 2, 4, 6, 9])
+        want = pr.interchange(iv, base, source, source_pos=[1, 2, 4, 6, 9])
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
@@ -132,7 +133,7 @@ def test_per_row_steps_take_the_fused_path_and_equal_the_loop(cell, cls, bpos, k
     def run():
         for p in params:
             p.grad = None
-        out = ps.interchange_vectors(iv, base, bpos, src)
+        out = pr.interchange_vectors(iv, base, bpos, src)
         out.square().sum().backward()
         return out.detach(), _grads(params)
 
@@ -166,13 +167,13 @@ def test_a_merged_per_row_call_in_the_step_loop_equals_the_per_step_reference(ce
     handle = register_module_forward_hook(lambda m, a, y: None)
     try:
         with torch.no_grad():
-            got = ps.interchange_vectors(iv, base, bpos, src)
+            got = pr.interchange_vectors(iv, base, bpos, src)
     finally:
         handle.remove()
     assert calls.step == 2 * T and calls.kernel == 0  # the loop: own-step states, then the run
     _loop(model, monkeypatch)
     with torch.no_grad():
-        want = ps.interchange_vectors(iv, base, bpos, src)
+        want = pr.interchange_vectors(iv, base, bpos, src)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
@@ -202,9 +203,9 @@ def test_a_users_hook_during_a_per_row_call_runs_and_sees_the_loops_states(t, mo
     handle = model.sites.state[t].register_forward_hook(lambda _m, _a, y: seen.append(y.clone()))
     try:
         with torch.no_grad():
-            got = ps.interchange_vectors(iv, base, bpos, src)
+            got = pr.interchange_vectors(iv, base, bpos, src)
             _loop(model, monkeypatch)
-            want = ps.interchange_vectors(iv, base, bpos, src)
+            want = pr.interchange_vectors(iv, base, bpos, src)
     finally:
         handle.remove()
     assert len(seen) == 2  # step t ran in both (the kernel cut there, then the loop)
@@ -263,7 +264,7 @@ def test_on_cuda_gathered_equals_the_loop_and_trains_in_eval_mode(cell, monkeypa
     def run():
         for p in params:
             p.grad = None
-        out = ps.interchange_vectors(iv, base, bpos, src)
+        out = pr.interchange_vectors(iv, base, bpos, src)
         out.square().sum().backward()
         return out.detach(), _grads(params)
 

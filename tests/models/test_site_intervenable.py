@@ -9,6 +9,7 @@ import torch
 
 from study.analyses.das.alignment import LinearAlignment, OrthogonalAlignment
 from study.models.sites import pyvene_bridge as ps
+from study.models.sites import pyvene_run as pr
 from study.models.sites.pyvene_interventions import (AblateIntervention, PatchIntervention,
                                                      WriteIntervention, gate_rows)
 from study.models.sites.capture import gather_site, state_at
@@ -40,7 +41,7 @@ def test_every_example_at_its_own_step_in_one_forward_equals_hooks(model_name, c
     src = state_at(model, source, spos.tolist())  # (6, width)
     inst = _alignment(cls, src.shape[1], 3)
     iv = ps.site_intervenable(model, "state", 0, inst)
-    out = ps.interchange_vectors(iv, base, bpos, src)
+    out = pr.interchange_vectors(iv, base, bpos, src)
     with intervene(model, "state", 0, bpos, lambda r, v: inst(v, src[r])):
         want = model(base)
     torch.testing.assert_close(out, want, atol=1e-6, rtol=1e-6)
@@ -52,7 +53,7 @@ def test_every_example_at_its_own_step_in_one_forward_equals_hooks(model_name, c
     for i, t in enumerate(bpos.tolist()):  # nothing changes before each row's own step
         torch.testing.assert_close(out[i, :t], plain[i:i + 1, :t][0], **exact)
     # from source sequences: pyvene path (source states read per example) gives the same
-    torch.testing.assert_close(ps.interchange(iv, base, source, base_pos=bpos, source_pos=spos),
+    torch.testing.assert_close(pr.interchange(iv, base, source, base_pos=bpos, source_pos=spos),
                                want, atol=1e-6, rtol=1e-6)
 
 
@@ -66,7 +67,7 @@ def test_gradients_through_the_cached_path_equal_the_hook_path():
         inst = _alignment(OrthogonalAlignment, model.d_state, 2)
         if route == "pyvene":
             iv = ps.site_intervenable(model, "state", 0, inst)
-            out = ps.interchange_vectors(iv, base, bpos, src)
+            out = pr.interchange_vectors(iv, base, bpos, src)
         else:
             with intervene(model, "state", 0, bpos, lambda r, v: inst(v, src[r])):
                 out = model(base)
@@ -85,8 +86,8 @@ def test_readout_returns_the_scored_positions_logits():
     mask = torch.zeros(base.shape, dtype=torch.bool)
     mask[:, -3:] = True
     mask[0, 1] = True
-    full = ps.interchange_vectors(iv, base, bpos, src)
-    torch.testing.assert_close(ps.interchange_vectors(iv, base, bpos, src, readout=mask),
+    full = pr.interchange_vectors(iv, base, bpos, src)
+    torch.testing.assert_close(pr.interchange_vectors(iv, base, bpos, src, readout=mask),
                                full[mask], atol=1e-6, rtol=1e-6)
 
 
@@ -102,7 +103,7 @@ def test_patching_one_head_through_pyvene_equals_a_hook():
     iv = ps.site_intervenable(model, "head", 1, PatchIntervention(features=(0, d_head)))
     with intervene(model, "head", 1, pos, replace_fn(src[:, feats], feats)):
         want = model(base)
-    got = ps.interchange_vectors(iv, base, pos, src)
+    got = pr.interchange_vectors(iv, base, pos, src)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
     assert not torch.allclose(want, model(base), atol=1e-4)
 
@@ -122,7 +123,7 @@ def test_writing_given_values_through_pyvene_equals_a_hook(where):
     pos = torch.tensor([1, 4, 4, 9, 0])
     z = torch.randn(5, 2, generator=torch.Generator().manual_seed(5))
     iv = ps.site_intervenable(model, kind, layer, WriteIntervention(write=write))
-    got = ps.interchange_vectors(iv, base, pos, z)
+    got = pr.interchange_vectors(iv, base, pos, z)
     with intervene(model, kind, layer, pos, lambda r, v: write(v, z[r])):
         want = model(base)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
@@ -153,16 +154,16 @@ def test_ablating_a_head_at_every_position_through_pyvene_equals_a_hook(mean):
     finally:
         handle.remove()
     iv = ps.intervenable(model, "head", 1, AblateIntervention(features=(lo, hi), values=values))
-    got = ps.run_sourceless(iv, base)
+    got = pr.run_sourceless(iv, base)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
     assert not torch.allclose(got, plain, atol=1e-4)  # the head matters to the output
     mask = torch.zeros(base.shape, dtype=torch.bool)
     mask[:, -2:] = True
-    torch.testing.assert_close(ps.run_sourceless(iv, base, readout=mask), want[mask],
+    torch.testing.assert_close(pr.run_sourceless(iv, base, readout=mask), want[mask],
                                atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(model(base), plain, atol=0, rtol=0)  # nothing left behind
     with pytest.raises(ValueError, match="needs a source"):
-        ps.run_sourceless(ps.intervenable(model, "head", 1, PatchIntervention), base)
+        pr.run_sourceless(ps.intervenable(model, "head", 1, PatchIntervention), base)
 
 
 def test_row_selection_leaves_unselected_rows_exactly_alone():
@@ -196,13 +197,13 @@ def test_pyvene_save_and_load_rebuild_the_same_intervenable(tmp_path, where):
     base = _ids(model, 4, 7, n_pos=10)
     pos = torch.tensor([1, 4, 8, 9])
     src = torch.randn(4, width, generator=torch.Generator().manual_seed(3))
-    want = ps.interchange_vectors(iv, base, pos, src)
+    want = pr.interchange_vectors(iv, base, pos, src)
     ps.save_pyvene(iv, tmp_path / "iv")
     loaded = ps.pyvene().IntervenableModel.load(str(tmp_path / "iv"), ps.register(model))
     calls = []
     handle = model.sites.__getattr__(kind)[layer].register_forward_hook(lambda *_: calls.append(1))
     try:
-        got = ps.interchange_vectors(loaded, base, pos, src)
+        got = pr.interchange_vectors(loaded, base, pos, src)
         assert calls  # the user's hook survived pyvene's clean-up
     finally:
         handle.remove()
@@ -243,7 +244,7 @@ def test_a_site_fed_a_tensor_autograd_saved_trains_through_pyvene():
         inst = _alignment(OrthogonalAlignment, 6, 2)
         if route == "pyvene":
             iv = ps.site_intervenable(model, "state", 0, inst)
-            out = ps.interchange_vectors(iv, base, bpos, src)
+            out = pr.interchange_vectors(iv, base, bpos, src)
         else:
             with intervene(model, "state", 0, bpos, lambda r, v: inst(v, src[r])):
                 out = model(base)

@@ -265,7 +265,8 @@ def test_pyvene_resid_interchange_equals_manual_hook(name, route):
         def run(src):
             return iv({"ids": base}, [{"ids": src}], {"sources->base": (where, where)})[1]
     else:
-        from study.models.sites.pyvene_bridge import interchange, intervenable
+        from study.models.sites.pyvene_bridge import intervenable
+        from study.models.sites.pyvene_run import interchange
         iv = intervenable(model, "resid", 1, "vanilla")
 
         def run(src):

@@ -8,7 +8,7 @@ projection, so zeroing it removes exactly that head's contribution to the residu
   distribution when no separate one is named].
 The ablation runs through pyvene like every intervention of the library: an `intervenable`
 at `head[l]` holding an `AblateIntervention`, applied over the site's whole output
-(`study.models.sites.pyvene_bridge.run_sourceless`).
+(`study.models.sites.pyvene_run.run_sourceless`).
 Accuracy uses training's rule (every scored position's argmax among the task's output ids is
 its label, `study/core/outputs.py` via `study.analyses.common.data.correct`); stratum values
 read as the task labels them (`task.stratum_label`).
@@ -20,7 +20,8 @@ import torch
 
 from study.analyses.common.data import correct
 from study.models.sites.capture import batches, hooked, site_widths
-from study.models.sites.pyvene_bridge import intervenable, run_sourceless
+from study.models.sites.pyvene_bridge import intervenable
+from study.models.sites.pyvene_run import run_sourceless
 
 METHODS = ("zero", "mean")
 

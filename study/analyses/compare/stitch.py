@@ -33,7 +33,8 @@ from study.analyses.common.interchange import PairTensors, rows_right, scored_en
 from study.analyses.compare.paired import SiteRef
 from study.analyses.compare.projection import Subspace
 from study.core.labels import IGNORE
-from study.models.sites.pyvene_bridge import interchange_vectors, site_intervenable
+from study.models.sites.pyvene_bridge import site_intervenable
+from study.models.sites.pyvene_run import interchange_vectors
 
 
 def fit_map(za: torch.Tensor, zb: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,7 @@ import torch
 from study.analyses.common.interchange import PairTensors, scored_end
 from study.analyses.das.alignment import cached_maps
 from study.core.labels import IGNORE
-from study.models.sites.pyvene_bridge import interchange_vectors
+from study.models.sites.pyvene_run import interchange_vectors
 
 WINDOW = 20  # training batches averaged for early stopping [ours]
 MIN_GAIN = 0.005  # windowed-IIA gain that resets the plateau count (`das.patience`) [ours]

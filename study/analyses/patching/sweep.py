@@ -58,7 +58,8 @@ from study.analyses.common.interchange import (PairTensors, all_right, judged, l
 from study.analyses.patching.roles import RoleOutcomes
 from study.core.sites import STEP_KINDS
 from study.core.tables import HEAD_RANKING
-from study.models.sites.pyvene_bridge import interchange_vectors, site_intervenable
+from study.models.sites.pyvene_bridge import site_intervenable
+from study.models.sites.pyvene_run import interchange_vectors
 from study.models.sites.capture import capture
 
 

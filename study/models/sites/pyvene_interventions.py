@@ -21,7 +21,7 @@ examples are its own [ours]:
   subspace with it. Row selection as above.
 - `AblateIntervention`: features [start, stop) of the site set to 0 or to given per-position
   values, at every position it is applied to (the `circuits` analysis' head ablation, run over
-  the site's whole output: `study.models.sites.pyvene_bridge.run_sourceless`).
+  the site's whole output: `study.models.sites.pyvene_run.run_sourceless`).
 
 The classes live in an importable module, so `pyvene.IntervenableModel.load` can rebuild them
 from the type names it saves.
