@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 import torch
 
+from study.analyses.probes import spread
 from study.analyses.probes.fit import POOLED, probe_site, shuffled
 from study.analyses.common.context import AnalysisContext
 from study.core import registry
+from study.core.errors import UsageError
 
 
 def _planted(n=240, pos=4, d=12, n_classes=3, seed=0):
@@ -134,3 +136,17 @@ def test_a_probe_stopped_at_max_iter_is_flagged_once_per_analysis(tmp_path, caps
     assert n_failed >= 1
     assert err == [f"warning: {n_failed} of {n_fits} probes did not converge within "
                    f"max_iter=1; raise probes.max_iter"]
+
+
+def test_max_positions_probes_an_even_spread_that_keeps_both_ends(tmp_path):
+    assert spread(list(range(67)), 6) == [0, 13, 26, 40, 53, 66]
+    assert spread([4, 9], 6) == [4, 9] and spread(list(range(10)), 0) == list(range(10))
+    assert spread(list(range(10)), 1) == [9]
+    ctx = _ctx("counting", "gru", tmp_path, variables=("up_down:count",), max_positions=3)
+    table = registry.get("analysis", "probes").obj(ctx)["probes"]
+    width = ctx.task.seq_len
+    probed = set(table.position) - {POOLED}
+    assert probed and probed <= {0, round((width - 1) / 2), width - 1}
+    assert POOLED in set(table.position)
+    with pytest.raises(UsageError, match="probes.max_positions=-1"):
+        registry.get("analysis", "probes").make_config("smoke", {"max_positions": "-1"})
