@@ -42,6 +42,9 @@ class RotaryConfig:
     activation: str = setting("gelu", "gelu | gelu_tanh | relu")
     rotary_base: float = setting(10000.0, "base of the rotary frequencies (> 1)")
     init_std: float = setting(0.02, "GPT-2 initialisation [ours]")
+    embed_std: float = setting(
+        0.0, "std of the token embedding at initialisation (0: init_std, GPT-2's) [ours]; "
+        "small widths learn binding's lookup only from a larger one, e.g. 1")
 
     def __post_init__(self):
         for name in ("n_layers", "n_heads", "d_head", "d_model", "d_mlp"):
@@ -58,6 +61,9 @@ class RotaryConfig:
             raise UsageError(f"model.rotary_base={self.rotary_base} must be greater than 1")
         if self.init_std <= 0:
             raise UsageError(f"model.init_std={self.init_std} must be positive")
+        if self.embed_std < 0:
+            raise UsageError(f"model.embed_std={self.embed_std} must be 0 (init_std) or "
+                             f"positive")
 
     def param_count(self, vocab_size: int, seq_len: int) -> int:
         """Trainable parameters of the built network (rotary adds none, so seq_len is unused)."""
@@ -89,7 +95,12 @@ def _build(config: RotaryConfig, vocab_size: int, seq_len: int):
 
 @register("model", "gpt12", config=RotaryConfig, capabilities=_CAPABILITIES, presets={
     "paper": {},
-    "small": {"n_layers": 2, "n_heads": 4, "d_head": 32, "d_model": 128, "d_mlp": 512},
+    # [ours] the laptop size: one layer per step of a two-hop lookup (a layer attaches each
+    # line's letter to its right-hand side, one more per hop), width 64, no dropout, and an
+    # N(0, 1) embedding, without which this width stays on binding's plateau
+    # (docs/tasks/binding.md, "The laptop variant")
+    "small": {"n_layers": 3, "n_heads": 4, "d_head": 32, "d_model": 64, "d_mlp": 256,
+              "dropout": 0.0, "embed_std": 1.0},
     "smoke": {"n_layers": 2, "n_heads": 2, "d_head": 16, "d_model": 32, "d_mlp": 64},
 })
 def build_gpt12(config: RotaryConfig, vocab_size: int, seq_len: int):

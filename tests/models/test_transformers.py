@@ -133,6 +133,23 @@ def test_param_count_is_exact(name, scale):
         assert config.param_count(vocab, seq_len) == sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.parametrize("name", ["gpt12", "rope2"])
+def test_the_embedding_is_drawn_at_embed_std_and_every_other_weight_at_init_std(name):
+    from study.core.errors import UsageError
+    entry = get("model", name)
+    sizes = {"n_layers": "1", "d_model": "256", "d_mlp": "256", "d_head": "16", "n_heads": "2"}
+    for overrides, embed in (({}, 0.02), ({"embed_std": "1"}, 1.0)):
+        torch.manual_seed(0)
+        config = entry.make_config("paper", {**sizes, **overrides})
+        model = build_model(entry, config, 400, 16)
+        assert model.embed.weight.std().item() == pytest.approx(embed, rel=0.03)
+        assert model.blocks[0].up.weight.std().item() == pytest.approx(0.02, rel=0.03)
+    with pytest.raises(UsageError, match="model.embed_std=-1"):
+        entry.make_config("small", {"embed_std": "-1"})
+    if name == "gpt12":  # the laptop size learns binding's lookup only from N(0, 1)
+        assert get("model", "gpt12").make_config("small").embed_std == 1.0
+
+
 def test_rope2_defaults_differ_from_gpt12():
     config = get("model", "rope2").make_config("paper")
     assert (config.n_layers, config.n_heads, config.d_head, config.d_model, config.d_mlp,

@@ -11,6 +11,7 @@ import pytest
 
 from study.reports.build import build_report
 from study.reports.load import load_runs
+from study.reports.sections._compare import display_label
 from tests.reports.test_sections import chart_rows, problems
 
 COUNTING_LABELS = {"gru s0", "gru s1", "lstm s0", "rope2 s0"}
@@ -61,21 +62,41 @@ def report(compared):
     ("counting-compare-geometry-", ("run",)),
     ("counting-compare-stitching-", ("run", "other_run")),
 ])
-def test_comparison_charts_have_every_run_and_every_field(report, prefix, columns):
+def test_comparison_charts_have_every_run_and_every_field(report, compared, prefix, columns):
+    labels = {display_label(r) for r in load_runs(compared[0])}  # smoke runs: marked if < 0.9
+    assert {lab.split(" (")[0] for lab in labels} == COUNTING_LABELS
     figs = [f for f in report.figures if f.key.startswith(prefix)]
     assert figs, sorted(f.key for f in report.figures)
     for fig in figs:
         assert problems(fig.spec()) == [], fig.key
         rows = chart_rows(fig)
         for c in columns:
-            assert {r[c] for r in rows} == COUNTING_LABELS, (fig.key, c)
+            assert {r[c] for r in rows} == labels, (fig.key, c)
+
+
+def test_a_run_that_has_not_learnt_its_task_is_marked_in_every_comparison(compared):
+    runs = load_runs(compared[0])
+    for run, acc in zip(runs, (0.99, 0.5, 0.9, 0.95)):
+        run.summary["test_accuracy"] = acc
+    report = build_report(runs)
+    for prefix in ("counting-compare-similarity-", "counting-compare-geometry-",
+                   "counting-compare-stitching-"):
+        fig = next(f for f in report.figures if f.key.startswith(prefix))
+        assert {r["run"] for r in chart_rows(fig)} == {
+            "gru s0", "gru s1 (not learnt, acc 0.50)", "lstm s0", "rope2 s0"}, prefix
+        assert 'marked "not learnt" stay below 90% test accuracy' in fig.caption
+    for run in runs:
+        run.summary["test_accuracy"] = 1.0
+    fig = next(f for f in build_report(runs).figures
+               if f.key.startswith("counting-compare-stitching-"))
+    assert "not learnt" not in fig.caption
 
 
 def test_a_report_of_some_runs_drops_comparisons_with_the_others(compared):
     dirs = compared[0]
     report = build_report(load_runs(dirs[:2]))
     fig = next(f for f in report.figures if f.key.startswith("counting-compare-stitching-"))
-    assert {r["other_run"] for r in chart_rows(fig)} == {"gru s0", "gru s1"}
+    assert {r["other_run"].split(" (")[0] for r in chart_rows(fig)} == {"gru s0", "gru s1"}
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,10 @@ convention, base 10000 [ours: RoFormer/GPT-NeoX default]; no learned positions. 
 carry biases as in GPT-2 [ours: "architecturally similar to GPT-2"]; the unembedding has none.
 Dropout (GPT-2 places): after the embedding, on attention probabilities, on both block outputs.
 Initialisation follows GPT-2 [ours]: N(0, 0.02) weights and embeddings, output projections
-scaled by 1/sqrt(2·n_layers), zero biases.
+scaled by 1/sqrt(2·n_layers), zero biases. `embed_std` sets the embedding's own std: at width
+64 GPT-2's 0.02 leaves binding's lookup unlearnt for thousands of updates (the token identity is
+too faint beside what the blocks add to the stream), N(0, 1) (torch's own embedding default)
+learns it within about 1,500 (docs/tasks/binding.md).
 
 The rotary cos/sin tables are non-persistent buffers for the task's `seq_len` (checkpoints
 carry no position state); a longer input gets fresh tables, so length generalisation works.
@@ -131,6 +134,8 @@ class RotaryTransformer(nn.Module):
                 p.fill_(1.0)
             elif name.endswith(("proj.weight", "down.weight")):
                 p.normal_(0.0, std / math.sqrt(2 * self.n_layers))  # GPT-2 residual scaling
+            elif name == "embed.weight":
+                p.normal_(0.0, self.config.embed_std or std)
             else:
                 p.normal_(0.0, std)
 

@@ -2,12 +2,33 @@
 `compare_stitching`, written into each run's `analyses/compare/` by `study compare` and the
 sweep) for the sections that draw them: rows of every run in the report, duplicates dropped,
 rows naming a run outside the report dropped, run paths replaced by the report's run labels
-(with `@step` when a run was compared at several checkpoints)."""
+(with `@step` when a run was compared at several checkpoints, and " (not learnt, acc 0.55)" when
+its test accuracy is below `LEARNED_ACC`: a network that has not learnt the task has no task
+variable to compare, so a cross-architecture statement holds only between unmarked runs)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pandas as pd
+
+
+# test accuracy below which a run is marked as not having learnt its task [ours]
+LEARNED_ACC = 0.9
+NOT_LEARNT_NOTE = (f" Runs marked \"not learnt\" stay below {LEARNED_ACC:.0%} test accuracy: "
+                   "they have no task variable to compare, so their rows and columns say "
+                   "nothing about how architectures carry it.")
+
+
+def display_label(run) -> str:
+    """The run's label, marked when its test accuracy is below `LEARNED_ACC`."""
+    acc = run.summary.get("test_accuracy") if isinstance(run.summary, dict) else None
+    if isinstance(acc, (int, float)) and acc < LEARNED_ACC:
+        return f"{run.label} (not learnt, acc {acc:.2f})"
+    return run.label
+
+
+def any_not_learnt(runs) -> bool:
+    return any(display_label(r) != r.label for r in runs)
 
 
 def _key(path) -> str:
@@ -20,7 +41,7 @@ def cross_table(runs, name: str) -> pd.DataFrame | None:
     if not parts:
         return None
     df = pd.concat(parts, ignore_index=True)
-    labels = {_key(r.path): r.label for r in runs}
+    labels = {_key(r.path): display_label(r) for r in runs}
     cols = [c for c in ("run", "other_run") if c in df.columns]
     keys = {c: df[c].map(_key) for c in cols}
     keep = pd.Series(True, index=df.index)
@@ -52,5 +73,5 @@ def pick_k(ks) -> int:
 def run_order(runs, present) -> list[str]:
     """Run labels in the report's order, then any others (checkpoint-suffixed) sorted."""
     present = list(dict.fromkeys(present))
-    order = [r.label for r in runs if r.label in present]
+    order = [display_label(r) for r in runs if display_label(r) in present]
     return order + sorted(p for p in present if p not in order)

@@ -8,7 +8,9 @@ import altair as alt
 from study.core.tables import COMPARE_GEOMETRY
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._compare import cross_table, pick_k, run_order
+from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
+                                              display_label,
+                                              pick_k, run_order)
 
 
 def geometry(runs):
@@ -62,14 +64,15 @@ def build(runs) -> list:
                      "each run's k-dimensional DAS projection (mean per value, bars one "
                      "standard deviation, the grey path joins consecutive values): a line, a "
                      "curve or a ring. Values held out of training (circled in red) show "
-                     "whether they fall in place among the trained ones."),
+                     "whether they fall in place among the trained ones."
+                     + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart))
     return figs
 
 
 def _per_row(runs, order) -> int:
     """Panels a row: one architecture's seeds side by side (at most four, at least two)."""
-    models = {r.label: r.model for r in runs}
+    models = {display_label(r): r.model for r in runs}
     counts = {}
     for label in order:
         counts[models.get(label, label)] = counts.get(models.get(label, label), 0) + 1

@@ -9,7 +9,8 @@ import altair as alt
 from study.core.tables import COMPARE_SIMILARITY
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._compare import cross_table, pick_k, run_order
+from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
+                                              pick_k, run_order)
 from study.reports.sections._heatmap import heatmap
 
 KINDS = {"value": "aligned subspaces", "baseline": "inputs shuffled",
@@ -56,6 +57,7 @@ def build(runs) -> list:
                      "and orthogonal Procrustes (1 = the same geometry up to rotation and "
                      "scale). A cell is informative where it stands well above the same cell "
                      "with inputs shuffled between the runs and with the other run's "
-                     "random-rotation subspace."),
+                     "random-rotation subspace."
+                     + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart))
     return figs

@@ -10,7 +10,8 @@ import altair as alt
 from study.core.tables import COMPARE_STITCHING
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._compare import cross_table, pick_k, run_order
+from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
+                                              pick_k, run_order)
 from study.reports.sections._heatmap import heatmap
 
 COLUMNS = {"iia": "stitched A → B", "own_iia": "B's own interchange",
@@ -57,6 +58,7 @@ def build(runs) -> list:
                      "write in B (B answers the base with the base label and not the "
                      "counterfactual one). Stitching near B's own interchange and far above "
                      "both controls means the two architectures encode the variable in "
-                     "linearly interchangeable ways."),
+                     "linearly interchangeable ways."
+                     + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart, table=table))
     return figs
