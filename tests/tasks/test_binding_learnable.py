@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 
-@pytest.mark.slow  # about 10 minutes on one CPU core
+@pytest.mark.slow  # 12 minutes on one CPU core beside another run
 def test_gpt12_small_learns_the_one_hop_lookup_of_bindings_laptop_variant(tmp_path):
     from study.config import resolve
     from study.runner import run
