@@ -16,7 +16,7 @@ Initialisation follows GPT-2 [ours]: N(0, 0.02) weights and embeddings, output p
 scaled by 1/sqrt(2·n_layers), zero biases. `embed_std` sets the embedding's own std: at width
 64 GPT-2's 0.02 leaves binding's lookup unlearnt for thousands of updates (the token identity is
 too faint beside what the blocks add to the stream), N(0, 1) (torch's own embedding default)
-learns it within about 1,500 (docs/tasks/binding.md).
+learns it within a few thousand (docs/tasks/binding.md).
 
 The rotary cos/sin tables are non-persistent buffers for the task's `seq_len` (checkpoints
 carry no position state); a longer input gets fresh tables, so length generalisation works.

@@ -21,7 +21,7 @@ NOT_LEARNT_NOTE = (f" Runs marked \"not learnt\" stay below {LEARNED_ACC:.0%} te
 
 def display_label(run) -> str:
     """The run's label, marked when its test accuracy is below `LEARNED_ACC`."""
-    acc = run.summary.get("test_accuracy") if isinstance(run.summary, dict) else None
+    acc = run.summary.get("test_accuracy")
     if isinstance(acc, (int, float)) and acc < LEARNED_ACC:
         return f"{run.label} (not learnt, acc {acc:.2f})"
     return run.label
