@@ -1,5 +1,6 @@
 """Shared test set-up: datasets and runs go to a per-session temporary cache."""
 import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -53,6 +54,25 @@ def frozen_smoke_model(task_name, model_name):
     return task, model, me
 
 
+@contextlib.contextmanager
+def built_once(tmp_path_factory, name: str):
+    """Inside: a directory `name` that every worker of a parallel session (pytest-xdist)
+    shares, held under an exclusive lock: the first worker builds runs there, the others wait
+    and find them finished (a rerun of a finished run is skipped). Tests that change a run
+    copy it first. Without xdist, a directory of this session."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's root, above each worker's own
+    root = base / name
+    root.mkdir(exist_ok=True)
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield root
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 # A trained counting network with das and patching, in seconds: a smaller count range (1-6,
 # 5 held out) than the paper's, so 200 updates reach full test accuracy at smoke scale [ours].
 TRAINED_COUNTING = {"task": "counting", "scale": "smoke", "task.max_count": "6",
@@ -69,15 +89,15 @@ def trained_runs(tmp_path_factory):
     from study.config import resolve
     from study.runner import run
 
-    root = tmp_path_factory.mktemp("trained-runs")
     made = {}
 
     def get(model: str) -> Path:
         if model not in made:
             extra = SMALL_DAS if model in ("gru", "lstm") else {}
-            cfg = resolve({**TRAINED_COUNTING, **extra, "model": model,
-                           "run_dir": str(root / f"counting-{model}")})
-            made[model] = run(cfg).path
+            with built_once(tmp_path_factory, "trained-runs") as root:
+                cfg = resolve({**TRAINED_COUNTING, **extra, "model": model,
+                               "run_dir": str(root / f"counting-{model}")})
+                made[model] = run(cfg).path
         return made[model]
 
     return get

@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import built_once
+
 # (task, model, seed, analyses): three architectures on counting (one with two seeds, so the
 # report shows spreads) and an attention model on binding (circuits, head rankings).
 RUNS = [
@@ -28,8 +30,8 @@ def make_run(root: Path, task: str, model: str, seed: int, analyses: str, name: 
 @pytest.fixture(scope="session")
 def smoke_runs(tmp_path_factory) -> list[Path]:
     """Five finished smoke runs (see RUNS), each with its analyses and report.html."""
-    root = tmp_path_factory.mktemp("runs")
-    return [make_run(root, *spec) for spec in RUNS]
+    with built_once(tmp_path_factory, "report-runs") as root:
+        return [make_run(root, *spec) for spec in RUNS]
 
 
 @pytest.fixture(scope="session")

@@ -48,7 +48,7 @@ examples are its own (a row selection passed as that step's `subspaces`,
 `study/models/sites/pyvene_interventions.py`), so a batch whose examples sit at different steps runs
 in one forward.
 
-pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn.py):
+pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn_pyvene.py):
 - Every `IntervenableModel` call removes *every* forward and pre-forward hook on the wrapped
   model, a user's too (`_cleanup_states` -> `remove_forward_hooks`). `intervenable` (`_guard`)
   replaces that clean-up on the instance with one that removes only pyvene's own hooks, so hooks you
