@@ -149,7 +149,7 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
     with timed("data", _log):
         sizes = prepare_data(task)
         log(f"data: {', '.join(f'{k} {v:,}' for k, v in sizes.items())} ({time.time() - t0:.1f} s)")
-    write_heuristics(rd, task)
+    write_task_tables(rd, task)
     try:
         if rd.status() == "done" and _summary_readable(rd):
             log(f"{rd.path}: already finished (force=true retrains)")
@@ -183,18 +183,25 @@ def _summary_readable(rd: RunDir) -> bool:
         return False
 
 
-def write_heuristics(rd: RunDir, task) -> None:
-    """`heuristics.parquet`: the task's shortcut rules scored on its test split, for reports."""
-    path = rd.path / "heuristics.parquet"
+def write_task_tables(rd: RunDir, task) -> None:
+    """`heuristics.parquet`: the task's shortcut rules scored on its test split, and
+    `reference.parquet`: a published run's curves on its eval splits, for reports."""
+    _task_table(rd, "heuristics.parquet", lambda: task.heuristics("test"),
+                {"stratum": str, "value": str})
+    _task_table(rd, "reference.parquet", task.reference_curves, {"split": str})
+
+
+def _task_table(rd: RunDir, name: str, rows_of, types: dict) -> None:
+    """Write the task's rows as `name` unless a readable copy is there; none if no rows."""
+    path = rd.path / name
     if path.exists():
         if readable(path):
             return
         log(f"notice: {path} is damaged; moved it to {set_aside(path).name} and rebuilt it from the task")
-    rows = task.heuristics("test")
+    rows = rows_of()
     if rows:
         import pandas as pd
-        df = pd.DataFrame(rows).astype({"stratum": str, "value": str})
-        rd.write_parquet("heuristics.parquet", df)
+        rd.write_parquet(name, pd.DataFrame(rows).astype(types))
 
 
 def write_report(rd: RunDir) -> None:

@@ -30,6 +30,7 @@ class RunTables:
     status: str
     metrics: pd.DataFrame | None  # step, split, stratum, metric, value
     heuristics: pd.DataFrame | None  # heuristic, stratum, value, accuracy, n
+    reference: pd.DataFrame | None = None  # source, step, split, accuracy: a published run
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # analysis table name -> rows
     label: str = ""  # unique, short name in charts: "<model> s<seed>" (+ dir name on clashes)
 
@@ -89,7 +90,8 @@ def load_run(path: str | Path) -> RunTables:
         tables[f.stem] = _parquet(f)
     return RunTables(path=p, config=config, summary=summary, status=str(status),
                metrics=_parquet(p / "metrics.parquet", optional=True),
-               heuristics=_parquet(p / "heuristics.parquet", optional=True), tables=tables)
+               heuristics=_parquet(p / "heuristics.parquet", optional=True),
+               reference=_parquet(p / "reference.parquet", optional=True), tables=tables)
 
 
 def load_runs(paths) -> list[RunTables]:
@@ -141,8 +143,8 @@ def _advice(path: Path) -> str:
         run, name = path.parent.parent.parent, path.parent.name
         return (f"re-run `python -m study analyze {run} analysis={name}` (the damaged file is "
                 f"set aside and recomputed)")
-    if path.name == "heuristics.parquet":
-        return f"re-run the `run` command that made {run} (heuristics.parquet is rebuilt from the task)"
+    if path.name in ("heuristics.parquet", "reference.parquet"):
+        return f"re-run the `run` command that made {run} ({path.name} is rebuilt from the task)"
     if path.name == "metrics.parquet":
         return "metrics.parquet is written by training: restore it, or retrain with force=true"
     return "the run directory is damaged"

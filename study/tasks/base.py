@@ -230,6 +230,13 @@ class Task(ABC):
         whole split). Tasks with no meaningful shortcut return []."""
         return []
 
+    def reference_curves(self) -> list[dict]:
+        """A published run's accuracy along its training, scored on this task's own eval
+        splits, for reports to draw a run's curves against: rows of {"source", "step",
+        "split", "accuracy"}. [] where the task has none, or where this configuration's
+        splits are not the ones it was scored on."""
+        return []
+
     # --- causal model ------------------------------------------------------------------
     @abstractmethod
     def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:

@@ -37,7 +37,9 @@ The family's modules, each importing only those listed before it:
 - `generate`: the sampler, the held-out pairs and positions, the pools and splits;
 - `pairs`: the counterfactual pairs;
 - `views`: what analyses read (probe variables, attention targets, the facts behind the
-  authors' progress measures) and the shortcut rules.
+  authors' progress measures) and the shortcut rules;
+- `published`: Exoo et al.'s released run scored on the nine pools, the curves reports draw a
+  run's pools against (`exoo2026_released_run.csv`).
 This module holds the config, the presets and the registered task, which delegates to them.
 """
 from __future__ import annotations
@@ -50,7 +52,7 @@ import numpy as np
 from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
-from study.tasks.assign_add import causal, pairs, views
+from study.tasks.assign_add import causal, pairs, published, views
 from study.tasks.assign_add.generate import NINE_POOLS, Generator, n_seen_pairs
 from study.tasks.base import IGNORE, Examples, Pairs, Task
 
@@ -134,7 +136,11 @@ class AssignAddTask(Task):
                         betas=(0.9, 0.999), warmup_steps=0,
                         schedule="constant",  # [ours] the paper names none; train.py has none
                         grad_clip=0.0,  # [paper] train.py does not clip
-                        loss_on="answer", eval_examples=2000)
+                        loss_on="answer", eval_examples=2000,
+                        # [paper code] train.py scores its pools every 100 updates
+                        # (EVAL_EVERY); [ours] 64 checkpoints, so that the progress measures
+                        # have several on each side of both transitions
+                        eval_every=100, checkpoints=64)
     train_presets: ClassVar[dict] = {
         "paper": _PAPER_TRAIN,
         # [ours] every pool >= 0.95 within 30 minutes on a 2-core CPU: the variable pools rise
@@ -142,9 +148,9 @@ class AssignAddTask(Task):
         # 10,400, restricted ones 0.48-0.73); halving it every 4,000 steps lets them settle
         "small": {**_PAPER_TRAIN, "steps": 12_000, "batch_size": 256, "lr": 3e-3,
                   "warmup_steps": 200, "schedule": "exp", "decay_rate": 0.5, "decay_steps": 4000,
-                  "min_lr": 1e-5, "eval_examples": 500, "eval_every": 250},
+                  "min_lr": 1e-5, "eval_examples": 500, "eval_every": 250, "checkpoints": 24},
         "smoke": {**_PAPER_TRAIN, "steps": 20, "batch_size": 32, "eval_examples": 100,
-                  "checkpoints": 4},
+                  "eval_every": 0, "checkpoints": 4},
     }
 
     def __init__(self, config: AssignAddConfig):
@@ -201,6 +207,10 @@ class AssignAddTask(Task):
     # --- what analyses read (views.py) ------------------------------------------------
     def heuristics(self, split: str = "test") -> list[dict]:
         return views.heuristics(self, split)
+
+    def reference_curves(self) -> list[dict]:
+        """Exoo et al.'s released run on the nine pools, where this run's pools are theirs."""
+        return published.curves(self.config, type(self.config)())
 
     def probe_variables(self, ids: np.ndarray, labels=None) -> dict[str, np.ndarray]:
         return views.probe_variables(self, np.asarray(ids))
