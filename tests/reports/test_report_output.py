@@ -30,6 +30,31 @@ def page_without_bundle(page: str) -> str:
     return head
 
 
+# ----------------------------------------------------------------------------- size
+
+def test_a_study_of_many_runs_renders_every_point_of_its_trajectories(tmp_path):
+    """15 runs × 6 strata × 72 evaluations: more rows than altair's notebook guard (5,000)
+    allows by default; the page still renders, with every row inlined."""
+    import pandas as pd
+    from pathlib import Path
+    from study.reports.load import RunTables, labelled
+
+    steps = range(0, 7200, 100)
+    strata = ["all", *(f"root_line={i}" for i in range(5))]
+    runs = []
+    for seed in range(15):
+        metrics = pd.DataFrame([{"step": s, "split": "val", "stratum": st, "metric": "accuracy",
+                                 "value": min(1.0, s / 7000)} for s in steps for st in strata])
+        runs.append(RunTables(path=Path(f"r{seed}"), config={"task": "binding", "model": "gru",
+                                                             "seed": seed},
+                              summary={}, status="done", metrics=metrics, heuristics=None))
+    report = build_report(labelled(runs))
+    figure = next(f for f in report.figures if f.key.endswith("trajectory-root_line"))
+    rows = sum(len(v) for v in figure.spec()["datasets"].values())
+    assert rows >= 15 * len(strata) * len(steps) > 5000
+    assert "trajectory-root_line" in render(report)
+
+
 # ----------------------------------------------------------------------------- escaping
 
 def test_spec_json_has_no_raw_markup_and_round_trips():

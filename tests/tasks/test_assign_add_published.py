@@ -116,12 +116,12 @@ def test_the_transition_table_gives_each_curves_first_step_at_each_level():
                         for split, pts in {"p1": [(0, 0.0), (100, 0.6), (200, 0.97)],
                                            "p2": [(0, 0.0), (100, 0.1), (200, 0.3)]}.items()
                         for s, v in pts])
-    run = _run("ours", _metrics({"p1": [(0, 0.0), (50, 0.4), (100, 0.5), (150, 0.99)],
-                                 "p2": [(0, 0.0), (50, 0.96), (100, 0.97), (150, 0.99)],
+    run = _run("ours", _metrics({"p1": [(0, 0.0), (50, 0.4), (100, 0.5), (1150, 0.99)],
+                                 "p2": [(0, 0.0), (50, 0.96), (100, 0.97), (1150, 0.99)],
                                  "val": [(0, 0.0), (150, 1.0)]}), ref)
     figs = section.build([run])
     table = next(f.table for f in figs if f.key == "published-steps").set_index("split")
-    assert table.loc["p1"].tolist() == ["100", "200", "100", "150"]
+    assert table.loc["p1"].tolist() == ["100", "200", "100", "1,150"]
     assert table.loc["p2"].tolist() == ["—", "—", "50", "50"]
     assert list(table.columns) == ["theirs, every 100: ≥ 50%", "theirs, every 100: ≥ 95%",
                                    "ours, every 50: ≥ 50%", "ours, every 50: ≥ 95%"]

@@ -51,7 +51,7 @@ def first_steps(data: pd.DataFrame, order: list[str], splits: list[str]) -> pd.D
             g = data[(data["curve"] == curve) & (data["split"] == split)].sort_values("step")
             for level in LEVELS:
                 hit = g[g["accuracy"] >= level]
-                row[_header(data, curve, level)] = str(int(hit["step"].iloc[0])) if len(hit) else "—"
+                row[_header(data, curve, level)] = f"{int(hit['step'].iloc[0]):,}" if len(hit) else "—"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -75,9 +75,10 @@ def build(runs) -> list[Figure]:
     chart = alt.Chart(data).mark_line(strokeWidth=1.5, clip=True).encode(
         x=step_axis("step", [last]),
         y=alt.Y("accuracy:Q", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("curve:N", title=None, sort=order,
+        # one legend: colour and dash share the field, title and order, so they merge
+        color=alt.Color("curve:N", title="run", sort=order,
                         scale=alt.Scale(domain=order, scheme="tableau10")),
-        strokeDash=alt.StrokeDash("curve:N", sort=order, legend=None,
+        strokeDash=alt.StrokeDash("curve:N", title="run", sort=order,
                                   scale=alt.Scale(domain=order, range=dashes)),
         tooltip=["curve:N", "split:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
     ).properties(width=panel_width(columns), height=HEIGHT).facet(
