@@ -30,9 +30,9 @@ class RunTables:
     status: str
     metrics: pd.DataFrame | None  # step, split, stratum, metric, value
     heuristics: pd.DataFrame | None  # heuristic, stratum, value, accuracy, n
-    reference: pd.DataFrame | None = None  # source, step, split, accuracy: a published run
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # analysis table name -> rows
     label: str = ""  # unique, short name in charts: "<model> s<seed>" (+ dir name on clashes)
+    reference: pd.DataFrame | None = None  # source, step, split, accuracy: a published run
 
     @property
     def task(self) -> str:

@@ -35,3 +35,13 @@ def heatmap(data, x: alt.X, y: alt.Y, value: str, *, title: str, scheme: str, to
         chart = alt.layer(rect, text, data=data)
     size = {k: v for k, v in (("width", width), ("height", height)) if v is not None}
     return chart.properties(**size) if size else chart
+
+
+def matrix_size(n: int, panels: int = 2) -> dict:
+    """Width and height of one n × n run matrix, `panels` of them to a row: 38 px a column,
+    narrower where the row would outgrow the page (a three-seed study of five families
+    compares 15 runs), 24 px a row. Below 26 px a column a cell cannot hold its number."""
+    from study.reports.sections._common import GAP, PLOT_WIDTH
+    fit = (PLOT_WIDTH - 160) // panels - GAP  # 160: the run names beside the first panel
+    return {"width": max(90, min(38 * n, fit)), "height": max(60, 24 * n)}
+

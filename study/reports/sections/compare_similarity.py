@@ -11,7 +11,7 @@ from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
                                               pick_k, run_order)
-from study.reports.sections._heatmap import heatmap
+from study.reports.sections._heatmap import heatmap, matrix_size
 
 KINDS = {"value": "aligned subspaces", "baseline": "inputs shuffled",
          "random_subspace": "random subspace (other run)"}
@@ -40,13 +40,14 @@ def build(runs) -> list:
         v = v[v["k"] == k]
         order = run_order(runs, list(v["run"]) + list(v["other_run"]))
         n = len(order)
+        size = matrix_size(n, panels=len(KINDS))
         chart = heatmap(
             v, alt.X("other_run:N", sort=order, title="other run", axis=alt.Axis(labelAngle=-40)),
             alt.Y("run:N", sort=order, title="run"), "score", title="similarity",
-            scheme="blues", labels=10, white_above=0.6,
+            scheme="blues", labels=10 if size["width"] >= 26 * n else None, white_above=0.6,
             tooltip=["run:N", "other_run:N", "measure:N", "compared:N", "site:N",
                      "other_site:N", alt.Tooltip("score:Q", format=".3f")],
-            width=max(90, 38 * n), height=max(60, 24 * n)).facet(
+            **size).facet(
             row=alt.Row("measure:N", title=None),
             column=alt.Column("compared:N", title=None, sort=list(KINDS.values())))
         figs.append(Figure(

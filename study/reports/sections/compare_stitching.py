@@ -12,7 +12,7 @@ from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
                                               pick_k, run_order)
-from study.reports.sections._heatmap import heatmap
+from study.reports.sections._heatmap import heatmap, matrix_size
 
 COLUMNS = {"iia": "stitched A → B", "own_iia": "B's own interchange",
            "shuffled_map_iia": "map fit on shuffled pairs",
@@ -40,7 +40,7 @@ def build(runs) -> list:
             alt.Y("run:N", sort=order, title="from A"), "rate", title="IIA (tested pairs)",
             scheme="greens", labels=10, white_above=0.6,
             tooltip=["run:N", "other_run:N", "score:N", alt.Tooltip("rate:Q", format=".3f")],
-            width=max(90, 38 * n), height=max(60, 24 * n)).facet(
+            **matrix_size(n)).facet(
             facet=alt.Facet("score:N", title=None, sort=list(COLUMNS.values())),
             columns=2)  # two matrices a row: four side by side outgrow a page
         shown = ["run", "other_run", "k", "iia", "own_iia", "shuffled_map_iia",
