@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -90,6 +91,23 @@ def test_a_run_that_has_not_learnt_its_task_is_marked_in_every_comparison(compar
     fig = next(f for f in build_report(runs).figures
                if f.key.startswith("counting-compare-stitching-"))
     assert "not learnt" not in fig.caption
+
+
+def test_runs_named_by_relative_paths_are_found_from_another_directory(compared, tmp_path,
+                                                                      monkeypatch):
+    """A sweep compares its runs by the paths it was given (`runs/...`, relative to where it
+    ran); a report made from another directory still finds every run's rows."""
+    from study.reports.sections._compare import cross_table
+    dirs, _, _ = compared
+    runs = load_runs(dirs)
+    for r in runs:
+        t = r.tables["compare_similarity"]
+        r.tables["compare_similarity"] = t.assign(
+            run=t["run"].map(lambda p: f"runs/{Path(p).name}"),
+            other_run=t["other_run"].map(lambda p: f"runs/{Path(p).name}"))
+    monkeypatch.chdir(tmp_path)  # where runs/<name> does not exist
+    table = cross_table(runs, "compare_similarity")
+    assert table is not None and set(table["run"]) == {display_label(r) for r in runs}
 
 
 def test_a_report_of_some_runs_drops_comparisons_with_the_others(compared):

@@ -35,23 +35,33 @@ def _key(path) -> str:
     return str(Path(str(path)).resolve())
 
 
+def _labels(runs) -> dict:
+    """A run's label under its resolved path and, where no other run of the report has the
+    same directory name, under that name: a comparison table names each run by the path
+    `compare` was given, which may be relative to another working directory."""
+    names = [Path(str(r.path)).name for r in runs]
+    by_name = {n: display_label(r) for n, r in zip(names, runs) if names.count(n) == 1}
+    return {**by_name, **{_key(r.path): display_label(r) for r in runs}}
+
+
 def cross_table(runs, name: str) -> pd.DataFrame | None:
     """The table `name` over the report's runs, with `run` / `other_run` as run labels."""
     parts = [r.tables[name] for r in runs if name in r.tables and not r.tables[name].empty]
     if not parts:
         return None
     df = pd.concat(parts, ignore_index=True)
-    labels = {_key(r.path): display_label(r) for r in runs}
+    labels = _labels(runs)
     cols = [c for c in ("run", "other_run") if c in df.columns]
-    keys = {c: df[c].map(_key) for c in cols}
+    keys = {c: df[c].map(lambda p: labels.get(_key(p)) or labels.get(Path(str(p)).name))
+            for c in cols}
     keep = pd.Series(True, index=df.index)
     for c in cols:
-        keep &= keys[c].isin(labels)
+        keep &= keys[c].notna()
     df = df[keep].copy()
     if df.empty:
         return None
     for c in cols:
-        df[c] = keys[c][keep].map(labels)
+        df[c] = keys[c][keep]
     step_col = {"run": "checkpoint", "other_run": "other_checkpoint"}
     for c in cols:
         steps = df.groupby(c)[step_col[c]].nunique()
