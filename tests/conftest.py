@@ -9,10 +9,26 @@ from pathlib import Path
 import pytest
 import torch
 
-# Small models on a CPU run fastest on one intra-op thread; more threads only contend.
+# Small models on a CPU run fastest on one intra-op thread; more threads only contend (one
+# pytest worker runs per core). So do the command lines the tests start.
 torch.set_num_threads(1)
+os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# The files that take a minute or more, started first: with `--dist loadfile` (`make test`) a
+# file runs on one worker from start to end, so a long file started last keeps the other
+# workers idle while it finishes.
+LONG_FIRST = ("tests/test_registry_grid.py", "tests/study/test_rundir_safety.py",
+              "tests/study/test_slurm.py", "tests/study/test_faults.py",
+              "tests/study/test_gpu_check.py", "tests/study/test_logs.py", "tests/test_examples.py",
+              "tests/study/test_launch_and_analyze.py", "tests/study/test_runner.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
 
 
 @pytest.fixture(autouse=True, scope="session")
