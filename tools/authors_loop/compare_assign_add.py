@@ -209,7 +209,20 @@ def features(ids: np.ndarray, task) -> dict[str, np.ndarray]:
     x, y = task.operands(ids)
     vals = prefix[:, 1:][prefix[:, :-1] >= var0]
     first_var = prefix[np.arange(len(ids)), lead]
-    return {"form": form, "form x n_assign": form * 10 + n_assign,
+    # joint: where each operand variable is assigned (tokens before `+`, assignments after
+    # it), per form and side; -1 where that side is a number
+    rows = np.arange(len(ids))
+    is_var = prefix >= var0
+    later = np.cumsum(is_var[:, ::-1], axis=1)[:, ::-1] - is_var  # assignments after each slot
+    joint = {}
+    for side, tok in (("left", lhs), ("right", rhs)):
+        at = np.argmax(prefix == tok[:, None], axis=1)
+        there = (tok >= var0) & (prefix[rows, at] == tok)
+        joint[f"form x tokens from the {side} operand's assignment to +"] = \
+            form * 100 + np.where(there, prefix.shape[1] - at, -1)
+        joint[f"form x assignments after the {side} operand's"] = \
+            form * 100 + np.where(there, later[rows, at], -1)
+    return {"form": form, "form x n_assign": form * 10 + n_assign, **joint,
             "PADs before the first assignment": lead, "PADs before +": trail,
             "left operand variable (v n, v v)": lhs[lhs >= var0],
             "right operand variable (n v, v v)": rhs[rhs >= var0],
