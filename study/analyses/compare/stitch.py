@@ -76,8 +76,14 @@ def stitched_iia(model_b, site_b: SiteRef, space_b: Subspace, M: torch.Tensor,
     coordinates through M; NaN without tested pairs."""
     if not tested.any():
         return float("nan")
-    right = interchange_right(model_b, site_b, space_b, pt_b, apply_map(M, za_source))
-    return float(right[tested].mean())
+    idx = tested_rows(tested, pt_b)  # only the tested pairs run
+    return float(interchange_right(model_b, site_b, space_b, pt_b.take(idx),
+                                   apply_map(M, za_source[idx])).mean())
+
+
+def tested_rows(tested: np.ndarray, pt: PairTensors) -> torch.Tensor:
+    """(m,) indices of the tested pairs, on the pairs' device."""
+    return torch.from_numpy(np.flatnonzero(tested)).to(pt.base_ids.device)
 
 
 def shuffled(za: torch.Tensor, seed: int) -> torch.Tensor:
