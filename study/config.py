@@ -73,8 +73,9 @@ class RunConfig:
         return hash8(self.identity())
 
     def analysis_settings(self) -> dict[str, dict]:
-        """Each asked analysis's resolved settings, as its tables' `settings.json` holds them."""
-        return {n: json_settings(c) if (c := self.analysis_configs.get(n)) is not None else None
+        """Each asked analysis's resolved settings that decide its results, as its tables'
+        `settings.json` holds them (the runtime-only ones left out: `result_settings`)."""
+        return {n: result_settings(c) if (c := self.analysis_configs.get(n)) is not None else None
                 for n in self.analyses}
 
     def default_run_dir(self) -> str:
@@ -102,6 +103,14 @@ def identity_of(saved: dict) -> dict:
 def json_settings(config) -> dict:
     """A config dataclass as JSON reads it back (tuples become lists)."""
     return json.loads(json.dumps(dataclasses.asdict(config), default=str))
+
+
+def result_settings(config) -> dict:
+    """`json_settings` without the fields declared `runtime=True` (speed only): the settings
+    an analysis's tables are compared against before they are reused."""
+    from study.core.settings import runtime_fields
+    skip = runtime_fields(type(config))
+    return {k: v for k, v in json_settings(config).items() if k not in skip}
 
 
 def hash8(identity: dict) -> str:

@@ -124,19 +124,25 @@ class _Run:
     not_before: float = 0.0  # monotonic time before which it is not looked at again
 
 
-def run_local(planned, slots_: Slots, total: int | None = None) -> Outcome:
-    """Run `planned` (items with .combo, .cfg, .path) as `slots_` says; returns the outcome."""
+def run_local(planned, slots_: Slots, total: int | None = None, warm=None) -> Outcome:
+    """Run `planned` (items with .combo, .cfg, .path) as `slots_` says; returns the outcome.
+    `warm`: a callable run once in this process when a slot has fallen idle for good (every
+    run started, some still running), to prepare what follows the runs (imports) on a core
+    that would otherwise wait."""
     runs = deque(_Run(i, p.combo, p.cfg, Path(p.path)) for i, p in enumerate(planned, 1))
     total = total or len(runs)
     if slots_.in_process:
         return _loop(runs, total, _InProcess())
-    return _loop(runs, total, _Processes(slots_))
+    return _loop(runs, total, _Processes(slots_), warm)
 
 
-def _loop(runs: deque, total: int, pool) -> Outcome:
+def _loop(runs: deque, total: int, pool, warm=None) -> Outcome:
     out = Outcome()
     try:
         while runs or pool.busy():
+            if warm is not None and not runs and pool.busy() and pool.free():
+                warm, prepare = None, warm
+                prepare()  # a core is free until the last runs end: use it
             now = time.monotonic()
             for run in [r for r in runs if r.not_before <= now]:
                 if not pool.free():

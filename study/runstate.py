@@ -68,14 +68,19 @@ def recorded_settings(rd: RunDir, name: str) -> dict | None:
 
 
 def settings_change(rd: RunDir, name: str, settings: dict) -> str | None:
-    """How `settings` differ from those analysis `name`'s tables were made with, e.g.
-    "k: [1, 2, 4, 16] -> [1, 2, 4, 8, 16]"; None when they are the same or unrecorded."""
+    """How `settings` (the asked ones that decide results, `RunConfig.analysis_settings`)
+    differ from those analysis `name`'s tables were made with, e.g. "k: [1, 2, 4, 16] ->
+    [1, 2, 4, 8, 16]"; None when they are the same or unrecorded. A recorded setting that
+    is not asked (a runtime-only one, or one the code no longer has) changes nothing; an
+    asked one the record lacks does."""
     old = recorded_settings(rd, name)
-    if old is None or old == settings:
+    if old is None:
         return None
-    keys = sorted(set(old) | set(settings), key=lambda k: (k not in settings, k))
-    return "; ".join(f"{k}: {old.get(k, '(unset)')} -> {settings.get(k, '(unset)')}"
-                     for k in keys if old.get(k) != settings.get(k))
+    changed = [k for k in sorted(settings) if old.get(k, _UNSET) != settings[k]]
+    return "; ".join(f"{k}: {old.get(k, '(unset)')} -> {settings[k]}" for k in changed) or None
+
+
+_UNSET = object()
 
 
 def analysed(rd: RunDir, name: str, settings: dict | None = None) -> bool:

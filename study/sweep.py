@@ -23,7 +23,7 @@ import logging
 import sys
 
 from study.core.errors import UsageError
-from study.sweep_finish import finish
+from study.sweep_finish import finish, prepare_finish
 from study.sweep_plan import parse, record
 
 _log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def cmd_sweep(args):
         gpus = f" on GPUs {','.join(slots_.gpus)}" if slots_.gpus else ""
         _log.info(f"sweep: {len(plan.runs)} runs, {slots_.jobs} at once{gpus}, "
                   f"{slots_.threads} threads each")
-    outcome = run_local(plan.runs, slots_)
+    outcome = run_local(plan.runs, slots_, warm=prepare_finish)
     done = [p for p in plan.paths if p in set(outcome.done)]
     report = finish(done, plan.report_dir) if done else None
     for path in done:

@@ -21,6 +21,15 @@ def finish(paths, out) -> Path:
     return write_runs_report(labelled([run.run_tables for run in runs]), out)
 
 
+def prepare_finish() -> None:
+    """Import what the comparisons and the report need (pyvene, the report writer: seconds
+    each), while the last runs still train: the local launcher calls this once a core falls
+    idle, so that the end of the sweep does not wait for it."""
+    from study.models.sites.pyvene_loader import pyvene
+    from study.reports import write  # noqa: F401 - imported for its modules
+    pyvene()
+
+
 def compare_end(runs, out) -> None:
     """The sweep's comparisons across its opened runs (`study compare`), when at least two
     runs of a task saved das alignments; a failure is reported and the report written

@@ -4,7 +4,8 @@ from the command line, and how a config is rebuilt from JSON.
 - `split_args(["a=1", "das.k=1,2"])` reads the key=value grammar of every command, and
   `fields_of(kv, "das")` picks one group's overrides by their prefix.
 - `setting(default, help=...)` declares a field with its help text in the field's metadata
-  (`describe` prints it); `nonfinite=True` lets a float field take nan/inf.
+  (`describe` prints it); `nonfinite=True` lets a float field take nan/inf; `runtime=True`
+  marks a setting that changes speed only, which never makes an analysis's tables stale.
 - `resolve_group(cls, prefix, preset, overrides)`: defaults → scale preset → overrides
   (strings are coerced from the field's annotation); the one way every group (task, model,
   train, each analysis) gets its config. An unknown key names the valid ones.
@@ -25,9 +26,15 @@ from study.core.errors import UsageError
 
 
 def setting(default: Any = dataclasses.MISSING, help: str = "", *,
-            default_factory: Any = dataclasses.MISSING, nonfinite: bool = False):
-    """A dataclass field whose help (and whether it admits nan/inf) lives in its metadata."""
-    metadata = {"help": help, "nonfinite": nonfinite}
+            default_factory: Any = dataclasses.MISSING, nonfinite: bool = False,
+            runtime: bool = False):
+    """A dataclass field whose help (and whether it admits nan/inf) lives in its metadata.
+    `runtime=True`: the setting changes how fast a result is computed, not the result (a
+    chunk size, a batching switch): tables made with another value are not stale
+    (`runtime_fields`)."""
+    if runtime:
+        help = f"{help} [runtime: speed only, results unchanged]"
+    metadata = {"help": help, "nonfinite": nonfinite, "runtime": runtime}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     if isinstance(default, (list, dict, set)):
@@ -137,6 +144,11 @@ def describe_fields(cls) -> list[FieldInfo]:
             default = None
         out.append(FieldInfo(name, type_name(types_[name]), default, _help(cls, name)))
     return out
+
+
+def runtime_fields(cls) -> frozenset[str]:
+    """The fields of config class `cls` declared `runtime=True` (speed only)."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("runtime"))
 
 
 def _help(cls, name: str) -> str:

@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+from collections import deque
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +18,7 @@ from study.cli import main
 from study.config import resolve
 from study.core.claim import holds
 from study.core.errors import UsageError
+from study import launch
 from study.launch import Slots, cores, run_local, slots
 from tests.conftest import ROOT, run_cli
 
@@ -38,6 +41,47 @@ def test_a_refused_run_creates_nothing_and_the_others_still_run(tmp_path):
     assert outcome.done == [fine]
     assert sorted(p.name for p in foreign.iterdir()) == ["todo.txt"]
     assert json.loads((fine / "status.json").read_text())["status"] == "done"
+
+
+class _Pool:
+    """A stand-in for the launcher's processes: run i ends after i + 2 looks."""
+
+    def __init__(self, jobs):
+        self.jobs, self.running, self.started = jobs, {}, 0
+
+    def free(self):
+        return len(self.running) < self.jobs
+
+    def busy(self):
+        return bool(self.running)
+
+    def start(self, run, tag):
+        self.running[run.index], self.started = run.index + 2, self.started + 1
+
+    def reap(self):
+        for i in list(self.running):
+            self.running[i] -= 1
+            if not self.running[i]:
+                del self.running[i]
+        return []
+
+    def stop(self, signum):
+        pass
+
+
+@pytest.mark.parametrize("jobs, expected", [(2, [(3, 1)]), (3, [(3, 2)]), (1, [])])
+def test_the_end_of_a_sweep_is_prepared_once_on_the_first_idle_core(tmp_path, monkeypatch, jobs,
+                                                                     expected):
+    """`warm` (the imports the comparisons and the report need) runs once, when every run
+    has started and a slot has fallen idle while others still run (runs started, runs
+    running); with one slot it never does (the sweep's end imports them itself)."""
+    monkeypatch.setattr(launch, "POLL_S", 0)
+    pool, calls = _Pool(jobs), []
+    planned = [_planned({**BASE, "seed": str(s), "run_dir": str(tmp_path / f"s{s}")})
+               for s in range(3)]
+    runs = deque(launch._Run(i, p.combo, p.cfg, Path(p.path)) for i, p in enumerate(planned, 1))
+    launch._loop(runs, 3, pool, warm=lambda: calls.append((pool.started, len(pool.running))))
+    assert pool.started == 3 and calls == expected
 
 
 def test_a_failed_run_does_not_stop_a_one_at_a_time_sweep(tmp_path):

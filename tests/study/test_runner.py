@@ -60,3 +60,29 @@ def test_an_analysis_asked_with_other_settings_runs_again_and_keeps_the_old_tabl
     assert json.loads((old / "settings.json").read_text()) == first and any(old.glob("*.parquet"))
     assert runstate.complete(run_dir, asked) and RunDir(run_dir).status() == "done"
     assert weights == {p: p.stat().st_mtime_ns for p in weights}  # nothing retrained
+
+
+def test_runtime_only_settings_never_make_tables_stale(tmp_path):
+    """`das.eval_batch_size` and `das.batch_restarts` change speed, not results: a run asked
+    with other values of them is finished, a record that still holds them (tables written
+    before they were declared runtime-only) is not stale, and a setting that decides results
+    still is."""
+    from study import runstate
+    from study.config import resolve
+    from study.core.rundir import RunDir
+
+    base = {"task": "counting", "model": "gru", "scale": "smoke", "analyses": "das"}
+    asked = resolve(base).analysis_settings()["das"]
+    fast = resolve({**base, "das.eval_batch_size": "7", "das.batch_restarts": "false"})
+    assert fast.analysis_settings()["das"] == asked
+    assert "eval_batch_size" not in asked and "batch_restarts" not in asked
+    other_k = resolve({**base, "das.k": "1,2"}).analysis_settings()["das"]
+
+    rd = RunDir(tmp_path / "r")
+    (rd.analysis_dir("das")).mkdir(parents=True)
+    rd.write_json("analyses/das/settings.json", {**asked, "eval_batch_size": 1000,
+                                                  "batch_restarts": True})
+    assert runstate.settings_change(rd, "das", asked) is None
+    assert runstate.settings_change(rd, "das", other_k) == "k: [2] -> [1, 2]"
+    rd.write_json("analyses/das/settings.json", {k: v for k, v in asked.items() if k != "seed"})
+    assert runstate.settings_change(rd, "das", asked) == "seed: (unset) -> 0"

@@ -248,8 +248,9 @@ class RecurrentLM(nn.Module):
     def _gathered(self, x: torch.Tensor, pos: torch.Tensor, steps: list[int]) -> torch.Tensor:
         """x (batch, T, d_embed); pos (batch,) int64 on the CPU, row i's own step; `steps` the
         hooked ones, sorted -> h (batch, T, d_hidden).
-        1. The clean kernel up to each row's step (GRU: one call up to the last, read at pos;
-           LSTM: packed by length pos + 1, so that h_n, c_n are each row's own step).
+        1. The clean kernel up to each row's step, packed by length pos + 1, so that h_n (and
+           the LSTM's c_n) are each row's own step and no row runs past it (one call up to
+           the last row's step would compute every row's later steps too).
         2. The sites of `steps` in turn on the (batch, d_state) tensor of own-step states
            (`Sites.per_row`: the hooks at t touch the rows at t only).
         3. One packed call from each row's new state over its T - 1 - pos remaining steps,
@@ -258,12 +259,10 @@ class RecurrentLM(nn.Module):
         first, last = int(pos.min()), int(pos.max())
         pos_d = pos.to(dev, non_blocking=True)
         h0 = x.new_zeros(1, B, H, dtype=torch.float32)
-        if self.is_lstm:
-            clean, hn, cn = self._kernel(x[:, :last + 1], h0, h0, lengths=pos + 1)
-            state = torch.cat([hn[0], cn[0]], 1)  # (B, 2H): [h, c] at each row's step
-        else:
-            clean = self._kernel(x[:, :last + 1], h0, None)[0]  # (B, last + 1, H)
-            state = clean[torch.arange(B, device=dev), pos_d]  # (B, H)
+        # (B, last + 1, H), zero past each row's step; h_n, c_n (1, B, H)
+        clean, hn, cn = self._kernel(x[:, :last + 1], h0, h0 if self.is_lstm else None,
+                                     lengths=pos + 1)
+        state = torch.cat([hn[0], cn[0]], 1) if self.is_lstm else hn[0].clone()  # (B, d_state)
         for t in steps:
             state = self.sites.state[t](state)
         t_idx = torch.arange(T, device=dev)[None, :]  # (1, T)
