@@ -25,9 +25,11 @@ def prepare_finish() -> None:
     """Import what the comparisons and the report need (pyvene, the report writer: seconds
     each), while the last runs still train: the local launcher calls this once a core falls
     idle, so that the end of the sweep does not wait for it."""
+    import importlib
+
     from study.models.sites.pyvene_loader import pyvene
-    from study.reports import write  # noqa: F401 - imported for its modules
     pyvene()
+    importlib.import_module("study.reports.write")
 
 
 def compare_end(runs, out) -> None:
