@@ -120,6 +120,29 @@ def test_several_seeds_add_an_interval_over_seeds_beside_each_runs_wilson_interv
     assert len(over) == 1 and over["count"].item().startswith("0.94 [0.84, 1.00] over 3 seeds")
 
 
+def test_a_run_that_did_not_learn_the_task_gets_no_verdict_but_keeps_its_numbers():
+    """A network on the plateau (test 0.55) that scores high at a site its readout reads gets
+    "did not learn" instead of "aligned", in every seed and in the row over seeds; the
+    numbers stay in its cell. A run without a recorded accuracy is judged as before."""
+    runs = []
+    for s, acc in enumerate((0.55, 0.54, None)):
+        run = _run("attn2", [*_rows(20, "oaf", 2, 0.95, 0.93, 0.90, 0.95),
+                             *_rows(20, "random", 2, 0.05, 0.05)],
+                   _rows(20, "oaf", 2, 0.1, 0.05), _rows(0, "oaf", 2, 0.1, 0.0), seed=s)
+        if acc is not None:
+            run.summary["test_accuracy"] = acc
+        runs.append(run)
+    numbers = verdict_numbers(runs)
+    assert list(numbers["verdict"]) == ["did not learn", "did not learn", "aligned"]
+    assert numbers["acc_test"].iloc[0] == pytest.approx(0.55)
+    table = verdict_table(numbers)
+    cell = table.loc[table["seed"] == "0", "count"].item()
+    assert cell.startswith("did not learn the task (test 0.55 < 0.9), no verdict: 0.93 [0.90")
+    assert not table.loc[table["seed"] == "all", "count"].item().startswith("no seed")
+    table = verdict_table(verdict_numbers(runs[:2]))
+    assert table.loc[table["seed"] == "all", "count"].item().startswith("no seed learned the task")
+
+
 def test_too_few_changed_pairs_is_reported_not_scored(planted):
     nan = float("nan")
     run = _run("gru", [*_rows(20, "oaf", 2, nan, nan, nan, nan, too_few=True),

@@ -19,10 +19,16 @@ NOT_LEARNT_NOTE = (f" Runs marked \"not learnt\" stay below {LEARNED_ACC:.0%} te
                    "nothing about how architectures carry it.")
 
 
+def test_accuracy(run) -> float:
+    """The run's test accuracy (`summary.json`); NaN where not recorded."""
+    acc = run.summary.get("test_accuracy")
+    return float(acc) if isinstance(acc, (int, float)) else float("nan")
+
+
 def display_label(run) -> str:
     """The run's label, marked when its test accuracy is below `LEARNED_ACC`."""
-    acc = run.summary.get("test_accuracy")
-    if isinstance(acc, (int, float)) and acc < LEARNED_ACC:
+    acc = test_accuracy(run)
+    if acc < LEARNED_ACC:
         return f"{run.label} (not learnt, acc {acc:.2f})"
     return run.label
 

@@ -30,6 +30,13 @@ Rule (`verdict`) [ours]: aligned when the Wilson interval's lower end clears the
 control by `MARGIN` and IIA >= `ALIGNED_IIA`; partial when it clears them but IIA is lower;
 not aligned otherwise. A variable with too few tested test pairs is "too few pairs"; without
 the random or the shuffled control, "no control".
+
+A run whose test accuracy is below `LEARNED_ACC` gets "did not learn" instead of a verdict,
+its numbers still shown [ours]: the question is whether the network computes the task's
+variable, and a network that does not do the task can still score high where the readout
+reads the answer (binding's 2-layer attention-only transformer, on the shallow rules'
+plateau at test 0.55, reaches OAF 0.85-0.93 in its last residual stream at `:`: a subspace
+that carries its own answer, which on a root-value pair is the value).
 """
 from __future__ import annotations
 
@@ -45,6 +52,8 @@ from study.core.tables import (COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STI
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._common import PLOT_WIDTH, TALL, WIDTH, model_color
+# below this test accuracy a run gets "did not learn", not a verdict (as the comparisons mark it)
+from study.reports.sections._compare import LEARNED_ACC, test_accuracy
 
 MARGIN = 0.1  # the lower end of the interval must clear every control by this much
 ALIGNED_IIA = 0.9  # and the IIA itself reach this, for "aligned"
@@ -56,7 +65,7 @@ RULE = (f"aligned: the lower end of the 95 % interval ≥ {BAR} + {MARGIN} and I
         f"not aligned: otherwise")
 COLUMNS = ["run", "model", "seed", "variable", "alignment", "where", "iia", "iia_lo", "iia_hi",
            "restart_sd", "random", "shuffled", "step0", "too_few", "verdict", "n_seeds",
-           "seeds_iia", "seeds_lo", "seeds_hi"]
+           "seeds_iia", "seeds_lo", "seeds_hi", "acc_test"]
 
 
 def seed_interval(values, restart_sd=None, level: float = 0.95) -> tuple[float, float, float]:
@@ -147,6 +156,7 @@ def verdict_numbers(runs) -> pd.DataFrame:
         if das is None:
             continue
         shuffled, step0 = _test(r.final(DAS_SHUFFLED.name)), _test(r.final(DAS_CONTROL.name))
+        acc = test_accuracy(r)
         for variable, d in das.groupby("variable", sort=False):
             test = d[d["split"] == "test"]
             random = _best(test.loc[test["alignment"] == "random", "iia"])
@@ -164,8 +174,9 @@ def verdict_numbers(runs) -> pd.DataFrame:
                 rows.append(dict(run=r.label, model=r.model, seed=r.seed, variable=variable,
                                  alignment=alignment, where=where, iia=iia, iia_lo=lo,
                                  iia_hi=hi, restart_sd=sd, random=random, shuffled=ctl[0],
-                                 step0=ctl[1], too_few=too_few,
-                                 verdict=verdict(iia, lo, random, *ctl)))
+                                 step0=ctl[1], too_few=too_few, acc_test=acc,
+                                 verdict=("did not learn" if acc < LEARNED_ACC
+                                          else verdict(iia, lo, random, *ctl))))
     out = pd.DataFrame(rows, columns=COLUMNS)
     for _, g in out.groupby(["model", "variable", "alignment"], sort=False):
         n = int(g["iia"].notna().sum())
@@ -182,7 +193,10 @@ def _num(v: float) -> str:
 def _cell(row) -> str:
     if row["verdict"] == "too few pairs":
         return "too few tested pairs"
-    return (f"{row['verdict']}: {_num(row['iia'])} [{_num(row['iia_lo'])}, "
+    said = row["verdict"]
+    if said == "did not learn":
+        said = f"did not learn the task (test {_num(row['acc_test'])} < {LEARNED_ACC}), no verdict"
+    return (f"{said}: {_num(row['iia'])} [{_num(row['iia_lo'])}, "
             f"{_num(row['iia_hi'])}] ({row['where']}); random {_num(row['random'])}, "
             f"shuffled {_num(row['shuffled'])}, step 0 {_num(row['step0'])}")
 
@@ -213,6 +227,8 @@ def verdict_table(numbers: pd.DataFrame) -> pd.DataFrame:
     for (model, alignment), g in several.groupby(["model", "alignment"], sort=False):
         first = g.drop_duplicates("variable")
         cells = {v: _seeds_cell(x) for v, x in zip(first["variable"], first.to_dict("records"))}
+        if (g["verdict"] == "did not learn").all():  # no seed learned the task
+            cells = {v: f"no seed learned the task: {c}" for v, c in cells.items()}
         out.append({"model": model, "seed": "all", "alignment": NAMES.get(alignment, alignment),
                     "_a": order.get(alignment, 9),
                     **{v: cells.get(v, "—") for v in variables}})
@@ -291,17 +307,22 @@ def build(runs) -> list[Figure]:
                  "(das.control_k). OAF: orthogonal; LAF: linear, ours (a rotation times the "
                  "authors' symmetric matrix, started at a random rotation); LAF (authors'): "
                  "their linear alignment trained their way. Rows with seed \"all\": the mean "
-                 "over seeds with a 95 % t interval. Rule, under the table: " + RULE + "."),
+                 "over seeds with a 95 % t interval. Rule, under the table: " + RULE + "; "
+                 f"a run below test accuracy {LEARNED_ACC} did not learn the task and gets no "
+                 "verdict (its numbers are shown: where the readout reads the answer, a "
+                 "network scores there whether or not it computes the variable)."),
         table=verdict_table(numbers), links=_comparison_links(runs, numbers)),
         Figure(key="verdict-rule", title="Verdict rule",
                caption="How a cell's verdict follows from its numbers; a variable whose test "
                        "split has too few tested pairs is not scored; without the random or "
                        "the shuffled control a cell reads \"no control\".",
-               table=pd.DataFrame({"verdict": ["aligned", "partial", "not aligned"],
+               table=pd.DataFrame({"verdict": ["aligned", "partial", "not aligned",
+                                               "did not learn"],
                                    "when": [f"lower end ≥ {BAR} + {MARGIN} and "
                                             f"IIA ≥ {ALIGNED_IIA}",
                                             f"lower end ≥ {BAR} + {MARGIN} and "
-                                            f"IIA < {ALIGNED_IIA}", "otherwise"]}))]
+                                            f"IIA < {ALIGNED_IIA}", "otherwise",
+                                            f"the run's test accuracy < {LEARNED_ACC}"]}))]
     chart = _chart(numbers, runs)
     if chart is not None:
         figs.append(Figure(
