@@ -167,8 +167,7 @@ class DasConfig:
         "learning rate of `laf_sd`")
     max_cond: float = setting(1e5, "[ours] LAF with cond(A) above this is refused (IIA NaN)")
     eval_batch_size: int = setting(
-        256, "pairs per forward pass when scoring IIA and reading the sites (on a CPU, "
-        "256 scores the counting GRU's pairs about 1.5x as fast as 1000)", runtime=True)
+        1000, "pairs per forward pass when scoring IIA and reading the sites", runtime=True)
     save_pyvene: bool = setting(
         True, "[ours] also save each variable's OAF and LAF at its chosen k with pyvene's "
         "IntervenableModel.save, under pyvene/")

@@ -36,7 +36,7 @@ its numbers still shown [ours]: the question is whether the network computes the
 variable, and a network that does not do the task can still score high where the readout
 reads the answer (binding's 2-layer attention-only transformer, on the shallow rules'
 plateau at test 0.55, reaches OAF 0.85-0.93 in its last residual stream at `:`: a subspace
-that carries its own answer, which on a root-value pair is the value).
+that carries the digit it is about to output, which on a root-value pair is the value).
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._common import PLOT_WIDTH, TALL, WIDTH, model_color
 # below this test accuracy a run gets "did not learn", not a verdict (as the comparisons mark it)
-from study.reports.sections._compare import LEARNED_ACC, test_accuracy
+from study.reports.sections._compare import LEARNED_ACC, display_label, test_accuracy
 
 MARGIN = 0.1  # the lower end of the interval must clear every control by this much
 ALIGNED_IIA = 0.9  # and the IIA itself reach this, for "aligned"
@@ -171,7 +171,8 @@ def verdict_numbers(runs) -> pd.DataFrame:
                     where = f"k={int(cand['k'])} {site_label(cand['site'], cand['layer'])}"
                 ctl = (_control(shuffled, variable, alignment),
                        _control(step0, variable, alignment))
-                rows.append(dict(run=r.label, model=r.model, seed=r.seed, variable=variable,
+                rows.append(dict(run=display_label(r), model=r.model, seed=r.seed,
+                                 variable=variable,
                                  alignment=alignment, where=where, iia=iia, iia_lo=lo,
                                  iia_hi=hi, restart_sd=sd, random=random, shuffled=ctl[0],
                                  step0=ctl[1], too_few=too_few, acc_test=acc,
