@@ -142,7 +142,11 @@ def _loop(runs: deque, total: int, pool, warm=None) -> Outcome:
         while runs or pool.busy():
             if warm is not None and not runs and pool.busy() and pool.free():
                 warm, prepare = None, warm
-                prepare()  # a core is free until the last runs end: use it
+                try:
+                    prepare()  # a core is free until the last runs end: use it
+                except Exception as e:  # noqa: BLE001 - the sweep's end meets it again, and says so
+                    log(f"notice: preparing the sweep's end failed ({type(e).__name__}: {e}); "
+                        f"the runs go on")
             now = time.monotonic()
             for run in [r for r in runs if r.not_before <= now]:
                 if not pool.free():

@@ -84,6 +84,20 @@ def test_the_end_of_a_sweep_is_prepared_once_on_the_first_idle_core(tmp_path, mo
     assert pool.started == 3 and calls == expected
 
 
+def test_a_failing_preparation_does_not_stop_the_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "POLL_S", 0)
+    pool = _Pool(2)
+    planned = [_planned({**BASE, "seed": str(s), "run_dir": str(tmp_path / f"s{s}")})
+               for s in range(3)]
+    runs = deque(launch._Run(i, p.combo, p.cfg, Path(p.path)) for i, p in enumerate(planned, 1))
+
+    def broken():
+        raise ImportError("no pyvene here")
+
+    launch._loop(runs, 3, pool, warm=broken)
+    assert pool.started == 3 and not pool.running
+
+
 def test_a_failed_run_does_not_stop_a_one_at_a_time_sweep(tmp_path):
     """Seed 0's directory holds another run (seed 5 was trained there), so seed 0 fails; seed 1
     is still trained and reported, and the sweep ends with the failure named and exit 2."""
