@@ -67,6 +67,9 @@ def recorded_settings(rd: RunDir, name: str) -> dict | None:
     return got if isinstance(got, dict) else None
 
 
+_UNSET = object()  # a setting absent from a record
+
+
 def settings_change(rd: RunDir, name: str, settings: dict) -> str | None:
     """How `settings` (the asked ones that decide results, `RunConfig.analysis_settings`)
     differ from those analysis `name`'s tables were made with, e.g. "k: [1, 2, 4, 16] ->
@@ -79,8 +82,6 @@ def settings_change(rd: RunDir, name: str, settings: dict) -> str | None:
     changed = [k for k in sorted(settings) if old.get(k, _UNSET) != settings[k]]
     return "; ".join(f"{k}: {old.get(k, '(unset)')} -> {settings[k]}" for k in changed) or None
 
-
-_UNSET = object()
 
 
 def analysed(rd: RunDir, name: str, settings: dict | None = None) -> bool:

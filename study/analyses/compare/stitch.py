@@ -74,16 +74,17 @@ def stitched_iia(model_b, site_b: SiteRef, space_b: Subspace, M: torch.Tensor,
                  za_source: torch.Tensor, pt_b: PairTensors, tested: np.ndarray) -> float:
     """IIA in B on its tested pairs (`tested` (n,) bool) when B's subspace receives A's source
     coordinates through M; NaN without tested pairs."""
+    return tested_iia(model_b, site_b, space_b, pt_b, apply_map(M, za_source), tested)
+
+
+def tested_iia(model, site: SiteRef, space: Subspace, pt: PairTensors, z: torch.Tensor,
+               tested: np.ndarray) -> float:
+    """`interchange_right`'s share on the tested pairs (`tested` (n,) bool), running only
+    those; NaN without tested pairs."""
     if not tested.any():
         return float("nan")
-    idx = tested_rows(tested, pt_b)  # only the tested pairs run
-    return float(interchange_right(model_b, site_b, space_b, pt_b.take(idx),
-                                   apply_map(M, za_source[idx])).mean())
-
-
-def tested_rows(tested: np.ndarray, pt: PairTensors) -> torch.Tensor:
-    """(m,) indices of the tested pairs, on the pairs' device."""
-    return torch.from_numpy(np.flatnonzero(tested)).to(pt.base_ids.device)
+    idx = torch.from_numpy(np.flatnonzero(tested)).to(pt.base_ids.device)  # (m,)
+    return float(interchange_right(model, site, space, pt.take(idx), z[idx]).mean())
 
 
 def shuffled(za: torch.Tensor, seed: int) -> torch.Tensor:

@@ -12,8 +12,7 @@ from study.analyses.common.data import sample
 from study.analyses.compare.measures import MEASURES, shuffled_baseline
 from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors
 from study.analyses.compare.projection import Subspace
-from study.analyses.compare.stitch import (fit_map, interchange_right, shuffled, stitched_iia,
-                                           tested_rows)
+from study.analyses.compare.stitch import fit_map, shuffled, stitched_iia, tested_iia
 from study.analyses.compare.values import layout, points, site_activations
 from study.core.tables import COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING
 
@@ -143,11 +142,7 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
 
 def _own_iia(b, sb, tb, lb, tested) -> float:
     """B's own interchange IIA on its tested test pairs (its subspace, its source vectors)."""
-    if not tested.any():
-        return float("nan")
-    idx = tested_rows(tested, tb.pairs)  # only the tested pairs run
-    return float(interchange_right(b.model, SiteRef.parse(lb), sb, tb.pairs.take(idx),
-                                   sb.read(tb.source)[idx]).mean())
+    return tested_iia(b.model, SiteRef.parse(lb), sb, tb.pairs, sb.read(tb.source), tested)
 
 
 def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb, tested, cfg) -> dict:

@@ -19,7 +19,7 @@ NOT_LEARNT_NOTE = (f" Runs marked \"not learnt\" stay below {LEARNED_ACC:.0%} te
                    "nothing about how architectures carry it.")
 
 
-def test_accuracy(run) -> float:
+def accuracy_on_test(run) -> float:
     """The run's test accuracy (`summary.json`); NaN where not recorded."""
     acc = run.summary.get("test_accuracy")
     return float(acc) if isinstance(acc, (int, float)) else float("nan")
@@ -27,7 +27,7 @@ def test_accuracy(run) -> float:
 
 def display_label(run) -> str:
     """The run's label, marked when its test accuracy is below `LEARNED_ACC`."""
-    acc = test_accuracy(run)
+    acc = accuracy_on_test(run)
     if acc < LEARNED_ACC:
         return f"{run.label} (not learnt, acc {acc:.2f})"
     return run.label

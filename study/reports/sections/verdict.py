@@ -53,7 +53,7 @@ from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._common import PLOT_WIDTH, TALL, WIDTH, model_color
 # below this test accuracy a run gets "did not learn", not a verdict (as the comparisons mark it)
-from study.reports.sections._compare import LEARNED_ACC, display_label, test_accuracy
+from study.reports.sections._compare import LEARNED_ACC, accuracy_on_test, display_label
 
 MARGIN = 0.1  # the lower end of the interval must clear every control by this much
 ALIGNED_IIA = 0.9  # and the IIA itself reach this, for "aligned"
@@ -156,7 +156,7 @@ def verdict_numbers(runs) -> pd.DataFrame:
         if das is None:
             continue
         shuffled, step0 = _test(r.final(DAS_SHUFFLED.name)), _test(r.final(DAS_CONTROL.name))
-        acc = test_accuracy(r)
+        acc = accuracy_on_test(r)
         for variable, d in das.groupby("variable", sort=False):
             test = d[d["split"] == "test"]
             random = _best(test.loc[test["alignment"] == "random", "iia"])
