@@ -26,7 +26,8 @@ _log = logging.getLogger(__name__)
 TABLES = tuple(t.name for t in schemas.of_analysis("compare"))
 
 
-def _config(overrides: dict[str, str]):
+def compare_config(overrides: dict[str, str]):
+    """The comparisons' settings from `compare.FIELD` = text pairs, each checked."""
     from study.analyses.compare import CompareConfig
     from study.core.coerce import coerce, field_types
     types = field_types(CompareConfig)
@@ -99,7 +100,7 @@ def cmd_compare(args: list[str]) -> int:
     out = overrides.pop("out", None)
     if not dirs:
         raise UsageError("usage: compare RUN_DIR [RUN_DIR ...] [out=DIR] [compare.FIELD=V]")
-    cfg = _config(overrides)  # the run directories are opened (checked) by compare_runs
+    cfg = compare_config(overrides)  # the run directories are opened (checked) by compare_runs
     from study.reports.write import default_out
     out_dir = Path(out) if out else default_out(dirs)
     compare_runs(dirs, out_dir, cfg)

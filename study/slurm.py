@@ -132,8 +132,9 @@ class RunTask:
 class ReportTask:
     """The report job: compare and report the runs of the sweep that finished."""
 
-    def __init__(self, runs: list[tuple[str, dict, str]], out: str, cwd: str):
+    def __init__(self, runs: list[tuple[str, dict, str]], out: str, cwd: str, compare=()):
         self.runs, self.out, self.cwd = runs, out, cwd  # runs: (path, analyses, config hash)
+        self.compare = compare  # the sweep's compare.* settings
 
     def __call__(self) -> str:
         to_terminal()
@@ -142,7 +143,7 @@ class ReportTask:
         missing = len(self.runs) - len(done)
         if not done:
             raise RuntimeError(f"none of the {len(self.runs)} runs finished; no report")
-        report = finish(done, self.out)
+        report = finish(done, self.out, self.compare)
         _say(f"report: {report} ({len(done)} runs" + (f"; {missing} did not finish)" if missing else ")"))
         return str(report)
 
@@ -200,7 +201,7 @@ def submit_sweep(plan, options) -> int:
     todo = [r for r in plan.runs if not finished(r)]
     if not todo:
         log(f"sweep: all {len(plan.runs)} runs are finished; writing the report here")
-        report = finish(plan.paths, plan.report_dir)
+        report = finish(plan.paths, plan.report_dir, plan.compare)
         _print_result(plan, report)
         return 0
     folder = plan.sweep_dir.resolve() / "slurm"
@@ -218,7 +219,8 @@ def submit_sweep(plan, options) -> int:
                               gpus=0, max_requeues=0, dependency=f"afterany:{array}")
         runs = [(str(r.path.resolve()), r.cfg.analysis_settings(), r.cfg.hash8())
                 for r in plan.runs]
-        report_job = report_ex.submit(ReportTask(runs, str(plan.report_dir.resolve()), cwd))
+        report_job = report_ex.submit(ReportTask(runs, str(plan.report_dir.resolve()), cwd,
+                                                    plan.compare))
     except (OSError, subprocess.SubprocessError, RuntimeError) as e:
         raise UsageError(f"sbatch refused the sweep: {' '.join(str(e).split())[:400]}") from None
     record(plan, "slurm", {"array": array, "report": report_job.job_id, "submitted": len(todo),

@@ -50,7 +50,7 @@ def cmd_sweep(args):
                   f"{slots_.threads} threads each")
     outcome = run_local(plan.runs, slots_, warm=prepare_finish)
     done = [p for p in plan.paths if p in set(outcome.done)]
-    report = finish(done, plan.report_dir) if done else None
+    report = finish(done, plan.report_dir, plan.compare) if done else None
     for path in done:
         print(path)
     if report is not None:

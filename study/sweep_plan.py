@@ -48,6 +48,7 @@ class Plan:
     report_dir: Path  # the comparative report
     name: str  # the study's name, or the sweep directory's
     description: str = ""  # the study's
+    compare: tuple[tuple[str, str], ...] = ()  # compare.* settings of the comparisons at the end
 
     @property
     def paths(self) -> list[Path]:
@@ -94,20 +95,25 @@ def parse(args: list[str]) -> tuple[Plan, SweepOptions]:
         study = studies.load(kv.pop("study"))
         sweeps = [({**settings, **kv}, frozenset(k for k in settings if k not in kv))
                   for settings in study.sweeps()]
-    combos, seen = [], []
+    combos, seen, compared = [], [], []
     for run_kv_all, from_study in sweeps:
+        run_kv_all = dict(run_kv_all)
+        compared.append({k: run_kv_all.pop(k) for k in list(run_kv_all) if k.startswith("compare.")})
         options, run_kv = split_options(run_kv_all, from_study)
         seen.append(options)
         combos += expand(run_kv)
-    if any(o != seen[0] for o in seen):
+    if any(o != seen[0] for o in seen) or any(c != compared[0] for c in compared):
         raise UsageError(f"study={study.name}: its parts set different sweep options "
-                         f"({', '.join(SWEEP_KEYS)}); set them once, under [settings]")
+                         f"({', '.join(SWEEP_KEYS)}, compare.*); set them once, under [settings]")
+    from study.compare import compare_config
+    compare_config(compared[0])  # checked before any run starts
     options = seen[0]
     try:
         runs = tuple(Planned(c, resolve(c)) for c in combos)  # every run checked before any starts
     except UsageError as e:
         if str(e).startswith("unknown key"):
-            raise UsageError(f"{e}; a sweep also takes {', '.join(SWEEP_KEYS)} and slurm.<field>") from None
+            raise UsageError(f"{e}; a sweep also takes {', '.join(SWEEP_KEYS)}, slurm.<field> "
+                             f"and compare.<field>") from None
         raise
     paths = [r.path for r in runs]
     dupes = {p for p in paths if paths.count(p) > 1}
@@ -122,7 +128,8 @@ def parse(args: list[str]) -> tuple[Plan, SweepOptions]:
         sweep_dir = _common_parent(paths) / f"sweep-{_hash(paths)}"
         report_dir = Path(default_out(paths))
         name = sweep_dir.name
-    return Plan(runs, sweep_dir, report_dir, name, study.description if study else ""), options
+    return Plan(runs, sweep_dir, report_dir, name, study.description if study else "",
+                tuple(sorted(compared[0].items()))), options
 
 
 def _hash(paths) -> str:

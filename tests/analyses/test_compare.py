@@ -295,3 +295,80 @@ def test_a_gru_and_its_rotated_state_copy_agree_and_stitching_reproduces_its_int
     assert torch.allclose(logits_a, logits_b, atol=1e-3)
     assert (interchange_right(twin, site, sb, pt, written)
             == interchange_right(gru, site, sa, pt, sa.read(va.source))).all()
+
+
+# ----------------------------------------------------------------------------- compare.site
+
+class DeepVariable(Planted):
+    """Planted, with two sites: `resid[0]` holds only the nuisance, `resid[1]` adds the
+    variable from the input; the output reads resid[1]. Interchanging at resid[0] changes
+    nothing, at resid[1] it moves the value."""
+
+    def __init__(self):
+        super().__init__()
+        self.sites = Sites(resid=2)
+        plane = self.basis[:, :2] @ self.basis[:, :2].T  # (D, D): onto the variable plane
+        self.register_buffer("nuisance_only", self.emb - self.emb @ plane)
+
+    def forward(self, ids):  # ids (batch, pos)
+        h0 = self.sites.resid[0](self.nuisance_only[ids])  # (batch, pos, D)
+        h1 = self.sites.resid[1](h0 + (self.emb[ids] - self.nuisance_only[ids]))
+        r = h1 @ self.basis[:, :2]
+        protos = torch.cat([self.protos, torch.zeros(1, 2)])
+        return -((r[..., None, :] - protos) ** 2).sum(-1)
+
+
+def _two_site_subject(tmp_path, name):
+    """A run directory's das files: the OAF saved at resid[0] and resid[1], the das table
+    giving resid[1] the better training IIA."""
+    import pandas as pd
+    from study.core.tables import DAS
+    model = DeepVariable()
+    folder = tmp_path / name / "analyses" / "das"
+    folder.mkdir(parents=True)
+    tensors, rows = {}, []
+    for layer, iia in ((0, 0.02), (1, 0.99)):
+        key = f"oaf/v/resid[{layer}]@pair/k=2"
+        tensors.update({key: model.basis.clone().contiguous(), key + "/k": torch.tensor(2),
+                        key + "/mu": torch.zeros(D), key + "/sigma": torch.ones(D)})
+        rows.append(dict(checkpoint=0, variable="v", site="resid", layer=layer, position=-1,
+                         alignment="oaf", k=2, split="train", iia=iia))
+    save_file(tensors, str(folder / "alignments.safetensors"))
+    DAS.frame(rows).to_parquet(folder / "das.parquet")
+    assert isinstance(pd.read_parquet(folder / "das.parquet"), pd.DataFrame)
+    return Subject(name, "planted", 0, model.eval(), folder / "alignments.safetensors")
+
+
+@pytest.mark.parametrize("site, read, works", [
+    (("best",), "resid[1]@pair", True),  # the das table's best training IIA
+    (("first",), "resid[0]@pair", False),
+    (("last",), "resid[1]@pair", True),
+    (("resid[2]@pair", "resid[0]@pair"), "resid[0]@pair", False),  # the first one saved
+])
+def test_compare_site_chooses_which_saved_site_each_run_is_read_at(tmp_path, site, read, works):
+    subjects = [_two_site_subject(tmp_path, "a"), _two_site_subject(tmp_path, "b")]
+    cfg = CompareConfig(n_fit=200, n_test=200, n_geometry=20, site=site)
+    st = compare(subjects, PlantedTask(), cfg, torch.device("cpu"))["compare_stitching"]
+    r = _row(st, "a", "b")
+    assert (r["site"], r["other_site"]) == (read, read)
+    assert (r["own_iia"] > 0.95) == works and (r["iia"] > 0.95) == works  # resid[0] holds no v
+
+
+def test_compare_site_refuses_what_it_cannot_read(tmp_path):
+    from study.core.errors import UsageError
+    subjects = [_two_site_subject(tmp_path, "a"), _two_site_subject(tmp_path, "b")]
+    cfg = CompareConfig(n_fit=50, n_test=50, n_geometry=10, site=("state@21",))
+    with pytest.raises(UsageError, match=r"a saved none of these; it saved resid\[0\]@pair, "
+                                         r"resid\[1\]@pair"):
+        compare(subjects, PlantedTask(), cfg, torch.device("cpu"))
+    for bad, match in ((("best", "first"), "best stands alone"), (("resid1",), "site key"),
+                       ((), "compare.site is empty")):
+        with pytest.raises(UsageError, match=match):
+            CompareConfig(site=bad)
+
+
+def test_deeper_layers_sort_by_number_not_by_text():
+    from study.analyses.compare.sites import choose_site
+    saved = ["resid[10]@pair", "resid[2]@pair", "resid[9]@pair"]
+    assert choose_site(saved, ("first",), "r") == "resid[2]@pair"
+    assert choose_site(saved, ("last",), "r") == "resid[10]@pair"

@@ -155,3 +155,17 @@ def test_the_verdict_links_to_the_comparisons_of_its_variables(report):
         "similarity", "geometry", "stitching"}
     html = render(report)
     assert all(f'href="#{key}"' in html and f'id="{key}"' in html for _, key in verdict.links)
+
+
+def test_each_comparison_names_the_site_each_run_was_read_at(report, compared):
+    """Recurrent and transformer runs are read at different sites (`compare.site`): every
+    comparison's caption says which, as the table's `site` column has it."""
+    sites = {Path(r).name: s for r, s in
+             compared[2]["compare_similarity"][["run", "site"]].drop_duplicates().to_numpy()}
+    labels = {Path(str(r.path)).name: display_label(r) for r in load_runs(compared[0])}
+    assert len(set(sites.values())) > 1  # the state and a residual stream
+    for prefix in ("counting-compare-similarity-", "counting-compare-geometry-",
+                   "counting-compare-stitching-"):
+        fig = next(f for f in report.figures if f.key.startswith(prefix))
+        for name, site in sites.items():
+            assert f"{labels[name]}: {site}" in fig.caption, (prefix, fig.caption)

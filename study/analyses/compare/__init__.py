@@ -12,6 +12,7 @@ here is a pure function of networks, their saved alignments and the task:
   the pair's base and source positions;
 - `values`: the variable's values laid out in one run's subspace (top two PCs);
 - `stitch`: cross-model interchange through a least-squares map between subspaces;
+- `sites`: which of a run's saved sites is read (`compare.site`);
 - `tables` (here): the three tables over every pair of subjects.
 
 Tables (one row per compared pair, run paths as given):
@@ -49,6 +50,10 @@ class CompareConfig:
     n_geometry: int = setting(300, "[ours] sequences per split laid out in the value geometry")
     n_perm: int = setting(5, "[ours] permutations averaged in the shuffled-inputs baseline")
     seed: int = setting(0, "pairs, permutations and generated random rotations")
+    site: tuple[str, ...] = setting(("best",), "the saved DAS site each run is read at: best "
+                                    "(its alignment's best training IIA at that k), first | "
+                                    "last (shallowest | deepest layer), or site keys in order "
+                                    "of preference, e.g. state@21,resid[2]@21 [ours]")
 
     def __post_init__(self):
         if self.alignment not in _ALIGNMENTS:
@@ -59,6 +64,8 @@ class CompareConfig:
                 raise UsageError(f"compare.{key}={getattr(self, key)}: must be at least 1")
         if self.k and min(self.k) < 1:
             raise UsageError("compare.k: give integers >= 1")
+        from study.analyses.compare.sites import check_site_setting
+        check_site_setting(self.site)
 
 
 @dataclass

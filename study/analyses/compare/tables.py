@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ from study.analyses.common.data import sample
 from study.analyses.compare.measures import MEASURES, shuffled_baseline
 from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors
 from study.analyses.compare.projection import Subspace
+from study.analyses.compare.sites import choose_site, train_iia
 from study.analyses.compare.stitch import fit_map, shuffled, stitched_iia, tested_iia
 from study.analyses.compare.values import layout, points, site_activations
 from study.core.tables import COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING
@@ -19,15 +21,15 @@ from study.core.tables import COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STIT
 _KEY = re.compile(r"^(?P<alignment>[^/]+)/(?P<variable>.+)/(?P<site>[^/]+)/k=(?P<k>\d+)$")
 
 
-def saved_keys(path) -> dict[tuple[str, str, int], str]:
-    """(alignment, variable, k) -> the first saved key's site label, from a das file."""
+def saved_keys(path) -> dict[tuple[str, str, int], list[str]]:
+    """(alignment, variable, k) -> the site labels saved for it, from a das file."""
     from safetensors import safe_open
-    out = {}
+    out: dict[tuple[str, str, int], list[str]] = {}
     with safe_open(str(path), framework="pt") as f:
         for key in sorted(f.keys()):
             m = _KEY.match(key)
             if m:
-                out.setdefault((m["alignment"], m["variable"], int(m["k"])), m["site"])
+                out.setdefault((m["alignment"], m["variable"], int(m["k"])), []).append(m["site"])
     return out
 
 
@@ -48,9 +50,17 @@ class _Spaces:
         self.fit_pairs, self.test_pairs = fit_pairs, test_pairs
         self._vec: dict = {}
         self._space: dict = {}
+        self._site: dict = {}
 
     def site(self, variable, k) -> str:
-        return self.keys[(self.cfg.alignment, variable, k)]
+        """The site this run is read at for (variable, k): `compare.site`'s choice among the
+        sites its alignment was saved at."""
+        if (variable, k) not in self._site:
+            table = Path(self.s.alignments).parent / "das.parquet"
+            self._site[(variable, k)] = choose_site(
+                self.keys[(self.cfg.alignment, variable, k)], self.cfg.site, self.s.run,
+                lambda: train_iia(table, self.s.checkpoint, self.cfg.alignment, variable, k))
+        return self._site[(variable, k)]
 
     def space(self, alignment, variable, k) -> Subspace:
         if (alignment, variable, k) not in self._space:
@@ -58,7 +68,8 @@ class _Spaces:
         return self._space[(alignment, variable, k)]
 
     def _load(self, alignment, variable, k) -> Subspace:
-        label = self.keys.get((alignment, variable, k))
+        site = self.site(variable, k)
+        label = site if site in self.keys.get((alignment, variable, k), ()) else None
         if alignment == "random" and label is None:
             learned = self.space(self.cfg.alignment, variable, k)
             return random_space(learned, self.cfg.seed * 7919 + k).to(self.device)

@@ -91,3 +91,13 @@ def run_order(runs, present) -> list[str]:
     present = list(dict.fromkeys(present))
     order = [display_label(r) for r in runs if display_label(r) in present]
     return order + sorted(p for p in present if p not in order)
+
+
+def sites_note(df: pd.DataFrame) -> str:
+    """One caption sentence naming the site each run was read at (`compare.site`)."""
+    if "site" not in df.columns or df.empty:
+        return ""
+    sites = df.groupby("run", sort=False)["site"].agg(lambda s: ", ".join(dict.fromkeys(s)))
+    if sites.nunique() == 1:
+        return f" Every run is read at {sites.iloc[0]}."
+    return " Sites read: " + "; ".join(f"{run}: {site}" for run, site in sites.items()) + "."

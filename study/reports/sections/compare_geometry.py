@@ -10,7 +10,7 @@ from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
                                               display_label,
-                                              pick_k, run_order)
+                                              pick_k, run_order, sites_note)
 
 
 def geometry(runs):
@@ -65,7 +65,7 @@ def build(runs) -> list:
                      "standard deviation, the grey path joins consecutive values): a line, a "
                      "curve or a ring. Values held out of training (circled in red) show "
                      "whether they fall in place among the trained ones."
-                     + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
+                     + sites_note(v) + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart))
     return figs
 

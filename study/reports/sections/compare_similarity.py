@@ -10,7 +10,7 @@ from study.core.tables import COMPARE_SIMILARITY
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
-                                              pick_k, run_order)
+                                              pick_k, run_order, sites_note)
 from study.reports.sections._heatmap import heatmap, matrix_size
 
 KINDS = {"value": "aligned subspaces", "baseline": "inputs shuffled",
@@ -59,6 +59,6 @@ def build(runs) -> list:
                      "scale). A cell is informative where it stands well above the same cell "
                      "with inputs shuffled between the runs and with the other run's "
                      "random-rotation subspace."
-                     + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
+                     + sites_note(v) + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart))
     return figs

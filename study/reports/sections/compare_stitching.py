@@ -11,7 +11,7 @@ from study.core.tables import COMPARE_STITCHING
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
-                                              pick_k, run_order)
+                                              pick_k, run_order, sites_note)
 from study.reports.sections._heatmap import heatmap, matrix_size
 
 COLUMNS = {"iia": "stitched A → B", "own_iia": "B's own interchange",
@@ -59,6 +59,6 @@ def build(runs) -> list:
                      "counterfactual one). Stitching near B's own interchange and far above "
                      "both controls means the two architectures encode the variable in "
                      "linearly interchangeable ways."
-                     + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
+                     + sites_note(v) + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart, table=table))
     return figs
