@@ -32,6 +32,9 @@ class Attn2Config:
     init_scale: float = setting(
         0.8,
         "weights ~ N(0, init_scale / sqrt(d_model)), TransformerLens' default")
+    embed_std: float = setting(
+        0.0, "std of the token embedding W_E at initialisation (0: init_scale / sqrt(d_model), "
+        "as every other weight) [ours]")
 
     def __post_init__(self):
         for name in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp"):
@@ -41,6 +44,9 @@ class Attn2Config:
             raise UsageError(f"model.activation={self.activation!r} must be one of relu, gelu")
         if self.init_scale <= 0:
             raise UsageError(f"model.init_scale={self.init_scale} must be positive")
+        if not (self.embed_std >= 0 and self.embed_std < float("inf")):
+            raise UsageError(f"model.embed_std={self.embed_std} must be 0 (init_scale's) or "
+                             f"a positive number")
 
     def mlp_layers(self) -> tuple[int, ...]:
         """Indices of the layers that have an MLP."""

@@ -150,6 +150,23 @@ def test_the_embedding_is_drawn_at_embed_std_and_every_other_weight_at_init_std(
         assert get("model", "gpt12").make_config("small").embed_std == 1.0
 
 
+def test_attn2s_embed_std_redraws_its_embedding_alone():
+    """attn2's `embed_std`: 0 keeps the authors' N(0, 0.8/sqrt(d)) everywhere; otherwise only
+    W_E is drawn again, every other tensor of the seed stays as it was."""
+    from study.core.errors import UsageError
+    entry = get("model", "attn2")
+    nets = []
+    for overrides in ({}, {"embed_std": "1"}):
+        torch.manual_seed(0)
+        nets.append(build_model(entry, entry.make_config("paper", overrides), 400, 16))
+    plain, wide = (dict(n.named_parameters()) for n in nets)
+    assert plain["W_E"].std().item() == pytest.approx(0.8 / 128 ** 0.5, rel=0.03)
+    assert wide["W_E"].std().item() == pytest.approx(1.0, rel=0.03)
+    assert all(torch.equal(plain[k], wide[k]) for k in plain if k != "W_E")
+    with pytest.raises(UsageError, match="model.embed_std=-1"):
+        entry.make_config("small", {"embed_std": "-1"})
+
+
 def test_rope2_defaults_differ_from_gpt12():
     config = get("model", "rope2").make_config("paper")
     assert (config.n_layers, config.n_heads, config.d_head, config.d_model, config.d_mlp,

@@ -116,6 +116,8 @@ class Attn2Transformer(nn.Module):
         std = self.config.init_scale / math.sqrt(self.config.d_model)
         for p in self.parameters():
             p.normal_(0.0, std)
+        if self.config.embed_std:
+            self.W_E.normal_(0.0, self.config.embed_std)
 
     def forward(self, ids: torch.Tensor, readout: torch.Tensor | None = None) -> torch.Tensor:
         """ids (batch, pos) -> logits (batch, pos, vocab); with `readout` (batch, pos) bool, only
