@@ -167,5 +167,28 @@ def test_each_comparison_names_the_site_each_run_was_read_at(report, compared):
     for prefix in ("counting-compare-similarity-", "counting-compare-geometry-",
                    "counting-compare-stitching-"):
         fig = next(f for f in report.figures if f.key.startswith(prefix))
-        for name, site in sites.items():
-            assert f"{labels[name]}: {site}" in fig.caption, (prefix, fig.caption)
+        said = fig.caption.split("Sites read: ")[1]  # "SITE in RUN, RUN; SITE in RUN."
+        for site in set(sites.values()):
+            runs = said.split(f"{site} in ")[1]
+            for other in set(sites.values()) - {site}:
+                runs = runs.split(f"; {other} in ")[0]
+            for name, at in sites.items():
+                assert (labels[name] in runs) == (at == site), (prefix, site, fig.caption)
+
+
+def test_with_many_runs_the_stitching_table_gives_architecture_pairs():
+    """Past six runs the table under the matrices gives each pair of architectures, the mean
+    over its pairs of runs with a run and itself left out (15 runs make 225 rows otherwise)."""
+    from study.reports.sections.compare_stitching import _table
+    runs = [(m, f"{m} s{s}") for m in ("gru", "lstm") for s in range(4)]
+    rows = [dict(run=a, other_run=b, model=ma, other_model=mb, k=4,
+                 iia=1.0 if a == b else (0.9 if ma == mb else 0.5), own_iia=0.95,
+                 shuffled_map_iia=0.1, random_subspace_iia=0.0, fit_r2=0.9, n_changed=500,
+                 n_tested=480) for ma, a in runs for mb, b in runs]
+    table, by_pair = _table(pd.DataFrame(rows))
+    assert by_pair and len(table) == 4
+    got = {(r["A"], r["B"]): (r["run pairs"], r["stitched IIA"]) for _, r in table.iterrows()}
+    assert got == {("gru", "gru"): (12, 0.9), ("gru", "lstm"): (16, 0.5),
+                   ("lstm", "gru"): (16, 0.5), ("lstm", "lstm"): (12, 0.9)}
+    few, by_pair = _table(pd.DataFrame(rows[:36]))  # runs 0-5 as A: every pair listed
+    assert not by_pair and len(few) == 36

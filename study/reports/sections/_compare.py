@@ -94,10 +94,14 @@ def run_order(runs, present) -> list[str]:
 
 
 def sites_note(df: pd.DataFrame) -> str:
-    """One caption sentence naming the site each run was read at (`compare.site`)."""
+    """One caption sentence naming the site each run was read at (`compare.site`), runs
+    grouped by site."""
     if "site" not in df.columns or df.empty:
         return ""
-    sites = df.groupby("run", sort=False)["site"].agg(lambda s: ", ".join(dict.fromkeys(s)))
-    if sites.nunique() == 1:
-        return f" Every run is read at {sites.iloc[0]}."
-    return " Sites read: " + "; ".join(f"{run}: {site}" for run, site in sites.items()) + "."
+    by_site: dict[str, list[str]] = {}
+    for run, site in df[["run", "site"]].drop_duplicates().itertuples(index=False):
+        by_site.setdefault(site, []).append(run)
+    if len(by_site) == 1:
+        return f" Every run is read at {next(iter(by_site))}."
+    return " Sites read: " + "; ".join(f"{site} in {', '.join(runs)}"
+                                       for site, runs in by_site.items()) + "."

@@ -6,6 +6,7 @@ beside it. Anchor: `<task>-compare-stitching-<variable>`."""
 from __future__ import annotations
 
 import altair as alt
+import pandas as pd
 
 from study.core.tables import COMPARE_STITCHING
 from study.reports.figure import Figure, slug
@@ -43,12 +44,7 @@ def build(runs) -> list:
             **matrix_size(n)).facet(
             facet=alt.Facet("score:N", title=None, sort=list(COLUMNS.values())),
             columns=2)  # two matrices a row: four side by side outgrow a page
-        shown = ["run", "other_run", "k", "iia", "own_iia", "shuffled_map_iia",
-                 "random_subspace_iia", "fit_r2", "n_changed", "n_tested"]
-        table = v[[c for c in shown if c in v]].rename(columns={
-            "run": "A", "other_run": "B", "iia": "stitched IIA", "own_iia": "B own IIA",
-            "shuffled_map_iia": "shuffled map", "random_subspace_iia": "random subspaces",
-            "fit_r2": "map R²", "n_changed": "changed pairs", "n_tested": "tested pairs"})
+        table, by_pair = _table(v)
         figs.append(Figure(
             key=slug("compare-stitching", variable),
             title=f"{variable}: carried from one architecture into another (k = {k})",
@@ -59,6 +55,37 @@ def build(runs) -> list:
                      "counterfactual one). Stitching near B's own interchange and far above "
                      "both controls means the two architectures encode the variable in "
                      "linearly interchangeable ways."
-                     + sites_note(v) + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
+                     + (BY_ARCHITECTURE if by_pair else "") + sites_note(v)
+                     + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart, table=table))
     return figs
+
+
+# more runs than this: the table gives architecture pairs, not every pair of runs
+MAX_RUNS_LISTED = 6
+BY_ARCHITECTURE = (" The table gives each pair of architectures: the mean over its pairs of "
+                   "runs (a run with itself left out) and the range of the stitched IIA; the "
+                   "matrices give every pair of runs.")
+
+
+def _table(v):
+    """(the table under the matrices, whether it is by architecture pair)."""
+    if v["run"].nunique() <= MAX_RUNS_LISTED:
+        shown = ["run", "other_run", "k", "iia", "own_iia", "shuffled_map_iia",
+                 "random_subspace_iia", "fit_r2", "n_changed", "n_tested"]
+        return v[[c for c in shown if c in v]].rename(columns={
+            "run": "A", "other_run": "B", "iia": "stitched IIA", "own_iia": "B own IIA",
+            "shuffled_map_iia": "shuffled map", "random_subspace_iia": "random subspaces",
+            "fit_r2": "map R²", "n_changed": "changed pairs", "n_tested": "tested pairs"}), False
+    rows = []
+    pairs = v[v["run"] != v["other_run"]]
+    for (a, b), g in pairs.groupby(["model", "other_model"], sort=False):
+        rows.append({"A": a, "B": b, "run pairs": len(g),
+                     "stitched IIA": round(g["iia"].mean(), 3),
+                     "range": f"{g['iia'].min():.2f}–{g['iia'].max():.2f}",
+                     "B own IIA": round(g["own_iia"].mean(), 3),
+                     "shuffled map": round(g["shuffled_map_iia"].mean(), 3),
+                     "random subspaces": round(g["random_subspace_iia"].mean(), 3),
+                     "map R²": round(g["fit_r2"].mean(), 3),
+                     "tested pairs": int(round(g["n_tested"].mean()))})
+    return pd.DataFrame(rows), True
