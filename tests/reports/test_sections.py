@@ -199,6 +199,26 @@ def test_comparative_charts_show_every_run(report, key, column, expected):
     assert expected <= seen, f"{key}: {column} has {seen}"
 
 
+def test_the_das_chart_keeps_its_colour_legend_of_architectures(report):
+    """A layer with `legend: null` on the shared colour drops the merged legend in Vega-Lite:
+    the DAS chart colours one line per architecture, so every layer keeps the legend."""
+    das = {f.key: f for f in charts(report)}["counting-das-iia"]
+
+    def colours(node):
+        if isinstance(node, dict):
+            enc = node.get("encoding", {}).get("color")
+            if enc is not None:
+                yield enc
+            for v in node.values():
+                yield from colours(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from colours(v)
+
+    found = list(colours(das.spec()))
+    assert found and all(c.get("legend", {}) is not None for c in found), found
+
+
 def test_binding_rope2_is_not_in_counting_charts(report):
     # Same label "rope2 s0" in both tasks: each chart must only hold its own task's runs.
     binding_variables = set(pd.read_parquet(

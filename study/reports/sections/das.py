@@ -70,7 +70,7 @@ def build(runs) -> list[Figure]:
     if seeds:
         layers.insert(0, alt.Chart().transform_filter(is_searched).mark_area(opacity=0.15).encode(
             x=x, y="min:Q", y2="max:Q", detail=[alt.Detail("site:N"), alt.Detail("alignment:N")],
-            color=model_color(runs, legend=False)))
+            color=model_color(runs)))
     if len(controls):
         kinds = [c for c in SHAPES if c in set(controls["control"])]
         shape = alt.Shape("control:N", sort=kinds, title="control", scale=alt.Scale(
@@ -79,10 +79,10 @@ def build(runs) -> list[Figure]:
             strokeWidth=1, opacity=0.6).encode(
             x=x, y=y, detail=[alt.Detail("site:N"), alt.Detail("alignment:N"),
                               alt.Detail("control:N")],
-            strokeDash=dash, color=model_color(runs, legend=False)))
+            strokeDash=dash, color=model_color(runs)))
         layers.append(alt.Chart().transform_filter(~is_searched).mark_point(
             filled=False, size=50).encode(
-            x=x, y=y, shape=shape, color=model_color(runs, legend=False), tooltip=tip))
+            x=x, y=y, shape=shape, color=model_color(runs), tooltip=tip))
     chart = alt.layer(*layers, data=curves).properties(width=WIDTH, height=HEIGHT).facet(
         facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
     at = sorted(controls["k"].unique().tolist()) if len(controls) else []
