@@ -132,9 +132,9 @@ class RunTask:
 class ReportTask:
     """The report job: compare and report the runs of the sweep that finished."""
 
-    def __init__(self, runs: list[tuple[str, dict, str]], out: str, cwd: str, compare=()):
+    def __init__(self, runs: list[tuple[str, dict, str]], out: str, cwd: str, compare=None):
         self.runs, self.out, self.cwd = runs, out, cwd  # runs: (path, analyses, config hash)
-        self.compare = compare  # the sweep's compare.* settings
+        self.compare = compare  # the sweep's CompareConfig
 
     def __call__(self) -> str:
         to_terminal()

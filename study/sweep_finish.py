@@ -11,14 +11,14 @@ from study.core.errors import UsageError
 _log = logging.getLogger(__name__)
 
 
-def finish(paths, out, compare=()) -> Path:
-    """The comparisons across the finished runs (`compare`: their `compare.FIELD`, text
-    pairs), then their comparative report."""
+def finish(paths, out, compare=None) -> Path:
+    """The comparisons across the finished runs (`compare`: their CompareConfig, None for
+    the defaults), then their comparative report."""
     from study.api import open_runs
     from study.reports.load import labelled
     from study.reports.write import write_runs_report
     runs = open_runs(paths)
-    compare_end(runs, out, dict(compare))  # before the report reads the runs: it draws their comparisons
+    compare_end(runs, out, compare)  # before the report reads the runs: it draws their comparisons
     return write_runs_report(labelled([run.run_tables for run in runs]), out)
 
 
@@ -33,16 +33,16 @@ def prepare_finish() -> None:
     importlib.import_module("study.reports.write")
 
 
-def compare_end(runs, out, settings: dict[str, str] | None = None) -> None:
+def compare_end(runs, out, cfg=None) -> None:
     """The sweep's comparisons across its opened runs (`study compare`), when at least two
     runs of a task saved das alignments; a failure is reported and the report written
     without them."""
     with_das = [r for r in runs if any((r.path / "analyses" / "das").glob("alignments*.safetensors"))]
     if len(with_das) < 2:
         return
-    from study.compare import compare_config, compare_runs
+    from study.compare import compare_runs
     _log.info(f"comparing {len(with_das)} runs across architectures → {Path(out) / 'comparisons'}")
     try:
-        compare_runs(with_das, out, compare_config(settings or {}))
+        compare_runs(with_das, out, cfg)
     except (UsageError, ValueError, RuntimeError) as e:
         _log.warning(f"warning: comparisons across runs skipped: {e}")

@@ -48,7 +48,7 @@ class Plan:
     report_dir: Path  # the comparative report
     name: str  # the study's name, or the sweep directory's
     description: str = ""  # the study's
-    compare: tuple[tuple[str, str], ...] = ()  # compare.* settings of the comparisons at the end
+    compare: typing.Any = None  # the CompareConfig of the comparisons at the end (None: defaults)
 
     @property
     def paths(self) -> list[Path]:
@@ -106,7 +106,7 @@ def parse(args: list[str]) -> tuple[Plan, SweepOptions]:
         raise UsageError(f"study={study.name}: its parts set different sweep options "
                          f"({', '.join(SWEEP_KEYS)}, compare.*); set them once, under [settings]")
     from study.compare import compare_config
-    compare_config(compared[0])  # checked before any run starts
+    compare = compare_config(compared[0])  # checked before any run starts
     options = seen[0]
     try:
         runs = tuple(Planned(c, resolve(c)) for c in combos)  # every run checked before any starts
@@ -129,7 +129,7 @@ def parse(args: list[str]) -> tuple[Plan, SweepOptions]:
         report_dir = Path(default_out(paths))
         name = sweep_dir.name
     return Plan(runs, sweep_dir, report_dir, name, study.description if study else "",
-                tuple(sorted(compared[0].items()))), options
+                compare), options
 
 
 def _hash(paths) -> str:

@@ -22,5 +22,5 @@ def test_a_sweep_checks_its_compare_settings_before_any_run_and_carries_them(tmp
     assert done.returncode == 2 and "compare.site: 'resid1' is neither" in done.stderr
     assert list(tmp_path.iterdir()) == []  # nothing written, nothing trained
     plan, _ = parse([*args[:3], "compare.site=state@21,resid[1]@21", "compare.k=2"])
-    assert dict(plan.compare) == {"compare.site": "state@21,resid[1]@21", "compare.k": "2"}
+    assert (plan.compare.site, plan.compare.k) == (("state@21", "resid[1]@21"), (2,))
     assert all("compare.site" not in r.combo for r in plan.runs)  # not part of a run's identity
