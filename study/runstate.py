@@ -83,7 +83,6 @@ def settings_change(rd: RunDir, name: str, settings: dict) -> str | None:
     return "; ".join(f"{k}: {old.get(k, '(unset)')} -> {settings[k]}" for k in changed) or None
 
 
-
 def analysed(rd: RunDir, name: str, settings: dict | None = None) -> bool:
     """Analysis `name` has tables and, given `settings` (its asked settings, JSON-shaped),
     they were made with those settings (unrecorded settings count as the same)."""
