@@ -62,11 +62,15 @@ def build(runs) -> list[Figure]:
            "n_seeds:Q"]
     dash = alt.StrokeDash("alignment:N", sort=alignments, scale=alt.Scale(
         domain=alignments, range=[DASH[a] for a in alignments]),
-        legend=alt.Legend(symbolType="stroke", symbolStrokeColor="gray"))
+        legend=alt.Legend(symbolType="stroke", symbolStrokeColor="gray", symbolSize=300))
     is_searched = alt.datum.control == ""
-    layers = [alt.Chart().mark_line(point=True).encode(
+    # the points are a layer of their own: a line with `point=True` draws its legend as dots,
+    # so the line-style legend would show no line styles
+    layers = [alt.Chart().mark_line().encode(
         x=x, y=y, detail="site:N", strokeDash=dash, color=model_color(runs),
-        tooltip=tip).transform_filter(is_searched)]
+        tooltip=tip).transform_filter(is_searched),
+        alt.Chart().mark_point(filled=True, size=30, opacity=1).encode(
+        x=x, y=y, color=model_color(runs), tooltip=tip).transform_filter(is_searched)]
     if seeds:
         layers.insert(0, alt.Chart().transform_filter(is_searched).mark_area(opacity=0.15).encode(
             x=x, y="min:Q", y2="max:Q", detail=[alt.Detail("site:N"), alt.Detail("alignment:N")],
