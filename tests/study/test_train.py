@@ -451,3 +451,44 @@ def test_evaluating_every_split_at_once_equals_evaluating_each_alone():
     assert together.keys() == alone.keys()
     for key, value in together.items():
         assert value == pytest.approx(alone[key], rel=1e-5, abs=1e-6), key
+
+
+def test_binding_accuracy_per_depth_is_the_count_of_right_answers_in_that_depth():
+    """The per-depth accuracy a researcher reads (stratum `depth=d`) is, on the test split,
+    the number of programs of depth d answered right over the number of depth-d programs.
+    The network is a table written by hand: it answers right on the programs chosen below
+    (a pattern that cuts across depths) and one digit off on the others."""
+    from study.train.evaluate import Evaluator
+    from study.train.runtime import resolve_runtime
+
+    entry = get("task", "binding")
+    task = entry.obj(entry.make_config("smoke"))
+    test = task.split("test")
+    at = (test.labels != IGNORE).argmax(1)  # (n,) the one scored position, the final `:`
+    answer = test.labels[np.arange(len(test)), at]  # (n,)
+    right = np.arange(len(test)) % 3 != 1  # (n,) which programs the table answers right
+    table = {}  # the program up to its `:` -> the table's answer (any answer on `val`)
+    for row in task.split("val").ids:
+        table[tuple(row[:at[0] + 1].tolist())] = 0
+    for row, i, a, ok in zip(test.ids, at, answer, right):
+        table[tuple(row[:i + 1].tolist())] = int(a) if ok else int(a) + 1
+    assert len(table) == len(test) + len(task.split("val"))  # disjoint splits, no repeats
+
+    class Table(torch.nn.Module):
+        def forward(self, x):  # (b, L) -> (b, L, V), the table's answer at every position
+            out = torch.zeros(*x.shape, len(task.vocab))
+            for i, row in enumerate(x.tolist()):
+                key = next(tuple(row[:j + 1]) for j in range(len(row))
+                           if tuple(row[:j + 1]) in table)
+                out[i, :, table[key]] = 1.0
+            return out
+
+    cfg = TrainConfig(eval_examples=0)
+    rows = Evaluator(task, cfg, resolve_runtime(cfg))(Table(), 0)
+    got = {r[2]: r[4] for r in rows if r[1] == "test" and r[3] == "accuracy"}
+    depth = test.strata["depth"]
+    assert len(set(depth.tolist())) == 4  # the smoke split holds every depth, 1 to 4
+    for d in sorted(set(depth.tolist())):
+        by_hand = right[depth == d].sum() / (depth == d).sum()
+        assert got[f"depth={d}"] == pytest.approx(by_hand), d
+    assert got["all"] == pytest.approx(right.mean())
