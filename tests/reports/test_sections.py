@@ -472,3 +472,16 @@ def test_learned_steps_give_the_first_step_at_90_percent_or_the_best_accuracy_re
     cells = table.set_index("stratum").to_dict("index")
     assert cells["all"] == {"a": "100", "b": "200"}
     assert cells["depth=1"] == {"a": "never (best 0.61)", "b": "never (best 0.24)"}
+
+
+def test_the_das_colour_legend_is_drawn_from_a_line_not_the_faint_band(planted):
+    """Over several seeds the DAS chart shades each model's range at 15 % opacity; Vega-Lite
+    takes a shared legend's symbols from the first layer, so the band comes after the lines
+    and the architecture legend stays readable."""
+    from study.reports.sections.das import build
+
+    (fig,) = build(planted)
+    layers = fig.spec()["spec"]["layer"]
+    marks = [lay["mark"] if isinstance(lay["mark"], str) else lay["mark"]["type"]
+             for lay in layers]
+    assert "area" in marks and marks[0] == "line", marks

@@ -71,8 +71,8 @@ def build(runs) -> list[Figure]:
         tooltip=tip).transform_filter(is_searched),
         alt.Chart().mark_point(filled=True, size=30, opacity=1).encode(
         x=x, y=y, color=model_color(runs), tooltip=tip).transform_filter(is_searched)]
-    if seeds:
-        layers.insert(0, alt.Chart().transform_filter(is_searched).mark_area(opacity=0.15).encode(
+    if seeds:  # after the lines: a legend takes its symbols from the first layer's mark
+        layers.append(alt.Chart().transform_filter(is_searched).mark_area(opacity=0.15).encode(
             x=x, y="min:Q", y2="max:Q", detail=[alt.Detail("site:N"), alt.Detail("alignment:N")],
             color=model_color(runs)))
     if len(controls):
@@ -98,7 +98,8 @@ def build(runs) -> list[Figure]:
                  "answer and not the counterfactual one). Lines: solid OAF, dashed LAF (a "
                  "rotation times the authors' symmetric matrix), dash-dotted the authors' LAF "
                  "trained their way, dotted the random-rotation control; one colour per "
-                 "architecture (sites: the recurrent state, the middle of the residual stream)."
+                 "architecture (sites: the recurrent state; the residual stream at the searched "
+                 "layers, by default the middle one; each site its own line)."
                  + (f" Hollow marks{where}: each trained alignment's controls, triangles the "
                     "same search with the variable's values shuffled across pairs, squares the "
                     "search on the untrained (step-0) network (lines join them where they ran "
