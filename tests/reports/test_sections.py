@@ -199,23 +199,23 @@ def test_comparative_charts_show_every_run(report, key, column, expected):
     assert expected <= seen, f"{key}: {column} has {seen}"
 
 
+def _encoding(node, channel: str):
+    """Every view of a Vega-Lite spec (at any depth) that encodes `channel`."""
+    if isinstance(node, dict):
+        if channel in node.get("encoding", {}):
+            yield node
+        for v in node.values():
+            yield from _encoding(v, channel)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _encoding(v, channel)
+
+
 def test_the_das_chart_keeps_its_colour_legend_of_architectures(report):
     """A layer with `legend: null` on the shared colour drops the merged legend in Vega-Lite:
     the DAS chart colours one line per architecture, so every layer keeps the legend."""
     das = {f.key: f for f in charts(report)}["counting-das-iia"]
-
-    def colours(node):
-        if isinstance(node, dict):
-            enc = node.get("encoding", {}).get("color")
-            if enc is not None:
-                yield enc
-            for v in node.values():
-                yield from colours(v)
-        elif isinstance(node, list):
-            for v in node:
-                yield from colours(v)
-
-    found = list(colours(das.spec()))
+    found = [layer["encoding"]["color"] for layer in _encoding(das.spec(), "color")]
     assert found and all(c.get("legend", {}) is not None for c in found), found
 
 
@@ -224,18 +224,7 @@ def test_the_das_line_style_legend_draws_line_styles(report):
     and the OAF / LAF / random legend would show names without their dashes. Every layer that
     encodes the line style is a plain line."""
     das = {f.key: f for f in charts(report)}["counting-das-iia"]
-
-    def dashed(node):
-        if isinstance(node, dict):
-            if "strokeDash" in node.get("encoding", {}):
-                yield node["mark"]
-            for v in node.values():
-                yield from dashed(v)
-        elif isinstance(node, list):
-            for v in node:
-                yield from dashed(v)
-
-    marks = list(dashed(das.spec()))
+    marks = [layer["mark"] for layer in _encoding(das.spec(), "strokeDash")]
     assert marks
     for mark in marks:
         mark = mark if isinstance(mark, dict) else {"type": mark}
