@@ -13,7 +13,7 @@ from study import runstate
 from study.core.errors import UsageError
 from study.launch import slots
 from study.slurm import describe_submission, job_states
-from study.sweep_plan import SWEEP_FILE, parse
+from study.sweep_plan import SWEEP_FILE, parse, run_entry
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
@@ -23,12 +23,14 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
 
 def run_rows(runs) -> tuple[list[str], Counter]:
     """Lines of the table (run, state, directory, detail) and the count of each state.
-    `runs`: dicts with task, model, seed, path, analyses."""
+    `runs`: dicts with task, model, seed, path, analyses and analysis_settings (absent from
+    older sweep.json files): a done run whose tables were made with other settings is pending."""
     rows = [("#", "task", "model", "seed", "state", "directory", "")]
     counts: Counter = Counter()
     for i, r in enumerate(runs, 1):
         state = runstate.state_of(r["path"])
-        if state == "done" and not runstate.complete(r["path"], r.get("analyses", ()), r.get("hash")):
+        asked = r.get("analysis_settings") or r.get("analyses", ())
+        if state == "done" and not runstate.complete(r["path"], asked, r.get("hash")):
             state = "pending"  # finished training, analyses still to run (or another run's folder)
         counts[state] += 1
         rows.append((str(i), r["task"], r["model"], str(r["seed"]), state, str(r["path"]),
@@ -38,8 +40,7 @@ def run_rows(runs) -> tuple[list[str], Counter]:
 
 def print_plan(plan, options) -> None:
     """`dry_run=true`: the runs, their directories and state, and what would be launched."""
-    runs = [{"task": r.cfg.task, "model": r.cfg.model, "seed": r.cfg.seed, "path": r.path,
-             "analyses": r.cfg.analyses, "hash": r.cfg.hash8()} for r in plan.runs]
+    runs = [{**run_entry(r), "path": str(r.path)} for r in plan.runs]  # as the sweep names it
     lines, counts = run_rows(runs)
     if plan.description:
         print(f"study {plan.name}: {plan.description}")
@@ -58,7 +59,9 @@ def print_plan(plan, options) -> None:
 
 
 def find_sweep(args: list[str]) -> tuple[dict, Path | None]:
-    """(the sweep's record, its sweep.json) from `status`'s arguments."""
+    """(the sweep's record, its sweep.json) from `status`'s arguments: a sweep directory gives
+    its record as written; a study or settings give the runs they plan now (with the asked
+    analysis settings) and, where that sweep was recorded, its jobs and report."""
     if len(args) == 1 and "=" not in args[0]:
         ref = args[0]
         candidate = Path(ref)
@@ -71,11 +74,10 @@ def find_sweep(args: list[str]) -> tuple[dict, Path | None]:
     if not args:
         raise UsageError("usage: status SWEEP_DIR | STUDY | key=value ... (the sweep's settings)")
     plan, _ = parse(args)
+    runs = [run_entry(r) for r in plan.runs]  # as asked now: settings may differ from the record's
     path = plan.sweep_dir / SWEEP_FILE
     if path.is_file():
-        return _read(path), path
-    runs = [{"task": r.cfg.task, "model": r.cfg.model, "seed": r.cfg.seed, "hash": r.cfg.hash8(),
-             "path": str(r.path.resolve()), "analyses": list(r.cfg.analyses)} for r in plan.runs]
+        return {**_read(path), "runs": runs}, path
     return {"name": plan.name, "runs": runs, "jobs": {}, "report_dir": str(plan.report_dir)}, None
 
 

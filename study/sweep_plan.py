@@ -150,8 +150,13 @@ def record(plan: Plan, launcher: str, jobs: dict) -> Path:
     atomic_write_json(path, {
         "name": plan.name, "launcher": launcher, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "cwd": os.getcwd(), "report_dir": str(plan.report_dir.resolve()), "jobs": jobs,
-        "runs": [{"path": str(r.path.resolve()), "args": r.args, "task": r.cfg.task,
-                  "model": r.cfg.model, "seed": r.cfg.seed, "hash": r.cfg.hash8(),
-                  "analyses": list(r.cfg.analyses)}
-                 for r in plan.runs]})
+        "runs": [{**run_entry(r), "args": r.args} for r in plan.runs]})
     return path
+
+
+def run_entry(run) -> dict:
+    """A planned run as `sweep.json` and `status` read it: where it is, what it is, and each
+    asked analysis's settings (tables made with other settings are not finished)."""
+    return {"path": str(run.path.resolve()), "task": run.cfg.task, "model": run.cfg.model,
+            "seed": run.cfg.seed, "hash": run.cfg.hash8(), "analyses": list(run.cfg.analyses),
+            "analysis_settings": run.cfg.analysis_settings()}

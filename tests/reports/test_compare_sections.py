@@ -192,3 +192,29 @@ def test_with_many_runs_the_stitching_table_gives_architecture_pairs():
                    ("lstm", "gru"): (16, 0.5), ("lstm", "lstm"): (12, 0.9)}
     few, by_pair = _table(pd.DataFrame(rows[:36]))  # runs 0-5 as A: every pair listed
     assert not by_pair and len(few) == 36
+
+
+def test_the_architecture_means_leave_out_runs_that_did_not_learn():
+    """A run below the learnt accuracy has no task variable: its pairs are counted as left out
+    and its stitching scores do not enter its architectures' means."""
+    from study.reports.sections.compare_stitching import _table
+    runs = [(m, f"{m} s{s}") for m in ("gru", "lstm") for s in range(4)]
+    failed = "lstm s3"  # stitches at 0.0 into and out of everything
+    rows = [dict(run=a, other_run=b, model=ma, other_model=mb, k=4,
+                 iia=0.0 if failed in (a, b) else (0.9 if ma == mb else 0.5), own_iia=0.95,
+                 shuffled_map_iia=0.1, random_subspace_iia=0.0, fit_r2=0.9, n_changed=500,
+                 n_tested=480, run_learnt=a != failed, other_run_learnt=b != failed)
+            for ma, a in runs for mb, b in runs]
+    table, by_pair = _table(pd.DataFrame(rows))
+    got = {(r["A"], r["B"]): (r["run pairs"], r["left out (not learnt)"], r["stitched IIA"],
+                              r["range"]) for _, r in table.iterrows()}
+    assert got == {("gru", "gru"): (12, 0, 0.9, "0.90–0.90"),
+                   ("gru", "lstm"): (12, 4, 0.5, "0.50–0.50"),
+                   ("lstm", "gru"): (12, 4, 0.5, "0.50–0.50"),
+                   ("lstm", "lstm"): (6, 6, 0.9, "0.90–0.90")}
+    none = [{**r, "run_learnt": r["model"] == "gru", "other_run_learnt": r["other_model"] == "gru"}
+            for r in rows]  # no LSTM learnt
+    table, _ = _table(pd.DataFrame(none))
+    row = table[(table["A"] == "lstm") & (table["B"] == "lstm")].iloc[0]
+    assert row["run pairs"] == 0 and row["left out (not learnt)"] == 12
+    assert pd.isna(row["stitched IIA"]) and row["range"] == "no pair of runs that both learnt"

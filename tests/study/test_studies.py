@@ -147,3 +147,24 @@ def test_status_follows_a_sweep(tmp_path):
     mine = run_cli("status", str(sweep_dir), cwd=tmp_path)
     assert "1 done, 0 running, 0 failed, 0 interrupted, 0 pending (of 1)" in mine.stdout
     assert mine.stdout.strip().splitlines()[-1].endswith("index.html")
+
+
+def test_a_run_asked_with_other_analysis_settings_is_pending_again(tmp_path):
+    """The dry run and `status` say what the sweep will do: a finished run whose analysis is
+    now asked with other settings (its tables would be recomputed) is not done."""
+    args = ["task=counting", "model=gru", "scale=smoke", "seed=0", "train.steps=8",
+            "analyses=probes"]
+    done = run_cli("sweep", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    same = run_cli("sweep", *args, "dry_run=true", cwd=tmp_path)
+    assert "1 done, 0 running, 0 failed, 0 interrupted, 0 pending (of 1)" in same.stdout
+    other = [*args, "probes.C=0.5"]
+    plan = run_cli("sweep", *other, "dry_run=true", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert "0 done, 0 running, 0 failed, 0 interrupted, 1 pending (of 1)" in plan.stdout
+    assert "would run 1 of 1 runs" in plan.stdout
+    status = run_cli("status", *other, cwd=tmp_path)
+    assert "1 pending (of 1)" in status.stdout
+    run_cli("sweep", *other, cwd=tmp_path)  # recorded with the new settings
+    after = run_cli("status", str(next((tmp_path / "runs").glob("sweep-*"))), cwd=tmp_path)
+    assert "1 done, 0 running, 0 failed, 0 interrupted, 0 pending (of 1)" in after.stdout

@@ -27,46 +27,57 @@ def accuracy_on_test(run) -> float:
 
 def display_label(run) -> str:
     """The run's label, marked when its test accuracy is below `LEARNED_ACC`."""
-    acc = accuracy_on_test(run)
-    if acc < LEARNED_ACC:
-        return f"{run.label} (not learnt, acc {acc:.2f})"
+    if not learnt(run):
+        return f"{run.label} (not learnt, acc {accuracy_on_test(run):.2f})"
     return run.label
 
 
 def any_not_learnt(runs) -> bool:
-    return any(display_label(r) != r.label for r in runs)
+    return not all(learnt(r) for r in runs)
 
 
 def _key(path) -> str:
     return str(Path(str(path)).resolve())
 
 
-def _labels(runs) -> dict:
-    """A run's label under its resolved path and, where no other run of the report has the
-    same directory name, under that name: a comparison table names each run by the path
+def _by_run(runs, value) -> dict:
+    """`value(run)` under each run's resolved path and, where no other run of the report has
+    the same directory name, under that name: a comparison table names each run by the path
     `compare` was given, which may be relative to another working directory."""
     names = [Path(str(r.path)).name for r in runs]
-    by_name = {n: display_label(r) for n, r in zip(names, runs) if names.count(n) == 1}
-    return {**by_name, **{_key(r.path): display_label(r) for r in runs}}
+    by_name = {n: value(r) for n, r in zip(names, runs) if names.count(n) == 1}
+    return {**by_name, **{_key(r.path): value(r) for r in runs}}
+
+
+def _find(by_run: dict, path):
+    """A `_by_run` mapping's entry for a run named by `path` (None: not a run of the report)."""
+    return by_run.get(_key(path), by_run.get(Path(str(path)).name))
+
+
+def learnt(run) -> bool:
+    """The run reached `LEARNED_ACC` (or recorded no test accuracy)."""
+    return not accuracy_on_test(run) < LEARNED_ACC
 
 
 def cross_table(runs, name: str) -> pd.DataFrame | None:
-    """The table `name` over the report's runs, with `run` / `other_run` as run labels."""
+    """The table `name` over the report's runs, with `run` / `other_run` as run labels and
+    `run_learnt` / `other_run_learnt` saying whether each reached `LEARNED_ACC`."""
     parts = [r.tables[name] for r in runs if name in r.tables and not r.tables[name].empty]
     if not parts:
         return None
     df = pd.concat(parts, ignore_index=True)
-    labels = _labels(runs)
+    labels = _by_run(runs, display_label)
     cols = [c for c in ("run", "other_run") if c in df.columns]
-    keys = {c: df[c].map(lambda p: labels.get(_key(p)) or labels.get(Path(str(p)).name))
-            for c in cols}
+    keys = {c: df[c].map(lambda p: _find(labels, p)) for c in cols}
     keep = pd.Series(True, index=df.index)
     for c in cols:
         keep &= keys[c].notna()
     df = df[keep].copy()
     if df.empty:
         return None
+    ok = _by_run(runs, learnt)
     for c in cols:
+        df[f"{c}_learnt"] = df[c].map(lambda p: _find(ok, p))
         df[c] = keys[c][keep]
     step_col = {"run": "checkpoint", "other_run": "other_checkpoint"}
     for c in cols:

@@ -64,12 +64,19 @@ def build(runs) -> list:
 # more runs than this: the table gives architecture pairs, not every pair of runs
 MAX_RUNS_LISTED = 6
 BY_ARCHITECTURE = (" The table gives each pair of architectures: the mean over its pairs of "
-                   "runs (a run with itself left out) and the range of the stitched IIA; the "
-                   "matrices give every pair of runs.")
+                   "runs (a run with itself left out, and a run that has not learnt the task "
+                   "left out of the means) and the range of the stitched IIA; the matrices "
+                   "give every pair of runs.")
+# the means beside the stitched IIA in a row of the table by architecture pair
+BESIDE = {"B own IIA": "own_iia", "shuffled map": "shuffled_map_iia",
+          "random subspaces": "random_subspace_iia", "map R²": "fit_r2"}
 
 
 def _table(v):
-    """(the table under the matrices, whether it is by architecture pair)."""
+    """(the table under the matrices, whether it is by architecture pair). By architecture
+    pair, the means are over the pairs of runs that both learnt the task (`run_learnt`,
+    `other_run_learnt`; every run where those columns are absent) [ours: a network without
+    the variable says nothing about how another architecture carries it]."""
     if v["run"].nunique() <= MAX_RUNS_LISTED:
         shown = ["run", "other_run", "k", "iia", "own_iia", "shuffled_map_iia",
                  "random_subspace_iia", "fit_r2", "n_changed", "n_tested"]
@@ -79,13 +86,23 @@ def _table(v):
             "fit_r2": "map R²", "n_changed": "changed pairs", "n_tested": "tested pairs"}), False
     rows = []
     pairs = v[v["run"] != v["other_run"]]
+    both = pd.Series(True, index=pairs.index)
+    for c in ("run_learnt", "other_run_learnt"):
+        if c in pairs:
+            both &= pairs[c].fillna(True).astype(bool)
     for (a, b), g in pairs.groupby(["model", "other_model"], sort=False):
-        rows.append({"A": a, "B": b, "run pairs": len(g),
-                     "stitched IIA": round(g["iia"].mean(), 3),
-                     "range": f"{g['iia'].min():.2f}–{g['iia'].max():.2f}",
-                     "B own IIA": round(g["own_iia"].mean(), 3),
-                     "shuffled map": round(g["shuffled_map_iia"].mean(), 3),
-                     "random subspaces": round(g["random_subspace_iia"].mean(), 3),
-                     "map R²": round(g["fit_r2"].mean(), 3),
-                     "tested pairs": int(round(g["n_tested"].mean()))})
+        ok = g[both[g.index]]
+        row = {"A": a, "B": b, "run pairs": len(ok)}
+        if not both.all():
+            row["left out (not learnt)"] = len(g) - len(ok)
+        row["stitched IIA"] = _mean(ok, "iia")
+        row["range"] = (f"{ok['iia'].min():.2f}–{ok['iia'].max():.2f}" if len(ok)
+                        else "no pair of runs that both learnt")
+        row.update({name: _mean(ok, col) for name, col in BESIDE.items()})
+        row["tested pairs"] = int(round(ok["n_tested"].mean())) if len(ok) else None
+        rows.append(row)
     return pd.DataFrame(rows), True
+
+
+def _mean(g, col):
+    return round(float(g[col].mean()), 3) if len(g) else None
