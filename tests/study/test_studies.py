@@ -165,6 +165,7 @@ def test_a_run_asked_with_other_analysis_settings_is_pending_again(tmp_path):
     assert "would run 1 of 1 runs" in plan.stdout
     status = run_cli("status", *other, cwd=tmp_path)
     assert "1 pending (of 1)" in status.stdout
-    run_cli("sweep", *other, cwd=tmp_path)  # recorded with the new settings
+    again = run_cli("sweep", *other, cwd=tmp_path)  # recorded with the new settings
+    assert again.returncode == 0, again.stderr
     after = run_cli("status", str(next((tmp_path / "runs").glob("sweep-*"))), cwd=tmp_path)
     assert "1 done, 0 running, 0 failed, 0 interrupted, 0 pending (of 1)" in after.stdout
