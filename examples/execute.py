@@ -28,7 +28,7 @@ METADATA = {"kernelspec": {"display_name": "Python 3", "language": "python", "na
 def smoke_runs() -> list[Path]:
     """The run directories `python -m study sweep study=examples/smoke.toml` writes, relative
     to the directory it runs in (the repository root, under `make notebooks`)."""
-    from study.sweep_plan import parse
+    from study.sweep.plan import parse
 
     plan, _ = parse([f"study={SMOKE}"])
     return [Path(r.path) for r in plan.runs]

@@ -1,6 +1,6 @@
 """study: comparative mechanistic interpretability of small networks on synthetic tasks.
 
-From Python (`study/api.py`; imported on first use, so `import study` stays light):
+From Python (`study/run/handle.py`; imported on first use, so `import study` stays light):
 
     import study
     run = study.open_run("runs/counting-gru-s0-1a2b3c4d")
@@ -12,7 +12,7 @@ From Python (`study/api.py`; imported on first use, so `import study` stays ligh
 __version__ = "0.1.0"
 
 _API = ("open_run", "open_runs", "Run", "iia", "pyvene_view", "load_intervenable")
-# finding a run (`study/runs.py`); interventions by hand (`study/intervene.py`); the similarity
+# finding a run (`study/run/runs.py`); interventions by hand (`study/run/intervene.py`); the similarity
 # measures of the `compare` command (`study/analyses/compare/measures.py`)
 _RUNS = ("find_run",)
 _INTERVENE = ("intervenable", "interchange", "site_vectors", "new_alignment", "all_right",
@@ -23,13 +23,13 @@ __all__ = ["__version__", *_API, *_RUNS, *_INTERVENE, *_MEASURES]
 
 def __getattr__(name):
     if name in _API:
-        from study import api
-        return getattr(api, name)
+        from study.run import handle
+        return getattr(handle, name)
     if name in _RUNS:
-        from study import runs
+        from study.run import runs
         return getattr(runs, name)
     if name in _INTERVENE:
-        from study import intervene
+        from study.run import intervene
         return getattr(intervene, name)
     if name in _MEASURES:
         from study.analyses.compare import measures

@@ -12,7 +12,6 @@ short by its reader (`python -m study list | head -1`) ends quietly with the sta
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -147,17 +146,12 @@ COMMANDS = {
     "describe": _lazy("study.commands", "cmd_describe"),
     "sample": _lazy("study.commands", "cmd_sample"),
     "run": _lazy("study.commands", "cmd_run"),
-    "sweep": _lazy("study.sweep", "cmd_sweep"),
-    "status": _lazy("study.status", "cmd_status"),
+    "sweep": _lazy("study.sweep.command", "cmd_sweep"),
+    "status": _lazy("study.sweep.status", "cmd_status"),
     "analyze": _lazy("study.commands", "cmd_analyze"),
     "report": _lazy("study.commands", "cmd_report"),
-    "compare": _lazy("study.compare", "cmd_compare"),
-    "bench": _lazy("study.commands", "cmd_bench"),
-    "doctor": _lazy("study.doctor", "cmd_doctor"),
-    "gpu-check": _lazy("study.gpu_check", "cmd_gpu_check"),
+    "compare": _lazy("study.commands", "cmd_compare"),
+    "bench": _lazy("study.checks.bench", "cmd_bench"),
+    "doctor": _lazy("study.checks.doctor", "cmd_doctor"),
+    "gpu-check": _lazy("study.checks.gpu_check", "cmd_gpu_check"),
 }
-
-
-def print_jsonl(rows) -> None:
-    for row in rows:
-        print(json.dumps(row))

@@ -1,9 +1,10 @@
-"""Handlers of the simple commands (list, describe, sample, run, analyze, report, bench).
+"""Handlers of the simple commands (list, describe, sample, run, analyze, report, compare).
 
 `analyze` and `report` open their run directories with the run handle (`study.open_run`).
 `analyze` appends to the run's `run.log`, with the time of each analysis and the report."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -11,8 +12,8 @@ from pathlib import Path
 
 from study.core import registry
 from study.core.coerce import coerce
-from study.config import check_scale, resolve
-from study.core.settings import split_args
+from study.run.config import check_scale, resolve
+from study.core.settings import split_args, split_dirs_and_args
 from study.core.errors import UsageError
 from study.core.settings import describe_fields
 from study.train.config import TrainConfig
@@ -99,8 +100,8 @@ def cmd_sample(args):
     task = entry.obj(entry.make_config(scale, {k[len("task."):]: v for k, v in kv.items()}))
     if split not in task.splits:
         raise UsageError(f"split={split!r} is not a split of task {entry.name}; choose from {', '.join(task.splits)}")
-    from study.cli import print_jsonl
-    print_jsonl(task.examples(split, n))
+    for row in task.examples(split, n):
+        print(json.dumps(row))
 
 
 def cmd_run(args):
@@ -108,7 +109,7 @@ def cmd_run(args):
     allow_long = _yes(kv.pop("long", "no"), "long")
     cfg = resolve(kv)
     _check_duration(cfg, allow_long)
-    from study.runner import run
+    from study.run.runner import run
     rd = run(cfg)
     print(rd.path)
 
@@ -122,11 +123,11 @@ def _yes(value: str, key: str) -> bool:
 
 def _check_duration(cfg, allow_long: bool) -> None:
     """Refuse a CPU run that would train for over an hour here, unless long=ok (a resumed
-    run counts only the steps left; `study/estimate.py`)."""
-    from study.api import build_task
+    run counts only the steps left; `study/run/estimate.py`)."""
+    from study.run.build import build_task
     from study.core import placement
-    from study.estimate import check_duration
-    from study.preflight import nvidia_driver_loaded
+    from study.run.estimate import check_duration
+    from study.run.preflight import nvidia_driver_loaded
     from study.train.checkpoint import state_dirs
 
     on_cpu = cfg.train.device == "cpu" or (cfg.train.device == "auto" and not nvidia_driver_loaded())
@@ -140,20 +141,20 @@ def _check_duration(cfg, allow_long: bool) -> None:
 def cmd_analyze(args):
     if not args or "=" in args[0]:
         raise UsageError("usage: analyze RUN_DIR analysis=NAME[,NAME] [checkpoint=final|STEP,..|all] [NAME.FIELD=V]")
-    from study.api import open_run
+    from study.run.handle import open_run
     run = open_run(args[0])
     kv = split_args(args[1:])
     names = tuple(a for a in kv.pop("analysis", "").split(",") if a)
     if not names:
         raise UsageError(f"analysis= is required; choose from {', '.join(registry.entries('analysis'))}")
     steps = _checkpoints(run, kv.pop("checkpoint", "final"))
-    from study.analyze import analyze
+    from study.run.analyze import analyze
     from study.core import runlog
     from study.core.claim import claim
     from study.core.diskfull import reporting_disk_full
     from study.core.logs import LOG_ONLY
     from study.core.progress import stage_times
-    from study.runner import write_report
+    from study.run.runner import write_report
     configs = run.analysis_configs(names, kv)  # every setting checked before any work
     _check_metas(run, steps)  # every checkpoint readable before any work
     # the report is written under the same claim and full-disk handling as the tables
@@ -174,7 +175,7 @@ def cmd_analyze(args):
 def _check_metas(run, steps: list) -> None:
     """A one-line error for a checkpoint whose meta.json is missing or damaged, before the
     first analysis runs (the run handle would raise the same at that step)."""
-    from study.api import META_KEYS
+    from study.run.handle import META_KEYS
     from study.train.checkpoint import META, resolve_step
     for step in steps:
         ckpt = resolve_step(run.path, step)
@@ -207,8 +208,7 @@ def _checkpoints(run, value: str) -> list:
 
 
 def cmd_report(args):
-    from study.api import open_runs
-    from study.core.settings import split_dirs_and_args
+    from study.run.handle import open_runs
     from study.reports.load import labelled
     from study.reports.write import default_out, write_runs_report
     dirs, options = split_dirs_and_args(args)
@@ -246,8 +246,15 @@ def check_out_dir(value: str, key: str = "out") -> Path:
     return path
 
 
-def cmd_bench(args):
-    if not args or args[0] not in ("train", "das"):
-        raise UsageError("usage: bench train|das [task=NAME model=NAME scale=... steps=N out=PATH]")
-    from study.bench import main as bench_main
-    bench_main(args[0], split_args(args[1:]))
+def cmd_compare(args: list[str]) -> int:
+    dirs, overrides = split_dirs_and_args(args)
+    out = overrides.pop("out", None)
+    if not dirs:
+        raise UsageError("usage: compare RUN_DIR [RUN_DIR ...] [out=DIR] [compare.FIELD=V]")
+    from study.run.compare import compare_config, compare_runs
+    cfg = compare_config(overrides)  # the run directories are opened (checked) by compare_runs
+    from study.reports.write import default_out
+    out_dir = Path(out) if out else default_out(dirs)
+    compare_runs(dirs, out_dir, cfg)
+    print(out_dir / "comparisons")
+    return 0

@@ -102,8 +102,8 @@ SMALL_DAS = {"analyses": "das,patching", "das.variables": "up_down:count",
 def trained_runs(tmp_path_factory):
     """model name -> a finished run directory of `TRAINED_COUNTING` (recurrent models also
     with `SMALL_DAS`), trained on first use and shared by the session."""
-    from study.config import resolve
-    from study.runner import run
+    from study.run.config import resolve
+    from study.run.runner import run
 
     made = {}
 

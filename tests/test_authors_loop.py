@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from study.config import resolve
+from study.run.config import resolve
 from study.core import registry
 from study.train.engine import Engine
 from study.train.runtime import resolve_runtime

@@ -178,7 +178,7 @@ def _close(documented: float, actual) -> bool:
 def test_task_preset_tables_match_the_code(name):
     """Each single-field row of a task page's preset tables gives, per scale, the value the
     code resolves (task config first, else the training config)."""
-    from study.config import resolve
+    from study.run.config import resolve
 
     checked = 0
     for field, values in _preset_rows(DOCS / "tasks" / f"{name}.md"):

@@ -95,9 +95,9 @@ def test_notebook_uses_the_public_api_only(path):
 def smoke_runs(tmp_path_factory):
     """The runs of examples/smoke.toml, trained once for this file's notebooks, in a
     temporary directory (under the names the sweep gives them)."""
-    from study.config import resolve
-    from study.runner import run
-    from study.sweep_plan import parse
+    from study.run.config import resolve
+    from study.run.runner import run
+    from study.sweep.plan import parse
 
     root = tmp_path_factory.mktemp("smoke-runs")
     plan, _ = parse([f"study={ROOT / 'examples' / 'smoke.toml'}"])

@@ -1,8 +1,11 @@
 """The packages form layers and every import points down.
 
 kernel (`study.core`) <- tasks, models <- training (`study.train`) and analyses <- reports
-<- the application (the rest of `study`). Imports inside functions count too: a lazy import
-that runs back up is still a dependency that runs back up.
+<- one run (`study.run`) <- many runs (`study.sweep`) <- the checks (`study.checks`) <- the
+command line (`study/cli.py`, `study/commands.py`, `study/__init__.py`). Inside `study.run`
+the run's settings and state lie below the run handle, which lies below the work done on a
+run. The command modules never import each other. Imports inside functions count too: a lazy
+import that runs back up is still a dependency that runs back up.
 """
 import ast
 from pathlib import Path
@@ -13,9 +16,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "study"
 # the layers inside the one top-level package, the most specific first
 LAYERS = ("study.core", "study.train", "study.tasks", "study.models", "study.analyses",
-          "study.reports")
+          "study.reports", "study.run", "study.sweep", "study.checks")
+LIBRARY = {"study.core", "study.train", "study.tasks", "study.models", "study.analyses",
+           "study.reports"}
 
-# layer -> the layers it may import (itself included)
+# layer -> the layers it may import (itself included); "study.cli" is the command line: the
+# modules directly in study/
 ALLOWED = {
     "study.core": {"study.core"},
     "study.tasks": {"study.core", "study.tasks"},
@@ -23,9 +29,21 @@ ALLOWED = {
     "study.train": {"study.core", "study.train"},
     "study.analyses": {"study.core", "study.tasks", "study.models", "study.analyses"},
     "study.reports": {"study.core", "study.reports"},
-    "study.app": {"study.core", "study.train", "study.app", "study.tasks", "study.models",
-                  "study.analyses", "study.reports"},
+    "study.run": LIBRARY | {"study.run"},
+    "study.sweep": LIBRARY | {"study.run", "study.sweep"},
+    "study.checks": LIBRARY | {"study.run", "study.sweep", "study.checks"},
+    "study.cli": LIBRARY | {"study.run", "study.sweep", "study.checks", "study.cli"},
 }
+
+# inside study.run, lowest first: a module imports its own tier or those below
+RUN_TIERS = (
+    # what a run is: its settings, the checks before it, what it is built from, its state
+    {"config", "preflight", "estimate", "flops", "env", "build", "runstate"},
+    # the run handle (`study.open_run`) and what goes through it
+    {"handle", "runs", "intervene"},
+    # the work done on runs: training, analysing, comparing
+    {"runner", "analyze", "compare"},
+)
 
 
 def layer_of(module: str) -> str | None:
@@ -34,7 +52,14 @@ def layer_of(module: str) -> str | None:
     for sub in LAYERS:
         if module == sub or module.startswith(sub + "."):
             return sub
-    return "study.app"
+    return "study.cli"
+
+
+def run_tier(module: str) -> int | None:
+    if not module.startswith("study.run."):
+        return None
+    name = module.split(".")[2]
+    return next(i for i, tier in enumerate(RUN_TIERS) if name in tier)
 
 
 def module_name(path: Path) -> str:
@@ -73,6 +98,31 @@ def test_imports_point_down(path):
            for line, name in imports_of(path, module)
            if layer_of(name) is not None and layer_of(name) not in ALLOWED[here]]
     assert not bad, "imports that run back up:\n" + "\n".join(bad)
+
+
+def test_every_module_of_the_run_package_has_a_tier():
+    names = {p.stem for p in (ROOT / "study" / "run").glob("*.py")} - {"__init__"}
+    assert names == set().union(*RUN_TIERS)
+
+
+def test_inside_the_run_package_imports_point_down():
+    """The run's settings never import the handle; the handle never imports the runner
+    (`from study.run import handle` counts as importing study.run.handle)."""
+    graph = _import_graph()
+    bad = [f"{m} imports {other}" for m in graph if run_tier(m) is not None
+           for other in graph[m] if (run_tier(other) or 0) > run_tier(m)]
+    assert not bad, "imports that run back up inside study.run:\n" + "\n".join(bad)
+
+
+def test_no_command_imports_another():
+    """Each command's module (`study/cli.py`'s COMMANDS) imports no other command's module:
+    what two commands share lives below them."""
+    from study.cli import COMMANDS
+    import inspect
+    modules = {inspect.getclosurevars(h).nonlocals["module"] for h in COMMANDS.values()}
+    graph = _import_graph()
+    bad = [f"{m} imports {other}" for m in modules for other in graph[m] & modules]
+    assert not bad, "\n".join(bad)
 
 
 def test_no_benchmark_code_in_product_packages():

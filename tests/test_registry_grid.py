@@ -14,10 +14,10 @@ import math
 import pandas as pd
 import pytest
 
-from study.config import resolve
+from study.run.config import resolve
 from study.core.errors import UsageError
 from study.core import registry
-from study.runner import build_task, prepare
+from study.run.runner import build_task, prepare
 from study.train.checkpoint import list_checkpoints
 from study.train.loop import train
 
@@ -82,8 +82,8 @@ def _analysed_run(task: str, model: str, tmp_path_factory):
     checkpoint=STEP` builds trajectories); per analysis the exception it raised, if any."""
     key = (task, model)
     if key not in _ANALYSED:
-        from study.analyze import analyze
-        from study.api import open_run
+        from study.run.analyze import analyze
+        from study.run.handle import open_run
 
         run_dir = tmp_path_factory.mktemp(f"{task}-{model}") / "run"
         _train(task, model, run_dir)

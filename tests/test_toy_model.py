@@ -61,8 +61,8 @@ registry.register("model", "toy_elman", config=ElmanConfig, capabilities=("recur
 
 def test_a_one_file_model_family_trains_is_analysed_and_reported(tmp_path):
     from study.reports.write import write_report
-    from study.config import resolve
-    from study.runner import run
+    from study.run.config import resolve
+    from study.run.runner import run
 
     analyses = [name for name, e in registry.entries("analysis").items()
                 if e.requires <= registry.get("model", "toy_elman").capabilities]

@@ -97,9 +97,9 @@ ANALYSES = ("probes", "patching", "das", "subspaces")  # every one a GRU support
 
 def test_toy_task_trains_runs_every_analysis_and_reports(tmp_path):
     from study.reports.write import write_report
-    from study.config import resolve
+    from study.run.config import resolve
     from study.core.rundir import RunDir
-    from study.runner import run
+    from study.run.runner import run
 
     run_dir = tmp_path / "toy-run"
     cfg = resolve({"task": "toy", "model": "gru", "scale": "smoke",

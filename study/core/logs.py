@@ -1,6 +1,6 @@
 """Where what the library says goes: the `study` logger.
 
-Every module logs under `study` (`logging.getLogger(__name__)`: `study.runner`,
+Every module logs under `study` (`logging.getLogger(__name__)`: `study.run.runner`,
 `study.train.loop`, ...). As a library it adds only a NullHandler, so a program that uses it
 routes or silences it with the standard API: a handler of its own on `study` (or the root
 logger), `logging.getLogger("study").setLevel(logging.WARNING)`, or `.disabled = True`.

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import study
-from study.api import special_tokens
+from study.run.handle import special_tokens
 from study.core.errors import UsageError
 from study.models.nets.gpt_neox import to_gpt_neox
 from study.models.sites.cache import run_with_cache

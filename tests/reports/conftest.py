@@ -18,8 +18,8 @@ RUNS = [
 
 def make_run(root: Path, task: str, model: str, seed: int, analyses: str, name: str | None = None):
     """Train and analyse one smoke run in-process; returns its directory."""
-    from study.config import resolve
-    from study.runner import run
+    from study.run.config import resolve
+    from study.run.runner import run
 
     run_dir = root / (name or f"{task}-{model}-s{seed}")
     cfg = resolve({"task": task, "model": model, "scale": "smoke", "seed": str(seed),

@@ -22,7 +22,7 @@ COUNTING_LABELS = {"gru s0", "gru s1", "lstm s0", "rope2 s0"}
 def compared(counting_runs, tmp_path_factory):
     """Copies of the counting smoke runs (checkpoints kept) after `compare_runs`."""
     from study.analyses.compare import CompareConfig
-    from study.compare import compare_runs
+    from study.run.compare import compare_runs
 
     root = tmp_path_factory.mktemp("compared")
     dirs = [shutil.copytree(src, root / src.name, ignore=shutil.ignore_patterns("report*"))

@@ -96,7 +96,7 @@ def test_the_heartbeat_refreshes_the_claim_and_reentry_is_a_no_op(tmp_path, monk
 def test_a_sweep_leaves_a_held_run_to_its_holder_then_runs_it(tmp_path):
     """A run another live process holds is not touched; once the holder lets go without
     finishing it, the sweep takes it and trains it."""
-    from study.config import resolve
+    from study.run.config import resolve
     cfg = resolve({"task": "counting", "model": "gru", "scale": "smoke"})
     run_dir = tmp_path / cfg.path
     run_dir.mkdir(parents=True)

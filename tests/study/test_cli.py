@@ -184,7 +184,7 @@ def test_a_bad_analysis_setting_fails_before_training_not_after(tmp_path):
 
 def _run_dir_with_config(tmp_path, *args):
     """A run directory holding only config.json, as `run` writes it (no training needed)."""
-    from study.config import resolve
+    from study.run.config import resolve
     from study.core.settings import split_args
     from study.core.rundir import RunDir
     rd = RunDir(tmp_path / "run")
@@ -212,7 +212,7 @@ def test_analyze_checks_settings_before_loading_a_checkpoint(tmp_path, capsys, e
 
 
 def test_config_json_round_trips_with_the_analysis_configs(tmp_path):
-    from study.config import from_dict
+    from study.run.config import from_dict
     rd, cfg = _run_dir_with_config(tmp_path, "analyses=das,probes", "das.k=1,2",
                                    "probes.variables=up_down:count", "train.lr=3e-3")
     back = from_dict(rd.config())
@@ -223,7 +223,7 @@ def test_config_json_round_trips_with_the_analysis_configs(tmp_path):
 
 
 def test_a_config_json_with_an_unknown_field_is_one_clear_line(tmp_path):
-    from study.config import from_dict
+    from study.run.config import from_dict
     rd, _ = _run_dir_with_config(tmp_path)
     old = rd.config()
     old["train"]["momentum"] = 0.9

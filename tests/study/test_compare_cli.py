@@ -16,7 +16,7 @@ def test_compare_refuses_missing_runs_and_unknown_settings(tmp_path):
 
 
 def test_a_sweep_checks_its_compare_settings_before_any_run_and_carries_them(tmp_path):
-    from study.sweep_plan import parse
+    from study.sweep.plan import parse
     args = ["task=counting", "model=gru,lstm", "scale=smoke", f"run_dir={tmp_path}/x"]
     done = run_cli("sweep", *args[:3], "compare.site=resid1", cwd=tmp_path)
     assert done.returncode == 2 and "compare.site: 'resid1' is neither" in done.stderr

@@ -22,8 +22,8 @@ RUN = {"task": "counting", "model": "gru", "scale": "smoke", "train.steps": "2",
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> pathlib.Path:
     """A finished two-step run (checkpoints at steps 0, 1 and 2; no analyses)."""
-    from study.config import resolve
-    from study.runner import run
+    from study.run.config import resolve
+    from study.run.runner import run
     path = tmp_path_factory.mktemp("damaged") / "run"
     run(resolve({**RUN, "run_dir": str(path)}))
     return path

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from study.api import build_task
-from study.config import resolve
+from study.run.build import build_task
+from study.run.config import resolve
 from study.core.errors import UsageError
-from study.estimate import check_duration, duration, measure
+from study.run.estimate import check_duration, duration, measure
 
 LONG = {"task": "counting", "model": "gru", "scale": "smoke", "train.device": "cpu",
         "train.steps": "50000000"}
@@ -75,7 +75,7 @@ SWEEP = ["sweep", "task=counting", "model=gru", "scale=smoke", "train.device=cpu
 def one_step_per_second(monkeypatch):
     """Every probe measures one training step per second (no torch work), and the optimistic
     bound never settles it first; returns the probes made."""
-    import study.estimate as estimate
+    import study.run.estimate as estimate
     probes = []
 
     def measure_(cfg, task, seconds=0.0, warm=0):

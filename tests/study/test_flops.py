@@ -4,7 +4,7 @@ import math
 import torch
 from torch import nn
 
-from study.flops import matmul_peak, train_flops_per_position
+from study.run.flops import matmul_peak, train_flops_per_position
 
 
 class _Bigram(nn.Module):

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from study import gpu_check, gpu_check_grid
+from study.checks import gpu_check, gpu_check_grid
 from study.cli import main
 from study.core import registry
-from study.preflight import nvidia_driver_loaded
+from study.run.preflight import nvidia_driver_loaded
 from tests.conftest import project_entries
 
 

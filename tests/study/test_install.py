@@ -32,7 +32,7 @@ def test_installed_package_works_beside_packages_named_like_its_subpackages(tmp_
         "assert models.WHO == 'another project: models' and tasks.WHO == 'another project: tasks'\n"
         f"assert study.__file__.startswith({str(target)!r}), study.__file__\n"
         "from study.core import registry\n"
-        "from study import studies\n"
+        "from study.sweep import studies\n"
         "print(sorted(registry.builtin('task')), sorted(registry.builtin('model')),"
         " 'demo' in studies.names())\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(others)])}

@@ -15,11 +15,11 @@ from types import SimpleNamespace
 import pytest
 
 from study.cli import main
-from study.config import resolve
+from study.run.config import resolve
 from study.core.claim import holds
 from study.core.errors import UsageError
-from study import launch
-from study.launch import Slots, cores, run_local, slots
+from study.sweep import launch
+from study.sweep.launch import Slots, cores, run_local, slots
 from tests.conftest import ROOT, run_cli
 
 BASE = {"task": "counting", "model": "gru", "scale": "smoke"}
@@ -148,7 +148,7 @@ def test_jobs_and_gpus_resolve_against_the_machine():
 
 
 def test_gpus_on_a_machine_without_one_is_refused_in_one_line(tmp_path):
-    from study.preflight import nvidia_driver_loaded
+    from study.run.preflight import nvidia_driver_loaded
     if nvidia_driver_loaded():
         pytest.skip("this machine has an NVIDIA driver")
     r = run_cli("sweep", "task=counting", "model=gru", "scale=smoke", "gpus=0", cwd=tmp_path)
@@ -160,8 +160,8 @@ def test_analyze_writes_the_report_holding_the_claim(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     assert main(["run", *(f"{k}={v}" for k, v in BASE.items()), f"run_dir={run_dir}"]) == 0
     seen = []
-    import study.runner
-    monkeypatch.setattr(study.runner, "write_report", lambda rd: seen.append(holds(rd.path)))
+    import study.run.runner
+    monkeypatch.setattr(study.run.runner, "write_report", lambda rd: seen.append(holds(rd.path)))
     assert main(["analyze", str(run_dir), "analysis=probes"]) == 0
     assert seen == [True]
 
@@ -205,7 +205,7 @@ def test_reanalysing_replaces_the_rows_of_the_checkpoints_it_writes(tmp_path):
     replaces them instead of stacking a second copy; other checkpoints' rows stay."""
     import pandas as pd
 
-    from study.analyze import _merge_checkpoints
+    from study.run.analyze import _merge_checkpoints
     path = tmp_path / "das_control.parquet"
     pd.DataFrame({"checkpoint": [0, 0, 7], "iia": [0.1, 0.2, 0.9]}).to_parquet(path)
     merged = _merge_checkpoints(path, pd.DataFrame({"checkpoint": [0, 0], "iia": [0.3, 0.4]}), 50)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from study.config import train_config
+from study.run.config import train_config
 from study.core.registry import get
 from study.core.rundir import RunDir
 from study.train import checkpoint as ckpt

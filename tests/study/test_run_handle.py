@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import study
-import study.api as api
+import study.run.handle as api
 from study.cli import main
 from study.core.errors import UsageError
 

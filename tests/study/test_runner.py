@@ -36,7 +36,7 @@ def test_a_run_dir_holding_another_config_is_refused(tmp_path):
 
 
 def test_an_analysis_asked_with_other_settings_runs_again_and_keeps_the_old_tables(tmp_path):
-    from study import runstate
+    from study.run import runstate
     from study.core.rundir import RunDir
 
     run_dir = tmp_path / "r"
@@ -67,8 +67,8 @@ def test_runtime_only_settings_never_make_tables_stale(tmp_path):
     with other values of them is finished, a record that still holds them (tables written
     before they were declared runtime-only) is not stale, and a setting that decides results
     still is."""
-    from study import runstate
-    from study.config import resolve
+    from study.run import runstate
+    from study.run.config import resolve
     from study.core.rundir import RunDir
 
     base = {"task": "counting", "model": "gru", "scale": "smoke", "analyses": "das"}

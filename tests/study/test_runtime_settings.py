@@ -7,7 +7,7 @@ import json
 
 
 from study.cli import main
-from study.config import resolve
+from study.run.config import resolve
 from study.train.config import RUNTIME_FIELDS
 
 BASE = {"task": "counting", "model": "gru", "scale": "smoke"}

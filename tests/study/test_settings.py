@@ -87,7 +87,7 @@ def test_every_preset_resolves_to_a_valid_config():
         for entry in registry.entries(kind).values():
             for scale in registry.SCALES:
                 entry.make_config(scale)
-    from study.config import train_config
+    from study.run.config import train_config
     for entry in registry.entries("task").values():
         for scale in registry.SCALES:
             train_config(entry, scale)

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from study.config import train_config
+from study.run.config import train_config
 from study.core.registry import get
 from study.core.rundir import RunDir
 from study.core.signals import Interrupted, exit_code

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from study import studies
+from study.sweep import studies
 from study.core.errors import UsageError
-from study.sweep_plan import parse
+from study.sweep.plan import parse
 from tests.conftest import run_cli
 
 OWN = """\

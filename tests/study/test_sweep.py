@@ -2,10 +2,10 @@
 how a sweep executes (launcher, jobs, GPUs, SLURM resources) never changes its runs."""
 import pytest
 
-from study import studies
+from study.sweep import studies
 from study.core.errors import UsageError
-from study.sweep_plan import expand, parse
-from study.config import resolve
+from study.sweep.plan import expand, parse
+from study.run.config import resolve
 
 
 def test_expands_cartesian_product():

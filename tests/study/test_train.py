@@ -17,7 +17,7 @@ from torch import nn
 
 from study.models.sites.modules import Sites
 from study.train import checkpoint as ckpt
-from study.bench_train import bench_train
+from study.checks.bench_train import bench_train
 from study.core.registry import get, register
 from study.core.rundir import RunDir
 from study.train.streams import ShuffledStream, loss_targets, used_length

@@ -13,8 +13,8 @@ import pytest
 
 @pytest.mark.slow  # 12 minutes on one CPU core beside another run
 def test_gpt12_small_learns_the_one_hop_lookup_of_bindings_laptop_variant(tmp_path):
-    from study.config import resolve
-    from study.runner import run
+    from study.run.config import resolve
+    from study.run.runner import run
 
     cfg = resolve({"task": "binding", "model": "gpt12", "scale": "small", "seed": "0",
                    "train.steps": "3000",

@@ -5,7 +5,7 @@ This script builds both and compares them, in three parts:
 
 1. Settings, read off the built objects: the authors' HookedTransformer, AdamW and loop
    (`authors_train.py`, transcribed from train.py) against the resolved `scale=paper` run
-   configuration (`study.config.resolve`), our network, our `Engine`'s AdamW,
+   configuration (`study.run.config.resolve`), our network, our `Engine`'s AdamW,
    `study.train.schedule.lr_at` and the runtime of `study.train.runtime.resolve_runtime`.
    Each row is `same`, `kept: <why>` (a known difference, documented) or `DIFFERS`.
 2. Data: sequences from the authors' batch sampler and from our `task.train_batch`, compared
@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
 import authors_train as A  # noqa: E402
-from study.config import resolve  # noqa: E402
+from study.run.config import resolve  # noqa: E402
 from study.core import registry  # noqa: E402
 from study.core.labels import IGNORE  # noqa: E402
 from study.train.engine import Engine  # noqa: E402

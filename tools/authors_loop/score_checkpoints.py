@@ -30,7 +30,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from study.config import resolve  # noqa: E402
+from study.run.config import resolve  # noqa: E402
 from study.core import registry  # noqa: E402
 from study.tasks.assign_add.generate import NINE_POOLS  # noqa: E402
 from study.train.evaluate import Evaluator  # noqa: E402

@@ -32,7 +32,7 @@ class AnalysisContext:
     seed: int = 0
     # model_at(step) -> the same network at another logged training step, prepared like
     # `model` (eval mode, on `device`, frozen); raises LookupError when the run has no such
-    # checkpoint. Analyses may not import study.train, so the application (study/analyze.py)
+    # checkpoint. Analyses may not import study.train, so the application (study/run/analyze.py)
     # supplies the loader; None where there are no checkpoints (tests, a bare model). `das`
     # uses model_at(0), the untrained network, for its trained control.
     model_at: Callable[[int], Any] | None = None

@@ -7,7 +7,7 @@ runs only the base forward: a `pyvene.IntervenableModel` over the site
 (`study.models.sites.pyvene_bridge.site_intervenable`, holding the alignment, a pyvene intervention
 from `study/analyses/das/alignment.py`) gets the cached vectors as `source_representations`
 (`interchange_vectors`). A tutorial-style pyvene loop runs the source forward at every step
-as well and reads every position's logits; `study/bench_das.py` measures the difference and
+as well and reads every position's logits; `study/checks/bench_das.py` measures the difference and
 the tests check both give the same logits. Inputs are cut after the last scored position
 (causal models: nothing scored reads later tokens) and the network computes the output layer
 at the scored positions only (`readout`).

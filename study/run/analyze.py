@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import logging
 
-from study.api import Run, choose_device
-from study.config import json_settings
+from study.run.build import choose_device
+from study.run.handle import Run
+from study.run.config import json_settings
 from study.core import registry
 from study.core.claim import claim
 from study.core.damage import set_aside_damaged
 from study.core.diskfull import reporting_disk_full
 from study.core.errors import UsageError
 from study.core.progress import timed
-from study.runstate import SETTINGS
+from study.run.runstate import SETTINGS
 
 _log = logging.getLogger(__name__)
 

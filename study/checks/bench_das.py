@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-from study.api import choose_device, frozen
+from study.run.build import choose_device, frozen
 from study.train.runtime import sync
 
 

@@ -17,9 +17,9 @@ docs/interop.md). `open_runs(paths)` opens several (each once). Everything a run
 directory lacks or holds damaged is one `UsageError` naming the file or key, as on the
 command line.
 
-Each step of reopening a run is written once, here: building a run's task (`build_task`, which
-training calls too), choosing the device (`choose_device`), and loading a checkpoint frozen in
-eval mode (`Run.model`, through `frozen`). Nothing here imports torch until a network is asked
+Reopening a run uses the pieces every command builds a run from (`study/run/build.py`): its
+task (`build_task`, which training calls too), the device (`choose_device`), and a checkpoint
+frozen in eval mode (`Run.model`, through `frozen`). Nothing here imports torch until a network is asked
 for, so `import study` stays light.
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from study.core.errors import UsageError
+from study.run.build import build_task, choose_device, frozen
 
 # what a checkpoint's meta.json must name to rebuild its network
 META_KEYS = ("model", "model_config", "vocab_size", "seq_len", "step")
@@ -46,21 +47,6 @@ def open_runs(paths) -> list["Run"]:
     return runs
 
 
-def build_task(cfg):
-    """The task of a run configuration (`RunConfig`), built through the task registry."""
-    from study.core import registry
-    return registry.get("task", cfg.task).obj(cfg.task_config)
-
-
-def choose_device(device=None):
-    """The torch device to work on: `device` as given (a name or a `torch.device`), or, for
-    None and "auto", the GPU when CUDA is available, else the CPU."""
-    import torch
-    if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 def special_tokens(task) -> dict:
     """The special tokens of a task's tokenizer (`Run.tokenizer`), each a token of its
     vocabulary or None: pad = the task's PAD; bos / eos = the task's own sequence delimiters
@@ -69,14 +55,6 @@ def special_tokens(task) -> dict:
     alphabet = getattr(task, "alphabet", None)
     return {"pad": task.vocab[task.pad_id], "bos": getattr(alphabet, "bos", None),
             "eos": getattr(alphabet, "eos", None)}
-
-
-def frozen(net, device="cpu"):
-    """`net` on `device`, in eval mode, its parameters frozen: a network as analyses see it."""
-    net = net.to(device).eval()
-    for p in net.parameters():
-        p.requires_grad_(False)
-    return net
 
 
 class Run:
@@ -103,9 +81,9 @@ class Run:
 
     @cached_property
     def config(self):
-        """The run's resolved configuration (`study.config.RunConfig`); a one-line error when
+        """The run's resolved configuration (`study.run.config.RunConfig`); a one-line error when
         config.json has the wrong shape."""
-        from study.config import from_dict
+        from study.run.config import from_dict
         try:
             return from_dict(self.rundir.config(), f"{self.path}/config.json")
         except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -154,7 +132,7 @@ class Run:
     def analysis_configs(self, names, overrides: dict[str, str] | None = None) -> dict:
         """name -> resolved config of each analysis, for this run's scale, task and model, with
         `overrides` ("das.k": "1,2") applied; every setting checked before any work."""
-        from study.config import analysis_configs
+        from study.run.config import analysis_configs
         from study.core import registry
         cfg = self.config
         return analysis_configs(tuple(names), cfg.scale, dict(overrides or {}),

@@ -12,7 +12,7 @@ PACKAGES = ("torch", "numpy", "pyvene", "transformers", "pandas", "scikit-learn"
 
 
 def git_sha() -> str | None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=5)

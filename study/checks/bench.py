@@ -8,12 +8,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from study.api import build_task, choose_device
+from study.run.build import build_task, choose_device
 from study.core import registry
 from study.core.coerce import coerce
-from study.config import resolve
+from study.run.config import resolve
 from study.core.errors import UsageError
 from study.core.rundir import atomic_write_bytes
+from study.core.settings import split_args
 from study.reports.markdown import markdown_table
 
 DEFAULTS = {"train": {"task": "binding", "model": "gpt12"}, "das": {"task": "counting", "model": "gru"}}
@@ -21,6 +22,12 @@ DEFAULTS = {"train": {"task": "binding", "model": "gpt12"}, "das": {"task": "cou
 # attn2 on assign_add; Grant et al.: the GRU, the LSTM and the 2-layer transformer on counting)
 HOME_TASKS = {"gpt12": "binding", "attn2": "assign_add", "rope2": "counting", "gru": "counting",
               "lstm": "counting"}
+
+
+def cmd_bench(args):
+    if not args or args[0] not in ("train", "das"):
+        raise UsageError("usage: bench train|das [task=NAME model=NAME scale=... steps=N out=PATH]")
+    main(args[0], split_args(args[1:]))
 
 
 def main(kind: str, kv: dict[str, str]) -> Path:
@@ -55,10 +62,10 @@ def _one(kind: str, cfg, steps: int):
     model_entry = registry.get("model", cfg.model)
     device = str(choose_device(cfg.train.device))
     if kind == "train":
-        from study.bench_train import bench_train
+        from study.checks.bench_train import bench_train
         table = bench_train(task, model_entry, cfg.model_config, cfg.train, steps=steps, device=device)
     else:
-        from study.bench_das import bench_das
+        from study.checks.bench_das import bench_das
         table = bench_das(task, model_entry, cfg.model_config, steps=steps, device=device)
     table.insert(0, "model", cfg.model)
     table.insert(0, "task", cfg.task)

@@ -39,7 +39,7 @@ def cmd_doctor(args):
                          f"seconds, train.<field>")
     import torch
 
-    from study.api import choose_device
+    from study.run.build import choose_device
     from study.core.torch_backend import best_build, driver_version
     from study.train.gpu import problem
     ok = True
@@ -59,7 +59,7 @@ def cmd_doctor(args):
             p = torch.cuda.get_device_properties(i)
             _line(f"GPU {i}", f"{p.name}, {p.total_memory / 2**30:.1f} GiB, compute capability "
                               f"{p.major}.{p.minor}")
-    from study.launch import cores
+    from study.sweep.launch import cores
     _line("CPU", f"{cores()} cores usable, torch threads {torch.get_num_threads()}")
     device = choose_device()
     for label, check in (("bf16 autocast", _bf16), ("torch.compile", _compile),
@@ -142,8 +142,8 @@ def _probe_kv(kv: dict) -> dict:
 
 def _settings(kv: dict) -> bool:
     """The runtime a run with these settings would get, and what `jobs=auto` starts."""
-    from study.config import resolve
-    from study.launch import slots
+    from study.run.config import resolve
+    from study.sweep.launch import slots
     try:
         cfg = resolve(_probe_kv(kv))
         from study.train.runtime import resolve_runtime
@@ -167,9 +167,9 @@ def _probe(kv: dict, seconds: float, device) -> bool:
     """Train with the engine for `seconds` and print tokens/s."""
     import torch
 
-    from study.api import build_task
-    from study.config import resolve
-    from study.estimate import measure
+    from study.run.build import build_task
+    from study.run.config import resolve
+    from study.run.estimate import measure
     cfg = resolve(_probe_kv(kv))
     m = measure(cfg, build_task(cfg), seconds)
     rt = m.runtime

@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from study import runstate
+from study.run import runstate
 from study.core import placement
 from study.core.claim import ClaimedError, describe
 from study.core.errors import UsageError
@@ -42,7 +42,7 @@ log = _log.info
 
 POLL_S = 0.2  # how often running processes are checked
 ELSEWHERE_POLL_S = 5.0  # how often runs held by other processes are looked at again
-PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def cores() -> int:
@@ -101,7 +101,7 @@ def visible_gpus(required: bool = False, setting: str = "gpus") -> list[str]:
     """The CUDA_VISIBLE_DEVICES value of each GPU this process sees ([] on a machine without an
     NVIDIA driver: torch is not even imported). A GPU that is present but unusable is a
     one-line UsageError naming the cause when GPUs are `required`, else none are used."""
-    from study.preflight import nvidia_driver_loaded
+    from study.run.preflight import nvidia_driver_loaded
     if not nvidia_driver_loaded():
         if required:
             raise UsageError(f"{setting}: no NVIDIA GPU on this machine (no driver loaded); "
@@ -226,7 +226,7 @@ class _InProcess:
         return False
 
     def start(self, run: _Run, tag: str) -> None:
-        from study.runner import run as run_one
+        from study.run.runner import run as run_one
         log(f"{tag} → {run.path}")
         try:
             run_one(run.cfg)

@@ -11,7 +11,7 @@ fused AdamW, torch.compile), optionally at a larger batch. Both are timed after 
 
 tokens_per_s counts the non-PAD tokens of the examples consumed, so both variants are
 measured in the same unit of useful work and `ratio_vs_naive` compares tokens/s. The table
-also gives how far each is from the machine (`study/flops.py`): `model_gflop_per_s` is tokens/s
+also gives how far each is from the machine (`study/run/flops.py`): `model_gflop_per_s` is tokens/s
 times the model's forward + backward FLOPs per position, `peak_gflop_per_s` a square matmul
 timed in the same process and threads in the row's precision (fp32, or bf16 where the variant
 runs under bf16 autocast), `frac_of_peak` their ratio.
@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from study.flops import matmul_peak, train_flops_per_position
+from study.run.flops import matmul_peak, train_flops_per_position
 from study.train.streams import (OnTheFlyStream, ShuffledStream, auto_workers, loss_targets,
                                  to_width)
 from study.train.engine import Engine

@@ -29,8 +29,8 @@ def find_run(task: str, model: str, *, root="runs", analyses=(), scale: str | No
     scale: only runs of this scale; None: the largest scale found (paper > small > smoke).
     Among runs of one scale, the most recently finished. A `UsageError` (one line, naming the
     command that makes such a run) when there is none."""
-    from study.api import open_run
-    from study.runstate import complete
+    from study.run.handle import open_run
+    from study.run.runstate import complete
 
     analyses = (analyses,) if isinstance(analyses, str) else tuple(analyses)
     if scale is not None and scale not in registry.SCALES:

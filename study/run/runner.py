@@ -4,7 +4,7 @@ Re-running the same command resumes an interrupted run and skips a finished one 
 `force=true`); a run directory that holds a *different* config is refused, not overwritten.
 The run holds its directory's claim from the first write to the report, so a second process
 on the same directory is refused instead of deleting checkpoints under the first. What it says
-goes to the `study.runner` logger (`study/core/logs.py`) and into the run's `run.log`, with the
+goes to the `study.run.runner` logger (`study/core/logs.py`) and into the run's `run.log`, with the
 wall time of each stage (data, training, each analysis, the report) and their sum.
 """
 from __future__ import annotations
@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 from study.core import registry
-from study.api import build_task, open_run
-from study.config import RunConfig, identity_of
-from study import runstate
+from study.run.build import build_task
+from study.run.handle import open_run
+from study.run.config import RunConfig, identity_of
+from study.run import runstate
 from study.core import placement, runlog
 from study.core.logs import LOG_ONLY, STAMPED
 from study.core.progress import stage_times, timed
@@ -140,7 +141,7 @@ def _logged(cfg: RunConfig, rd: RunDir) -> None:
 
 
 def _run(cfg: RunConfig, rd: RunDir) -> None:
-    from study.env import environment
+    from study.run.env import environment
     # this session's runtime-only settings, which may differ from the run's first session
     runtime = {k: getattr(cfg.train, k) for k in RUNTIME_FIELDS}
     rd.write_json("env.json", {**environment(), "train_runtime": runtime})
@@ -242,5 +243,5 @@ def _analyses(cfg: RunConfig, rd: RunDir) -> None:
                 f"({change}); recomputing it, the old tables kept in {kept}")
     todo = tuple(n for n in cfg.analyses if not any(rd.analysis_dir(n).glob("*.parquet")))
     if todo:
-        from study.analyze import analyze
+        from study.run.analyze import analyze
         analyze(open_run(rd.path), {n: cfg.analysis_configs[n] for n in todo})

@@ -22,7 +22,7 @@ as parts; each part's settings go over `[settings]`, and the study's runs are th
 
 The values are the defaults of `python -m study sweep study=...`; the command line overrides
 them (in every part). Numbers and booleans are written as the command line would (`2.5`, `true`); a list is a
-comma list. The predefined studies ship with the package (`study/studies/NAME.toml`:
+comma list. The predefined studies ship with the package (`study/sweep/studies/NAME.toml`:
 `study=demo`); `study=PATH` runs a user's own file. A study's comparative report goes to
 `runs/study-NAME/`, NAME being the file's stem.
 """

@@ -1,12 +1,12 @@
 """What `python -m study gpu-check` checks and records: its settings (`Options`), the items it
 runs with their time budgets (`Item`, `BUDGETS`) and each item's outcome (`Result`). The runner
-(`study/gpu_check.py`) and the summary writer (`study/gpu_check_summary.py`) share them."""
+(`study/checks/gpu_check.py`) and the summary writer (`study/checks/gpu_check_summary.py`) share them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout the items' commands run in
+ROOT = Path(__file__).resolve().parents[2]  # the checkout the items' commands run in
 # name -> (budget in seconds on a GPU, budget in quick mode on a small CPU)
 BUDGETS = {
     "doctor": (150, 240),

@@ -1,20 +1,20 @@
 """`study sweep`: expand comma lists into runs and run them, on this machine
-(`launcher=local`, `study/launch.py`) or on a SLURM cluster (`launcher=slurm`,
-`study/slurm.py`); finished runs are skipped, interrupted ones resume. `study=NAME|PATH` names
-a study file (`study/studies.py`); `dry_run=true` lists the runs and submits nothing.
+(`launcher=local`, `study/sweep/launch.py`) or on a SLURM cluster (`launcher=slurm`,
+`study/sweep/slurm.py`); finished runs are skipped, interrupted ones resume. `study=NAME|PATH` names
+a study file (`study/sweep/studies.py`); `dry_run=true` lists the runs and submits nothing.
 
 Every run is resolved (and so checked) before any is started. The sweep records its runs in
 `SWEEP_DIR/sweep.json` (`runs/study-NAME/` for a study, `sweep-<hash8>/` beside the runs
 otherwise), which `python -m study status` reads. It ends with the comparisons across its
-runs (`study/compare.py`: tables under `<report dir>/comparisons/` and each run's
+runs (`study/run/compare.py`: tables under `<report dir>/comparisons/` and each run's
 `analyses/compare/`) and the comparative report of those that finished
 (`runs/study-NAME/index.html` for a study), and prints the run directories and the report's
 path; runs that failed are listed then, and the exit status is 2. The plan and its record
-live in `study/sweep_plan.py`, the comparisons and report at the end in `study/sweep_finish.py`.
+live in `study/sweep/plan.py`, the comparisons and report at the end in `study/sweep/finish.py`.
 
 A local sweep whose runs would train on this CPU for over an hour in all (as the launcher
 schedules them, `jobs` at once) is refused in one line before anything is written, as `run`
-refuses one such run; `long=ok` starts it anyway (`study/estimate.py`). A dry run shows the
+refuses one such run; `long=ok` starts it anyway (`study/run/estimate.py`). A dry run shows the
 plan, then the same refusal. SLURM and GPU launches are not held back.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ import logging
 import sys
 
 from study.core.errors import UsageError
-from study.sweep_finish import finish, prepare_finish
-from study.sweep_plan import parse, record
+from study.sweep.finish import finish, prepare_finish
+from study.sweep.plan import parse, record
 
 _log = logging.getLogger(__name__)
 
@@ -32,16 +32,16 @@ _log = logging.getLogger(__name__)
 def cmd_sweep(args):
     plan, options = parse(args)
     if options.dry_run:
-        from study.status import print_plan
+        from study.sweep.show import print_plan
         print_plan(plan, options)
         sys.stdout.flush()
         if options.launcher == "local":  # what starting it would meet
             _check_duration(plan, options)
         return 0
     if options.launcher == "slurm":
-        from study.slurm import submit_sweep
+        from study.sweep.slurm import submit_sweep
         return submit_sweep(plan, options)
-    from study.launch import run_local
+    from study.sweep.launch import run_local
     slots_ = _check_duration(plan, options)  # before anything is written
     record(plan, "local", {})
     if not slots_.in_process:
@@ -67,11 +67,11 @@ def _check_duration(plan, options):
     """Refuse a local sweep whose CPU runs would train for over an hour here, unless long=ok
     (finished runs count nothing, resumed ones only the steps left); returns the launcher's
     slots."""
-    from study import runstate
-    from study.api import build_task
-    from study.estimate import SweepRun, check_sweep_duration
-    from study.launch import slots
-    from study.preflight import nvidia_driver_loaded
+    from study.run import runstate
+    from study.run.build import build_task
+    from study.run.estimate import SweepRun, check_sweep_duration
+    from study.sweep.launch import slots
+    from study.run.preflight import nvidia_driver_loaded
     from study.train.checkpoint import state_dirs
 
     slots_ = slots(options.jobs, options.gpus, len(plan.runs))

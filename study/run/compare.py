@@ -1,5 +1,6 @@
-"""`study compare RUN_DIR ... [out=DIR] [compare.FIELD=V]`: the same causal variable across
-runs of one task (architectures, seeds, checkpoints), read through each run's DAS alignment.
+"""Comparing runs (the `compare` command, `study/commands.py`, and the end of a sweep): the
+same causal variable across runs of one task (architectures, seeds, checkpoints), read through
+each run's DAS alignment.
 
 The application's part of `study.analyses.compare`: it opens each run (`study.open_run`),
 loads its networks (frozen, on the chosen device) at the checkpoints that have das alignments
@@ -19,7 +20,6 @@ from pathlib import Path
 
 from study.core.errors import UsageError
 from study.core import tables as schemas
-from study.core.settings import split_dirs_and_args
 
 _log = logging.getLogger(__name__)
 
@@ -67,7 +67,8 @@ def compare_runs(runs, out_dir, cfg=None, device=None) -> dict:
     import pandas as pd
 
     from study.analyses.compare import CompareConfig, compare
-    from study.api import Run, choose_device, open_run
+    from study.run.build import choose_device
+    from study.run.handle import Run, open_run
 
     runs = {str(r.path) if isinstance(r, Run) else str(r): r if isinstance(r, Run) else open_run(r)
             for r in runs}
@@ -94,15 +95,3 @@ def _write(tables: dict, folder: Path) -> None:
         df.reset_index(drop=True).to_parquet(buf, index=False)
         atomic_write_bytes(folder / f"{name}.parquet", buf.getvalue())
 
-
-def cmd_compare(args: list[str]) -> int:
-    dirs, overrides = split_dirs_and_args(args)
-    out = overrides.pop("out", None)
-    if not dirs:
-        raise UsageError("usage: compare RUN_DIR [RUN_DIR ...] [out=DIR] [compare.FIELD=V]")
-    cfg = compare_config(overrides)  # the run directories are opened (checked) by compare_runs
-    from study.reports.write import default_out
-    out_dir = Path(out) if out else default_out(dirs)
-    compare_runs(dirs, out_dir, cfg)
-    print(out_dir / "comparisons")
-    return 0

@@ -1,7 +1,7 @@
 """The runs a sweep command line describes (`Plan`: comma lists expanded, every run resolved,
 or a study file's sweeps) and its record, `SWEEP_DIR/sweep.json`, which `python -m study status`
-reads. The sweep command (`study/sweep.py`), its SLURM launcher (`study/slurm.py`) and the
-status command (`study/status.py`) share these."""
+reads. The sweep command (`study/sweep/command.py`), its SLURM launcher (`study/sweep/slurm.py`) and the
+status command (`study/sweep/status.py`) share these."""
 from __future__ import annotations
 
 import hashlib
@@ -12,14 +12,14 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from study import studies
+from study.sweep import studies
 from study.core import registry
 from study.core.coerce import field_types
 from study.core.errors import UsageError
 from study.core.rundir import atomic_write_json
 from study.core.settings import split_args
-from study.config import RunConfig, resolve
-from study.sweep_options import SWEEP_KEYS, SweepOptions, split_options
+from study.run.config import RunConfig, resolve
+from study.sweep.options import SWEEP_KEYS, SweepOptions, split_options
 from study.train.config import TrainConfig
 
 NEVER_EXPANDED = {"analyses", "run_dir"}
@@ -105,7 +105,7 @@ def parse(args: list[str]) -> tuple[Plan, SweepOptions]:
     if any(o != seen[0] for o in seen) or any(c != compared[0] for c in compared):
         raise UsageError(f"study={study.name}: its parts set different sweep options "
                          f"({', '.join(SWEEP_KEYS)}, compare.*); set them once, under [settings]")
-    from study.compare import compare_config
+    from study.run.compare import compare_config
     compare = compare_config(compared[0])  # checked before any run starts
     options = seen[0]
     try:

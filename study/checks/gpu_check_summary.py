@@ -1,6 +1,6 @@
 """What `python -m study gpu-check` writes: the machine's description, `summary.md` (an item
 per line, the bench tables, steps/s per run), the full log and the run directories packed
-without their weights (`study/gpu_check.py` runs the items)."""
+without their weights (`study/checks/gpu_check.py` runs the items)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from study.gpu_check_items import ROOT, Item, Options, Result
+from study.checks.gpu_check_items import ROOT, Item, Options, Result
 
 SUMMARY, LOG, ARCHIVE = "summary.md", "gpu-check.log", "runs.tar.gz"
 PACKED = ("demo", "grid", "paper", "bench")  # the work folders whose run directories are packed

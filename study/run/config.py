@@ -166,7 +166,7 @@ def resolve(kv: dict[str, str]) -> RunConfig:
     configs = analysis_configs(analyses, scale, rest, task_entry, model_entry, model_cfg)
     cfg = RunConfig(task_entry.name, model_entry.name, task_cfg, model_cfg, train_cfg, scale,
                     seed, run_dir, analyses, configs, force)
-    from study.preflight import check
+    from study.run.preflight import check
     check(cfg, task_entry.obj(task_cfg))  # the device exists and training fits in memory
     return cfg
 

@@ -1,6 +1,6 @@
 """The `grid` item of `python -m study gpu-check`: every registered task with every model
 family and each analysis its capabilities allow, at scale=smoke, in one process:
-`python -m study.gpu_check_grid device=cuda|cpu quick=true|false work=DIR`."""
+`python -m study.checks.gpu_check_grid device=cuda|cpu quick=true|false work=DIR`."""
 from __future__ import annotations
 
 import sys
@@ -10,7 +10,7 @@ from pathlib import Path
 from study.core.coerce import coerce
 from study.core.errors import UsageError
 from study.core.settings import split_args
-from study.gpu_check import QUICK_ANALYSES, QUICK_TRAIN, _short
+from study.checks.gpu_check import QUICK_ANALYSES, QUICK_TRAIN, _short
 
 
 def grid_combos(quick: bool) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -29,7 +29,7 @@ def grid_combos(quick: bool) -> list[tuple[str, str, tuple[str, ...]]]:
 
 def _applicable(model_entry) -> tuple[str, ...]:
     """The analyses the model's capabilities allow, by `study run`'s own parse-time check."""
-    from study.config import check_analyses
+    from study.run.config import check_analyses
     from study.core import registry
 
     def allowed(name: str) -> bool:
@@ -65,13 +65,13 @@ def grid_settings(task: str, model: str, analyses, device: str, quick: bool, wor
 
 
 def grid_main(args: list[str]) -> int:
-    """`python -m study.gpu_check_grid device=D quick=B work=DIR`: one line per combination,
+    """`python -m study.checks.gpu_check_grid device=D quick=B work=DIR`: one line per combination,
     every combination tried; the last line names the failed ones (exit status 1)."""
     import traceback
 
-    from study.config import resolve
+    from study.run.config import resolve
     from study.core.logs import to_terminal
-    from study.runner import run
+    from study.run.runner import run
     to_terminal()  # the runs' lines in the check's log, as the command line shows them
     kv = split_args(args)
     device, work = kv.get("device", "cuda"), Path(kv["work"])

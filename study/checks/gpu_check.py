@@ -9,7 +9,7 @@ of one item is that item's failure line, never the end of the check):
                       doctor, preflight, streams and training-state tests
     demo              python -m study sweep study=demo
     grid              every registered task x model family x analysis that applies, at
-                      scale=smoke on the device (`study/gpu_check_grid.py`)
+                      scale=smoke on the device (`study/checks/gpu_check_grid.py`)
     bench-train       python -m study bench train model=all
     bench-das         python -m study bench das
     binding-paper     binding x gpt12 at scale=paper for two minutes (train.max_minutes=2)
@@ -45,8 +45,8 @@ from pathlib import Path
 from study.core.coerce import coerce
 from study.core.errors import UsageError
 from study.core.settings import split_args
-from study.gpu_check_items import BUDGETS, ITEM_NAMES, ROOT, Item, Options, Result
-from study.gpu_check_summary import (ARCHIVE, LOG, SUMMARY, _duration, _pack, _shown,
+from study.checks.gpu_check_items import BUDGETS, ITEM_NAMES, ROOT, Item, Options, Result
+from study.checks.gpu_check_summary import (ARCHIVE, LOG, SUMMARY, _duration, _pack, _shown,
                                      _write_log, machine_info, write_summary)
 
 KEYS = ("out", "device", "quick", "scale", "work", "only")
@@ -79,12 +79,12 @@ def parse(args: list[str]) -> Options:
     if device not in DEVICES:
         raise UsageError(f"device={device!r}: choose from {', '.join(DEVICES)}")
     if device == "cuda":
-        from study.preflight import nvidia_driver_loaded
+        from study.run.preflight import nvidia_driver_loaded
         if not nvidia_driver_loaded():
             raise UsageError("device=cuda: no NVIDIA driver on this machine; run on a GPU node, "
                              "or check the CPU path with device=cpu quick=true")
     quick = coerce("quick", kv["quick"], bool) if "quick" in kv else False
-    from study.config import check_scale
+    from study.run.config import check_scale
     scale = check_scale(kv.get("scale", "smoke" if quick else "paper"))
     work = _fresh_dir("work", kv["work"]) if kv.get("work") else None
     if work is not None and (work == out or out in work.parents):
@@ -134,7 +134,7 @@ def plan(opts: Options, work: Path) -> list[Item]:
         Item("demo", _command("-m", "study", "sweep", "study=demo", train_dev,
                              *(_demo_quick() if quick else ())),
              _budget("demo", quick), cwd=work / "demo"),
-        Item("grid", _command("-m", "study.gpu_check_grid", f"device={dev}",
+        Item("grid", _command("-m", "study.checks.gpu_check_grid", f"device={dev}",
                              f"quick={str(quick).lower()}", f"work={work / 'grid'}"),
              _budget("grid", quick)),
         Item("bench-train", _command("-m", "study", "bench", "train", f"scale={scale}",

@@ -14,7 +14,7 @@ _log = logging.getLogger(__name__)
 def finish(paths, out, compare=None) -> Path:
     """The comparisons across the finished runs (`compare`: their CompareConfig, None for
     the defaults), then their comparative report."""
-    from study.api import open_runs
+    from study.run.handle import open_runs
     from study.reports.load import labelled
     from study.reports.write import write_runs_report
     runs = open_runs(paths)
@@ -40,7 +40,7 @@ def compare_end(runs, out, cfg=None) -> None:
     with_das = [r for r in runs if any((r.path / "analyses" / "das").glob("alignments*.safetensors"))]
     if len(with_das) < 2:
         return
-    from study.compare import compare_runs
+    from study.run.compare import compare_runs
     _log.info(f"comparing {len(with_das)} runs across architectures → {Path(out) / 'comparisons'}")
     try:
         compare_runs(with_das, out, cfg)

@@ -2,7 +2,7 @@
 
 One job array per sweep: each array task is one run, `python -m study run ARGS` in a
 subprocess of submitit's job process (its stderr is the task's SLURM log, and the run copies
-it into `RUN_DIR/run.log`). The resources are the `slurm.*` keys (`study/sweep_options.py`),
+it into `RUN_DIR/run.log`). The resources are the `slurm.*` keys (`study/sweep/options.py`),
 which are no part of any run's identity. At most `slurm.array_parallelism` tasks run at once.
 
 Time limits and preemption: SLURM signals a job `slurm.signal_delay_s` before its limit
@@ -33,15 +33,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from study import runstate
+from study.run import runstate
 from study.core.claim import describe
 from study.core.errors import UsageError
 from study.core.logs import to_terminal
 from study.core.signals import signal_name
-from study.launch import child_env, PACKAGE_ROOT
-from study.runner import log
-from study.sweep_finish import finish
-from study.sweep_plan import record
+from study.sweep.launch import child_env, PACKAGE_ROOT
+from study.run.runner import log
+from study.sweep.finish import finish
+from study.sweep.plan import record
 
 FORWARDED = signal.SIGUSR2  # what the run receives from the task (as from SLURM's --signal)
 WAIT_POLL_S = 5.0  # how often a waiting sweep looks at the queue and the run directories
