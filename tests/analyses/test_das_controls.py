@@ -199,3 +199,37 @@ def test_the_controls_share_the_searchs_warm_start_chain_restarts_and_seeds(tmp_
             assert cs[0]["warm"] is None
             for before, now in zip(cs, cs[1:]):
                 assert now["warm"] == before["inst"]  # its own chain's fit of the k before
+
+
+def test_the_paper_preset_runs_grant_et_als_regime_at_smoke_scale(tmp_path, monkeypatch):
+    """The `paper` preset, with its budget cut to smoke size: the authors' LAF and OAF side by
+    side on the unstandardised site, each k from a fresh draw, at a constant lr, with three
+    restarts (a spread over restarts is reported)."""
+    task, model, _ = _smoke("counting", "gru")
+    paper = get("analysis", "das").make_config("paper")
+    cfg = replace(paper, variables=("up_down:count",), k=(1, 2), steps=3, n_train=64,
+                  n_test=32, batch_size=32, min_changed=2, controls=False, save_pyvene=False)
+    seen = []
+    real = search_mod.fit
+
+    def record(model_, data, name, k, cfg_, seed, warm=None, *a, **kw):
+        seen.append((name, k, warm is None, cfg_.restarts, cfg_.lr_floor))
+        got = real(model_, data, name, k, cfg_, seed, warm, *a, **kw)
+        if got.inst is not None:  # unstandardised: the identity standardisation
+            assert torch.all(got.inst.mu == 0) and torch.all(got.inst.sigma == 1)
+        return got
+
+    trainings, real_train = [], search_mod.train_restarts
+
+    def count(model_, data, insts, **kw):  # the restarts trained together
+        trainings.append((len(insts), kw["lr"]))
+        return real_train(model_, data, insts, **kw)
+
+    monkeypatch.setattr(search_mod, "fit", record)
+    monkeypatch.setattr(search_mod, "train_restarts", count)
+    ctx = AnalysisContext(model, task, cfg, "gru", 7, torch.device("cpu"), tmp_path)
+    out = get("analysis", "das").obj(ctx)["das"]
+    assert set(out["alignment"]) == {"oaf", "laf_sd", "random"}
+    assert all(fresh and restarts == 3 and floor == 1.0
+               for _, _, fresh, restarts, floor in seen)
+    assert trainings == [(3, 1e-3)] * 4  # OAF and the authors' LAF at k = 1 and 2
