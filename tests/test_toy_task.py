@@ -87,7 +87,7 @@ class ToyTask(Task):
         cf = source_labels if kind == "first" else base_labels
         aligned = np.full(n, -1, np.int64)
         return Pairs(kind, base_ids, source_ids, base_labels, cf.copy(), aligned, aligned.copy(),
-                     {"first": base[:, 0]})
+                     {"first": base[:, 0], "value": source[:, col]})
 
 
 registry.register("task", "toy", config=ToyConfig, presets={"smoke": {}})(ToyTask)

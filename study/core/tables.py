@@ -44,11 +44,15 @@ PATCHING_ROLES = Table("patching_roles", "patching", (
 DAS = Table("das", "das", (
     "checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split", "iia",
     "iia_lo", "iia_hi", "iia_all", "n_pairs", "n_changed", "n_tested", "too_few",
-    "iia_restart_sd"))
+    "iia_restart_sd", "chance"))
 # the controls: the same search with the variable's values shuffled across pairs (trained
 # network), and on the step-0 network (rows with checkpoint 0)
 DAS_SHUFFLED = Table("das_shuffled", "das", DAS.columns)
 DAS_CONTROL = Table("das_control", "das", DAS.columns)
+# the trained alignments scored, untrained, on a task's control pairs for the variable
+# (`pairs`, e.g. binding's renamed letters); `base_kept`: the share of tested pairs whose
+# output stayed the base's
+DAS_TRANSFER = Table("das_transfer", "das", (*DAS.columns, "pairs", "base_kept"))
 PROBES = Table("probes", "probes", (
     "checkpoint", "variable", "site", "layer", "position", "split", "accuracy", "control",
     "converged"))
@@ -71,7 +75,8 @@ COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
     "sd1", "sd2", "n", "held_out"))
 
 TABLES: dict[str, Table] = {t.name: t for t in (
-    PATCHING, HEAD_RANKING, POSITIONS, PATCHING_ROLES, DAS, DAS_SHUFFLED, DAS_CONTROL, PROBES,
+    PATCHING, HEAD_RANKING, POSITIONS, PATCHING_ROLES, DAS, DAS_SHUFFLED, DAS_CONTROL,
+    DAS_TRANSFER, PROBES,
     CIRCUITS, ABLATION, SUBSPACES,
     COMPARE_SIMILARITY, COMPARE_STITCHING, COMPARE_GEOMETRY)}
 

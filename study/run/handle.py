@@ -249,8 +249,8 @@ class Run:
     def alignment(self, variable: str, alignment: str = "oaf", k: int | None = None,
                   site: str | None = None, checkpoint="final"):
         """A trained DAS alignment (a pyvene intervention of `study.analyses.das.alignment`) and
-        where it acts: (intervention, kind, layer, position). k=None: the smallest k whose test
-        IIA is within 0.01 of the best. site: a label such as "state", "resid[1]",
+        where it acts: (intervention, kind, layer, position). k=None: the smallest k whose
+        training-split IIA is within 0.01 of the best. site: a label such as "state", "resid[1]",
         "resid[3]@17"; None when the das table has one site for the variable."""
         from study.analyses.compare.paired import SiteRef
         from study.analyses.das import ALIGNMENTS
@@ -278,12 +278,12 @@ class Run:
                                  f"{', '.join(labels)}")
         label = site_key(ref.kind, ref.layer, ref.position)
         at = rows[(rows["site"] == ref.kind) & (rows["layer"] == ref.layer)
-                  & (rows["position"] == ref.position) & (rows["split"] == "test")]
+                  & (rows["position"] == ref.position) & (rows["split"] == "train")]
         by_k = {int(r.k): float(r.iia) for r in at.itertuples()}
         if k is None:
             k = chosen_k(by_k)
             if k is None:
-                raise UsageError(f"no k of {alignment} for {variable!r} at {label} has a test IIA "
+                raise UsageError(f"no k of {alignment} for {variable!r} at {label} has an IIA "
                                  f"(too few changed pairs); give k= (trained: "
                                  f"{', '.join(map(str, sorted(by_k)))})")
         elif int(k) not in by_k:

@@ -16,12 +16,16 @@ Conventions shared by all tasks (the engine and analyses rely on them):
   scored position is right; that is how binding/assign_add answers and counting's
   "every response token and the EOS" criterion become one rule.
 - `strata` maps a stratum name to an (n,) integer/bool array, e.g. binding's `depth`.
+  Counterfactual pairs of every causal variable carry the stratum `value`: the value the
+  variable takes in the source (an integer code), which DAS's shuffled-variable control
+  matches pairs by.
 
 What analyses read of a task's semantics is asked of the task itself (`Task` below), each with
 a default that means "none" or "not applicable", so a new task works without them:
 `probe_variables` (probes), `attention_targets` and `progress_measures` (circuit scores),
 `operands` (Exoo et al.'s operand views), `stratum_label` (tables by stratum),
 `pair_roles` (role-aligned patching: where each pair's named token roles sit),
+`value_labels` (the base's output with the variable set to a given value),
 `Pairs.changed` (counterfactual pairs whose intervention must change the output), and
 `output_ids` (the output vocabulary the loss and accuracy score; default every token).
 """
@@ -138,6 +142,10 @@ class Task(ABC):
     # Several causal variables interchanged at once, e.g. a causal model's whole state: DAS
     # accepts them by name (`das.variables`) but never searches them by default.
     joint_variables: ClassVar[tuple[str, ...]] = ()
+    # Control pairs per causal variable: counterfactual kinds on which DAS scores the
+    # variable's trained alignments without training them (binding's renamed-letters control:
+    # `query` -> `renamed:query`). Every kind named here is one of `counterfactual_kinds`.
+    control_pairs: ClassVar[dict[str, tuple[str, ...]]] = {}
     # The headline causal variables (`das.variables=main`, the `small` preset's default);
     # empty = every causal variable.
     main_variables: ClassVar[tuple[str, ...]] = ()
@@ -270,6 +278,13 @@ class Task(ABC):
     def progress_measures(self) -> ProgressMeasures:
         """Facts for Exoo et al.'s progress measures (see `ProgressMeasures`); default: none."""
         return ProgressMeasures()
+
+    def value_labels(self, pairs: Pairs, values: np.ndarray) -> np.ndarray | None:
+        """The causal model's labels (n, width) of each base of `pairs` with the pairs'
+        variable set to `values` ((n,) codes of the `value` stratum), for DAS's shuffled
+        control (the pairs where another value gives the same output are not scored). Default:
+        None, the task's causal model cannot say, and every tested pair is scored."""
+        return None
 
     def pair_roles(self, pairs: Pairs) -> dict[str, np.ndarray]:
         """Token roles of aligned counterfactual pairs, for patching each pair where the role

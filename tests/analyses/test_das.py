@@ -65,7 +65,8 @@ def planted_pairs(n, seed):
     base = (vb * M + rng.integers(M, size=n))[:, None]
     source = (vs * M + rng.integers(M, size=n))[:, None]
     aligned = np.full(n, -1)
-    return Pairs("v", base, source, vb[:, None], vs[:, None], aligned, aligned.copy())
+    return Pairs("v", base, source, vb[:, None], vs[:, None], aligned, aligned.copy(),
+                 {"value": vs})
 
 
 def test_das_recovers_a_planted_two_dim_variable_and_the_random_control_does_not(tmp_path):
@@ -351,7 +352,7 @@ def test_das_analysis_writes_its_table_and_alignments(tmp_path):
     assert list(df.columns) == ["checkpoint", "variable", "site", "layer", "position",
                                 "alignment", "k", "split", "iia", "iia_lo", "iia_hi", "iia_all",
                                 "n_pairs", "n_changed", "n_tested", "too_few",
-                                "iia_restart_sd"]
+                                "iia_restart_sd", "chance"]
     assert len(df) == 2 * 4 * 2  # variables x alignments x splits (k=2 only)
     assert set(df["alignment"]) == {"oaf", "laf", "laf_sd", "random"}
     assert set(df["site"]) == {"state"} and set(df["position"]) == {-1}
@@ -385,8 +386,10 @@ def _check_pyvene_export(out, model, df, checkpoint):
               & ~df["too_few"]]
     want = {(a, v) for a, v in zip(test["alignment"], test["variable"])}
     assert {(e["alignment"], e["variable"]) for e in index} == want and want
-    for e in index:
-        rows = test[(test["alignment"] == e["alignment"]) & (test["variable"] == e["variable"])]
+    train = df[df["split"] == "train"]
+    for e in index:  # k chosen on the training split, never on test
+        rows = train[(train["alignment"] == e["alignment"])
+                     & (train["variable"] == e["variable"])]
         assert e["k"] == chosen_k(dict(zip(rows["k"], rows["iia"])))
         assert e["checkpoint"] == checkpoint
         iv = pv.IntervenableModel.load(str(out / "pyvene" / e["directory"]), register(model))

@@ -1,6 +1,7 @@
 """DAS controls and arms: the shuffled-variable control (a perfect alignment of the true
-variable scores 0 on it, the search scores at chance), where the controls run (the largest k
-by default, every k with `all`), and arms that never start from another arm's fit."""
+variable scores 0 on it, the search scores at chance), where the controls run (the search's
+k ladder, with its warm starts, restarts and seeds), and arms that never start from another
+arm's fit."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -57,17 +58,18 @@ def test_shuffling_gives_each_pair_another_value_as_a_permutation_where_counts_a
     assert sorted(shuffle_by_value(np.zeros(10, int), 0)) == list(range(10))  # one value
 
 
-def test_controls_run_at_the_largest_k_by_default_at_every_k_with_all():
+def test_controls_climb_the_searchs_ladder_up_to_control_k():
     cfg = DasConfig(k=(4, 1, 16, 2))
-    assert control_ks(cfg) == (16,)
-    assert control_ks(cfg, width=8) == (4,)  # the largest k the site holds
-    assert control_ks(replace(cfg, control_k="all")) == (1, 2, 4, 16)
-    assert control_ks(DasConfig(k=(1, 2, 4), control_k="2")) == (2,)
-    with pytest.raises(UsageError, match="das.control_k=3: max, all, or one k of das.k"):
+    assert control_ks(cfg) == (1, 2, 4, 16)  # all, by default
+    assert control_ks(cfg, width=8) == (1, 2, 4)  # the ks the site holds
+    assert control_ks(DasConfig(k=(1, 2, 4), control_k="2")) == (1, 2)  # the chain up to 2
+    with pytest.raises(UsageError, match="das.control_k=3: all, or one k of das.k"):
         DasConfig(k=(1, 2), control_k="3")
+    with pytest.raises(UsageError, match="das.control_k=max"):
+        DasConfig(k=(1, 2), control_k="max")
 
 
-@pytest.mark.parametrize("control_k,want", [("max", {2}), ("all", {1, 2})])
+@pytest.mark.parametrize("control_k,want", [("1", {1}), ("all", {1, 2})])
 def test_the_analysis_writes_both_controls_at_the_control_ks(tmp_path, control_k, want):
     task, model, _ = _smoke("counting", "gru")
     torch.manual_seed(123)
@@ -82,6 +84,9 @@ def test_the_analysis_writes_both_controls_at_the_control_ks(tmp_path, control_k
                           model_at=lambda step: untrained)
     out = get("analysis", "das").obj(ctx)
     assert set(out["das"]["k"]) == {1, 2}
+    das = out["das"]  # every row prints its chance level, NaN where no pair is tested
+    assert (das["chance"].isna() == (das["n_tested"] == 0)).all()
+    assert das["chance"].dropna().between(0, 1).all()
     for table, checkpoint in (("das_shuffled", 7), ("das_control", 0)):
         df = out[table]
         assert set(df["k"]) == want, table
@@ -142,7 +147,7 @@ def test_variable_groups_expand_to_the_tasks_variables_in_order_without_repeats(
     assert asked_variables(("main", "up_down:full", "all"), counting) == (
         "up_down:count", "up_down:full", *counting.causal_variables[1:])
     assert asked_variables(("main",), binding) == ("root_value",)
-    assert asked_variables(("all",), binding) == ("root_value", "query")  # value and pointer
+    assert asked_variables(("all",), binding) == ("root_value", "query", "referent")
     # a task without headline variables: main is every causal variable
     assert asked_variables(("main",), get("task", "assign_add").obj) == ("x", "y")
     with pytest.raises(UsageError, match="'bogus' is not a causal variable of counting; "
@@ -151,3 +156,80 @@ def test_variable_groups_expand_to_the_tasks_variables_in_order_without_repeats(
     # the small preset searches the headline variables, the paper preset every variable
     presets = get("analysis", "das").presets
     assert presets["small"]["variables"] == ("main",) and "variables" not in presets["paper"]
+
+
+def test_the_controls_share_the_searchs_warm_start_chain_restarts_and_seeds(tmp_path,
+                                                                            monkeypatch):
+    """Every fit of the search and of each control, in order: the same (alignment, k, seed,
+    restarts) sequence, and at each k after the first each starts from its own chain's fit
+    of the k before, never from fresh draws or another chain's fit."""
+    task, model, _ = _smoke("counting", "gru")
+    torch.manual_seed(5)
+    _, untrained, _ = _smoke("counting", "gru")
+    calls, real = [], search_mod.fit
+
+    def record(model_, data, name, k, cfg, seed, warm=None, *a, **kw):
+        got = real(model_, data, name, k, cfg, seed, warm, *a, **kw)
+        calls.append(dict(data=id(data), name=name, k=k, seed=seed, restarts=cfg.restarts,
+                          warm=None if warm is None else id(warm), inst=id(got.inst)))
+        return got
+
+    monkeypatch.setattr(search_mod, "fit", record)
+    cfg = replace(get("analysis", "das").make_config("smoke"), variables=("up_down:count",),
+                  k=(1, 2, 3), alignments=("oaf", "laf", "random"), restarts=2, steps=2,
+                  save_pyvene=False)
+    ctx = AnalysisContext(model, task, cfg, "gru", 7, torch.device("cpu"), tmp_path,
+                          model_at=lambda step: untrained)
+    get("analysis", "das").obj(ctx)
+    runs: dict = {}
+    for c in calls:  # one chain per (site data, alignment): the search, shuffled, step 0
+        runs.setdefault((c["data"], c["name"]), []).append(c)
+    chains = {}
+    for (data, name), cs in runs.items():
+        if name == "random":
+            continue
+        chains.setdefault(data, {})[name] = cs
+    assert len(chains) == 3  # the search and its two controls
+    shapes = [{name: [(c["k"], c["seed"], c["restarts"]) for c in cs]
+               for name, cs in chain.items()} for chain in chains.values()]
+    assert shapes[0] == shapes[1] == shapes[2]
+    assert [k for k, _, _ in shapes[0]["oaf"]] == [1, 2, 3]
+    for chain in chains.values():
+        for cs in chain.values():
+            assert cs[0]["warm"] is None
+            for before, now in zip(cs, cs[1:]):
+                assert now["warm"] == before["inst"]  # its own chain's fit of the k before
+
+
+def test_the_paper_preset_runs_grant_et_als_regime_at_smoke_scale(tmp_path, monkeypatch):
+    """The `paper` preset, with its budget cut to smoke size: the authors' LAF and OAF side by
+    side on the unstandardised site, each k from a fresh draw, at a constant lr, with three
+    restarts (a spread over restarts is reported)."""
+    task, model, _ = _smoke("counting", "gru")
+    paper = get("analysis", "das").make_config("paper")
+    cfg = replace(paper, variables=("up_down:count",), k=(1, 2), steps=3, n_train=64,
+                  n_test=32, batch_size=32, min_changed=2, controls=False, save_pyvene=False)
+    seen = []
+    real = search_mod.fit
+
+    def record(model_, data, name, k, cfg_, seed, warm=None, *a, **kw):
+        seen.append((name, k, warm is None, cfg_.restarts, cfg_.lr_floor))
+        got = real(model_, data, name, k, cfg_, seed, warm, *a, **kw)
+        if got.inst is not None:  # unstandardised: the identity standardisation
+            assert torch.all(got.inst.mu == 0) and torch.all(got.inst.sigma == 1)
+        return got
+
+    trainings, real_train = [], search_mod.train_restarts
+
+    def count(model_, data, insts, **kw):  # the restarts trained together
+        trainings.append((len(insts), kw["lr"]))
+        return real_train(model_, data, insts, **kw)
+
+    monkeypatch.setattr(search_mod, "fit", record)
+    monkeypatch.setattr(search_mod, "train_restarts", count)
+    ctx = AnalysisContext(model, task, cfg, "gru", 7, torch.device("cpu"), tmp_path)
+    out = get("analysis", "das").obj(ctx)["das"]
+    assert set(out["alignment"]) == {"oaf", "laf_sd", "random"}
+    assert all(fresh and restarts == 3 and floor == 1.0
+               for _, _, fresh, restarts, floor in seen)
+    assert trainings == [(3, 1e-3)] * 4  # OAF and the authors' LAF at k = 1 and 2

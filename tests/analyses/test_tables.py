@@ -15,7 +15,7 @@ from tests.conftest import ROOT, project_entries
 def test_check_refuses_a_missing_an_undeclared_or_a_reordered_column():
     das = tables.DAS
     tables.check("das", das.frame())
-    with pytest.raises(ValueError, match="missing \\['iia_restart_sd'\\]"):
+    with pytest.raises(ValueError, match="missing \\['chance'\\]"):
         tables.check("das", pd.DataFrame(columns=list(das.columns[:-1])))
     with pytest.raises(ValueError, match="undeclared \\['extra'\\]"):
         tables.check("das", pd.DataFrame(columns=[*das.columns, "extra"]))
@@ -23,7 +23,8 @@ def test_check_refuses_a_missing_an_undeclared_or_a_reordered_column():
         tables.check("das", pd.DataFrame(columns=list(reversed(das.columns))))
     with pytest.raises(ValueError, match="not declared"):
         tables.check("nope", das.frame())
-    with pytest.raises(ValueError, match="declared \\['das', 'das_control', 'das_shuffled'\\]"):
+    with pytest.raises(ValueError,
+                       match="declared \\['das', 'das_control', 'das_shuffled', 'das_transfer'\\]"):
         tables.check_outputs("das", {"das": das.frame()})
 
 

@@ -173,3 +173,20 @@ def test_the_section_opens_with_the_table_and_its_chart_and_das_draws_the_contro
                         ("lstm", "oaf", "shuffled", 4), ("lstm", "laf", "shuffled", 4),
                         ("lstm", "laf", "step 0", 4), ("rope2", "oaf", "shuffled", 2),
                         ("rope2", "oaf", "step 0", 2)}
+
+
+def test_controls_are_read_at_the_candidates_own_site_and_k_with_its_chance_level():
+    """The controls climb the search's ladder, so each is read where the candidate is (k = 2
+    here, chosen by training IIA), not at its best k; the chance level comes with it."""
+    das = [*_rows(20, "oaf", 2, 0.99, 0.96, 0.93, 0.98), *_rows(20, "oaf", 4, 0.9, 0.97),
+           *_rows(20, "random", 2, 0.1, 0.1), *_rows(20, "random", 4, 0.5, 0.5)]
+    for r in das:
+        r["chance"] = 0.11 if r["k"] == 2 else 0.2
+    shuffled = [*_rows(20, "oaf", 2, 0.3, 0.3), *_rows(20, "oaf", 4, 0.9, 0.85)]
+    step0 = [*_rows(0, "oaf", 2, 0.2, 0.2), *_rows(0, "oaf", 4, 0.6, 0.6)]
+    (row,) = verdict_numbers([_run("gru", das, shuffled, step0)]).to_dict("records")
+    assert row["where"] == "k=2 state"
+    assert (row["random"], row["shuffled"], row["step0"], row["chance"]) == (0.1, 0.3, 0.2, 0.11)
+    assert row["verdict"] == "aligned"  # at k = 4 the shuffled control (0.85) would bar it
+    assert "chance 0.11" in verdict_table(verdict_numbers([_run("gru", das, shuffled,
+                                                                 step0)])).iloc[0]["count"]

@@ -169,3 +169,20 @@ def test_a_run_asked_with_other_analysis_settings_is_pending_again(tmp_path):
     assert again.returncode == 0, again.stderr
     after = run_cli("status", str(next((tmp_path / "runs").glob("sweep-*"))), cwd=tmp_path)
     assert "1 done, 0 running, 0 failed, 0 interrupted, 0 pending (of 1)" in after.stdout
+
+
+def test_the_grant_study_runs_the_paper_das_preset_on_the_gru_trained_at_3e_3():
+    """`study=counting-grant` trains at scale=small, so it writes the `paper` DAS preset's
+    settings out: they must be the preset's, on the GRU at lr 3e-3 over three seeds."""
+    from study.core.registry import get
+
+    plan, _ = parse(["study=counting-grant", "dry_run=true"])
+    paper = get("analysis", "das").make_config("paper")
+    assert [(r.cfg.model, r.cfg.seed, r.cfg.train.lr) for r in plan.runs] == [
+        ("gru", s, 3e-3) for s in (0, 1, 2)]
+    for r in plan.runs:
+        das = r.cfg.analysis_configs["das"]
+        for field in get("analysis", "das").presets["paper"]:
+            assert getattr(das, field) == getattr(paper, field), field
+    assert not paper.standardize and {"oaf", "laf_sd"} <= set(paper.alignments)
+    assert paper.restarts >= 3 and paper.steps == 20_000 and not paper.warm_start

@@ -13,6 +13,8 @@ from study.train.config import TrainConfig
 from study.tasks.base import IGNORE
 from study.tasks.binding import BindingConfig, BindingTask
 from study.tasks.binding.generate import bucket as split_bucket
+from study.tasks.binding.pairs import ONE_TOKEN
+from study.tasks.binding.vocab import LETTERS
 
 SMOKE = get("task", "binding").presets["smoke"]
 
@@ -198,7 +200,7 @@ def test_generation_is_a_pure_function_of_the_config(cache):
     assert not np.array_equal(a.generate("test").ids, other.generate("test").ids)
 
 
-@pytest.mark.parametrize("kind", BindingTask.counterfactual_kinds)
+@pytest.mark.parametrize("kind", ONE_TOKEN)
 def test_counterfactual_pairs_are_valid_and_labelled_by_exec(task, kind):
     pairs = task.counterfactuals(kind, 300, "test", seed=3)
     assert len(pairs) == 300 and (pairs.base_pos == -1).all() and (pairs.source_pos == -1).all()
@@ -216,6 +218,12 @@ def test_counterfactual_pairs_are_valid_and_labelled_by_exec(task, kind):
             assert source != base and task.label_of(pairs.cf_labels[i]) == source
         if kind == "root_value":
             assert b.split("\n")[run(b)[2]][2] != s.split("\n")[run(b)[2]][2]
+        if kind == "referent":  # the query's line names another letter; the query stays
+            line = query_line(b)
+            assert b.split("\n")[-1] == s.split("\n")[-1]
+            assert b.split("\n")[line][2].isalpha() and run(b)[1] >= 2
+            assert s.split("\n")[line][2] != b.split("\n")[line][2]
+            assert s.split("\n")[line][2] == LETTERS[pairs.strata["value"][i]]
     assert n_reassigned > 30  # pairs are built on programs with reassignments too
     again = task.counterfactuals(kind, 300, "test", seed=3)
     assert np.array_equal(again.base_ids, pairs.base_ids)
@@ -223,6 +231,74 @@ def test_counterfactual_pairs_are_valid_and_labelled_by_exec(task, kind):
     other = task.counterfactuals(kind, 300, "test", seed=4)
     assert not np.array_equal(other.source_ids, pairs.source_ids)
     assert "root_value" in task.causal_variables
+
+
+def query_line(text: str) -> int:
+    """The last line assigning the queried letter."""
+    lines = text.split("\n")
+    return max(k for k, line in enumerate(lines[:-1]) if line[0] == lines[-1][1])
+
+
+def with_letter(text: str, variable: str, letter: str) -> str:
+    """The program with `variable` alone set to `letter`: the query letter, or the letter
+    the query's line copies."""
+    lines = text.split("\n")
+    if variable == "query":
+        lines[-1] = f"#{letter}:"
+    else:
+        k = query_line(text)
+        lines[k] = lines[k][:2] + letter
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("variable", ["query", "referent"])
+def test_renamed_letters_keep_the_program_and_label_the_letters_identity(task, variable):
+    """The source is the base with its letters consistently renamed: the same answer, chain
+    depth and digit line; the label is what exec gives for the base with the variable alone
+    set to the renamed letter, another answer than the base's."""
+    pairs = task.counterfactuals(f"renamed:{variable}", 200, "test", seed=3)
+    assert len(pairs) == 200
+    for i in range(len(pairs)):
+        b = check_format(task, pairs.base_ids[i], pairs.base_labels[i], 16)
+        s = task.render(pairs.source_ids[i])
+        check_format(task, pairs.source_ids[i], pairs.base_labels[i], 16)  # the same answer
+        rename = {}
+        for x, y in zip(b, s):
+            assert x.isalpha() == y.isalpha() and (x.isalpha() or x == y)
+            if x.isalpha():
+                assert rename.setdefault(x, y) == y  # consistently
+        assert len(set(rename.values())) == len(rename)  # one to one
+        assert run(s)[:3] == run(b)[:3]  # answer, depth, digit line: the same structure
+        x = b.split("\n")[-1][1] if variable == "query" else b.split("\n")[query_line(b)][2]
+        assert rename[x] != x and LETTERS[pairs.strata["value"][i]] == rename[x]
+        identity = run(with_letter(b, variable, rename[x]))[0]
+        assert task.label_of(pairs.cf_labels[i]) == identity != run(b)[0]
+    assert (pairs.changed).all()
+
+
+@pytest.mark.parametrize("kind", BindingTask.counterfactual_kinds)
+def test_value_labels_are_the_causal_models_answer_for_each_value(task, kind):
+    """`value_labels` with the pairs' own values gives their counterfactual labels; with
+    another value, what exec gives for that value (the shuffled control's oracle)."""
+    pairs = task.counterfactuals(kind, 100, "test", seed=5)
+    assert np.array_equal(task.value_labels(pairs, pairs.strata["value"]), pairs.cf_labels) \
+        or kind == "distractor"
+    other = np.roll(pairs.strata["value"], 1)
+    got = task.value_labels(pairs, other)
+    variable = kind.partition(":")[2] or kind
+    for i in range(len(pairs)):
+        b = task.render(pairs.base_ids[i])
+        if variable in ("query", "referent"):
+            text = with_letter(b, variable, LETTERS[other[i]])
+            try:
+                want = run(text)[0]
+            except (KeyError, NameError):  # a letter bound to nothing: no answer
+                want = None
+        else:
+            want = other[i] if kind == "root_value" else run(b)[0]
+        label = got[i][got[i] != IGNORE]
+        assert (label.tolist() == [] if want is None else
+                task.label_of(got[i]) == want), (kind, b, other[i])
 
 
 def test_heuristics_stay_near_the_papers_plateau(task):

@@ -182,3 +182,19 @@ def test_declared_probe_variable_names_are_what_the_task_gives(name):
     ex = task.split("test").take(slice(0, 16))
     got = task.probe_variables(np.asarray(ex.ids, np.int64), np.asarray(ex.labels, np.int64))
     assert tuple(got) == tuple(task.probe_variable_names)
+
+
+@pytest.mark.parametrize("name", list(registry.builtin("task")))
+def test_every_das_variables_pairs_carry_the_value_the_source_gives_it(name):
+    """DAS's shuffled control matches pairs by the `value` stratum, asked of every task alike:
+    each variable's pairs carry one integer per pair, with several values to shuffle among."""
+    from study.analyses.das import das_variables
+    from study.analyses.das.controls import value_keys
+
+    task = make(name)
+    for variable in das_variables(task):
+        p = task.counterfactuals(variable, 60, seed=2)
+        value = value_keys(p)
+        assert value.shape == (len(p),) and len(np.unique(value)) > 1, variable
+    with pytest.raises(ValueError, match="carry no `value` stratum"):
+        value_keys(pairs([[1]], [[2]], [[1]], [[2]]))

@@ -64,3 +64,18 @@ def changed_iia(right: np.ndarray, on: np.ndarray) -> float:
     right, on = np.asarray(right, bool), np.asarray(on, bool)
     pick = right[on] if on.any() else right
     return float(pick.mean()) if pick.size else float("nan")
+
+
+def chance_iia(cf_labels: np.ndarray, on: np.ndarray) -> float:
+    """The chance level of a pair set [ours]: the share of the pairs `on` ((n,) bool: the
+    tested ones) expected right when each is given the counterfactual answer of another
+    such pair at random, sum_v p_v^2 over the counterfactual label rows v of `cf_labels`
+    ((n, T)) among those pairs. What an intervention scores that writes some pair's value
+    without regard to which (a shuffled control that carries the answer, or a guess from the
+    answers' distribution); NaN where no pair is on."""
+    cf = np.asarray(cf_labels)[np.asarray(on, bool)]
+    if not len(cf):
+        return float("nan")
+    _, counts = np.unique(cf.reshape(len(cf), -1), axis=0, return_counts=True)
+    p = counts / counts.sum()
+    return float((p ** 2).sum())

@@ -15,10 +15,11 @@ study.models.sites.pyvene_bridge.register(net))`); the alignment classes are imp
 one representation per time step (`site_intervenable`), so pyvene's format stores one copy of
 the alignment per step; that is why only the chosen k is exported [ours].
 
-Chosen k [ours]: the smallest k whose test IIA (changed pairs) is within `TOLERANCE` of the
-best k of that alignment, variable and site — a larger subspace that adds less than that
-holds nothing the smaller one lacks. The same rule picks `k` when `study.open_run(...)
-.intervenable(variable)` is asked without one.
+Chosen k [ours]: the smallest k whose *training-split* IIA (tested pairs) is within
+`TOLERANCE` of the best k of that alignment, variable and site — a larger subspace that adds
+less than that holds nothing the smaller one lacks; the test split never chooses, so the
+test IIA recorded at that k is not selected on. The same rule picks `k` when
+`study.open_run(...).intervenable(variable)` is asked without one.
 """
 from __future__ import annotations
 
@@ -56,10 +57,14 @@ def export(model, rows: list[dict], kept: dict, out_dir, checkpoint: int) -> Non
     from study.models.sites.pyvene_bridge import save_pyvene, site_intervenable
 
     groups: dict = {}
+    test_iia: dict = {}
     for r in rows:
-        if r["split"] == "test" and r["alignment"] in TRAINED:
+        if r["alignment"] in TRAINED:
             key = (r["alignment"], r["variable"], r["site"], int(r["layer"]), int(r["position"]))
-            groups.setdefault(key, {})[int(r["k"])] = r["iia"]
+            if r["split"] == "train":
+                groups.setdefault(key, {})[int(r["k"])] = r["iia"]
+            else:
+                test_iia[key + (int(r["k"]),)] = r["iia"]
     index = []
     with atomic_dir(Path(out_dir) / "pyvene") as tmp:
         for (alignment, variable, kind, layer, position), by_k in sorted(groups.items()):
@@ -72,5 +77,7 @@ def export(model, rows: list[dict], kept: dict, out_dir, checkpoint: int) -> Non
             save_pyvene(site_intervenable(model, kind, layer, inst), tmp / name)
             index.append(dict(directory=name, alignment=alignment, variable=variable, site=kind,
                               layer=layer, position=position, label=label, k=k,
-                              test_iia=by_k[k], checkpoint=checkpoint))
+                              test_iia=test_iia.get((alignment, variable, kind, layer, position,
+                                                     k), float("nan")),
+                              checkpoint=checkpoint))
         (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")

@@ -30,8 +30,10 @@ k runs in increasing order and the first restart of each k starts from the kept 
 the previous k of the same kind (`warm_start`; never for `laf_sd`, the authors' LAF trained
 their way: constant lr `laf_sd_lr`, fresh draws). No kind starts from another kind's fit.
 The spread of test IIA over restarts is reported (`iia_restart_sd`). The controls
-(`study/analyses/das/controls.py`) run this search at `control_ks` only (`ks`). Scores:
-`study/analyses/common/stats.py` (IIA on tested pairs, all-pairs IIA, Wilson interval).
+(`study/analyses/das/controls.py`) run this same search, the k ladder up to `control_ks`
+warm-started as here and with the same restarts and seeds (`ks`). Scores:
+`study/analyses/common/stats.py` (IIA on tested pairs, all-pairs IIA, Wilson interval, and
+the pair set's chance level, `chance`).
 Which pairs test the intervention (`tested`) is decided by running a network on the bases
 once without intervention (`study.analyses.common.interchange.judged`): the analysed
 network, also for the controls, so every search scores the same pairs.
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from study.analyses.common.stats import changed_iia, iia_scores
+from study.analyses.common.stats import chance_iia, changed_iia, iia_scores
 from study.analyses.common.interchange import PairTensors, judged, pair_tensors, rows_right
 from study.analyses.das.alignment import (LinearAlignment, OrthogonalAlignment, make_alignment,
                                          tensors_of)
@@ -282,6 +284,8 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
     label = site_key(data.kind, data.layer, position)
     changed = {s: getattr(data, s).changed.cpu().numpy() for s in ("train", "test")}
     tested = {s: getattr(data, s).tested.cpu().numpy() for s in ("train", "test")}
+    chance = {s: chance_iia(getattr(data, s).cf_labels.cpu().numpy(), tested[s])
+              for s in ("train", "test")}
     names = tuple(alignments or cfg.alignments)
     warm = {}
     for k in sorted(cfg.k if ks is None else ks):
@@ -307,7 +311,8 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
                 rows.append(dict(checkpoint=checkpoint, variable=variable, site=data.kind,
                                  layer=data.layer, position=position, alignment=name, k=k,
                                  split=split, **scores,
-                                 iia_restart_sd=got.restart_sd.get(split, float("nan"))))
+                                 iia_restart_sd=got.restart_sd.get(split, float("nan")),
+                                 chance=chance[split]))
             # a variable is scored only with enough tested test pairs (both splits' rows)
             if rows[-1]["too_few"]:
                 rows[-2].update(iia=float("nan"), iia_lo=float("nan"), iia_hi=float("nan"),

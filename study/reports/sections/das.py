@@ -3,15 +3,18 @@ that test the intervention) against the subspace size k, for the orthogonal (OAF
 (LAF, and the authors' LAF where it ran) alignments and the untrained random rotation (table
 `das`), one colour per architecture, with each trained alignment's controls where they ran:
 the same search with the variable's values shuffled across pairs (table `das_shuffled`) and
-on the untrained step-0 network (table `das_control`). The controls run at one k by default
-(`das.control_k`, the largest), so they are points at that k; at several k, lines."""
+on the untrained step-0 network (table `das_control`), both climbing the search's k ladder
+(`das.control_k`, by default every k), so they are lines beside it. A table gives each pair
+set's chance level (the `chance` column), and where the task has control pairs for a
+variable (binding's renamed letters, table `das_transfer`), a table gives what the trained
+alignments do on them."""
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
 from study.core.sites import site_label
-from study.core.tables import DAS, DAS_CONTROL, DAS_SHUFFLED
+from study.core.tables import DAS, DAS_CONTROL, DAS_SHUFFLED, DAS_TRANSFER
 from study.reports.figure import Figure
 from study.reports.sections import section
 from study.reports.sections._common import HEIGHT, WIDTH, model_color, several_seeds, spread, stacked
@@ -92,7 +95,51 @@ def build(runs) -> list[Figure]:
     at = sorted(controls["k"].unique().tolist()) if len(controls) else []
     where = ("" if not at else f" at k = {', '.join(map(str, at))}" if len(at) < len(ks)
              else " at every k")
-    return [Figure(
+    return [_iia_figure(chart, at, where, seeds), *_chance_figure(runs), *_transfer_figure(runs)]
+
+
+def _chance_figure(runs) -> list[Figure]:
+    """Each pair set's chance level per architecture (mean over seeds), test and train."""
+    das = stacked(runs, DAS.name)
+    if das is None or "chance" not in das:
+        return []
+    d = das.drop_duplicates(["run", "variable", "site", "layer", "position", "split"])
+    table = (d.groupby(["model", "variable", "split"], sort=False)["chance"].mean().round(3)
+             .unstack("split").reset_index())
+    return [Figure(key="das-chance", title="DAS: chance level per pair set",
+                   caption=("The share of a pair set's tested pairs that an intervention gets "
+                            "right by giving each the counterfactual answer of another tested "
+                            "pair at random (the sum of the squared shares of the answers): "
+                            "the floor an IIA is read against; mean over seeds."),
+                   table=table)]
+
+
+def _transfer_figure(runs) -> list[Figure]:
+    """The trained alignments on the task's control pairs (`das_transfer`), mean over seeds."""
+    d = stacked(runs, DAS_TRANSFER.name)
+    if d is None or d.empty:
+        return []
+    d = d.assign(site=[site_label(s, l, p) for s, l, p in
+                       zip(d["site"], d["layer"], d["position"])])
+    table = (d.groupby(["model", "variable", "pairs", "site", "alignment", "k"], sort=False)
+             [["iia", "base_kept", "chance"]].mean().round(3).reset_index()
+             .rename(columns={"iia": "control label", "base_kept": "base answer kept"}))
+    return [Figure(key="das-transfer", title="DAS: the trained alignments on control pairs",
+                   caption=("Each trained alignment of a variable (and the random rotation), "
+                            "at each k, applied without training to the task's control pairs "
+                            "for it (binding's renamed letters: the source is the base with "
+                            "its letters consistently renamed, so each line keeps its role "
+                            "and the answer its digit). 'control label': the share of tested "
+                            "pairs whose answer is the one the variable's letter identity "
+                            "gives (the alignment moves the letter, as a copy of the token "
+                            "would); 'base answer kept': the share whose answer stays the "
+                            "base's (it moves the role, which the renamed source shares, or "
+                            "nothing); mean over seeds."),
+                   table=table)]
+
+
+def _iia_figure(chart, at, where, seeds) -> Figure:
+    return Figure(
         key="das-iia", title="DAS: IIA against subspace size k",
         caption=("Test IIA on the pairs that test the intervention (the network gives the base "
                  "answer and not the counterfactual one). Lines: solid OAF, dashed LAF (a "
@@ -107,4 +154,4 @@ def build(runs) -> list[Figure]:
                  + " A variable is aligned where IIA rises well above the controls, and the "
                  "smallest k that reaches the top is the size of its subspace"
                  + (" (bands: range over seeds)." if seeds else ".")),
-        chart=chart)]
+        chart=chart)

@@ -8,18 +8,21 @@ one):
 - the candidate: among that alignment's rows at every site and k, the one with the best
   *training-split* IIA (ties: smaller k) [ours: choosing by test IIA would bias the number
   upward]; its test IIA and 95 % Wilson interval over the tested pairs;
-- the random-rotation control: the best test IIA of the untrained random rotation over sites
-  and k (table `das`);
-- the shuffled-variable control, the main trained control: the best test IIA of the same
+- the random-rotation control: the test IIA of the untrained random rotation at the
+  candidate's site and k (table `das`);
+- the shuffled-variable control, the main trained control: the test IIA of the same
   alignment searched on the trained network with the variable's values shuffled across
   pairs (table `das_shuffled`, `study/analyses/das/controls.py`) [ours: what the search
   reaches where the source no longer carries the labels' value];
-- the step-0 control: the best test IIA of the same alignment searched on the untrained
-  (step-0) network (table `das_control`) [ours]; where a run has no step-0 table the verdict
-  is judged against the other two.
-The controls run at `das.control_k` (the largest k by default) and take their best over the
-k and sites they ran at, so the bar is the hardest of them [ours]. Each alignment is judged
-against its own controls, so OAF and LAF are judged alike and compared on the same footing.
+- the step-0 control: the test IIA of the same alignment searched on the untrained (step-0)
+  network (table `das_control`) [ours]; where a run has no step-0 table the verdict is
+  judged against the other two.
+The controls climb the search's k ladder with its warm starts and restarts, so each is read
+at the candidate's own site and k, where it had the same optimisation as the candidate; a
+run whose controls did not run there (an older run, controls at one k) is read at the best
+over what ran [ours]. Each alignment is judged against its own controls, so OAF and LAF are
+judged alike and compared on the same footing. `chance` is the pair set's chance level at
+that site (`study.analyses.common.stats.chance_iia`).
 
 With several seeds of an architecture, each (model, variable, alignment) also gets the mean
 test IIA over seeds with a 95 % t interval (`seed_interval`: the larger of the seeds' and the
@@ -64,8 +67,8 @@ RULE = (f"aligned: the lower end of the 95 % interval ≥ {BAR} + {MARGIN} and I
         f"{ALIGNED_IIA}; partial: the lower end ≥ {BAR} + {MARGIN} and IIA < {ALIGNED_IIA}; "
         f"not aligned: otherwise")
 COLUMNS = ["run", "model", "seed", "variable", "alignment", "where", "iia", "iia_lo", "iia_hi",
-           "restart_sd", "random", "shuffled", "step0", "too_few", "verdict", "n_seeds",
-           "seeds_iia", "seeds_lo", "seeds_hi", "acc_test"]
+           "restart_sd", "random", "shuffled", "step0", "chance", "too_few", "verdict",
+           "n_seeds", "seeds_iia", "seeds_lo", "seeds_hi", "acc_test"]
 
 
 def seed_interval(values, restart_sd=None, level: float = 0.95) -> tuple[float, float, float]:
@@ -125,11 +128,20 @@ def _best(values: pd.Series) -> float:
     return float(v.max()) if len(v) else float("nan")
 
 
-def _control(df: pd.DataFrame, variable: str, alignment: str) -> float:
-    """The best test IIA of `alignment` for `variable` in a control table (NaN: none)."""
+def _control(df: pd.DataFrame, variable: str, alignment: str, at=None) -> float:
+    """The test IIA of `alignment` for `variable` in a control table at the candidate `at`
+    (its site, layer, position and k) where it ran there, else the best over what ran (NaN:
+    none)."""
     if not len(df):
         return float("nan")
-    return _best(df.loc[(df["variable"] == variable) & (df["alignment"] == alignment), "iia"])
+    d = df[(df["variable"] == variable) & (df["alignment"] == alignment)]
+    if at is not None:
+        here = d
+        for c in ("site", "layer", "position", "k"):
+            here = here[here[c] == at[c]]
+        if len(here):
+            return _best(here["iia"])
+    return _best(d["iia"])
 
 
 def _candidate(das: pd.DataFrame) -> pd.Series | None:
@@ -159,23 +171,24 @@ def verdict_numbers(runs) -> pd.DataFrame:
         acc = accuracy_on_test(r)
         for variable, d in das.groupby("variable", sort=False):
             test = d[d["split"] == "test"]
-            random = _best(test.loc[test["alignment"] == "random", "iia"])
             too_few = bool(test["too_few"].any()) if "too_few" in test else False
             for alignment in (a for a in TRAINED if (d["alignment"] == a).any()):
                 cand = _candidate(d[d["alignment"] == alignment])
-                iia = lo = hi = sd = float("nan")
+                iia = lo = hi = sd = chance = float("nan")
                 where = ""
                 if cand is not None:
+                    chance = float(cand.get("chance", np.nan))
                     iia, lo, hi, sd = (float(cand.get(c, np.nan))
                                        for c in ("iia", "iia_lo", "iia_hi", "iia_restart_sd"))
                     where = f"k={int(cand['k'])} {site_label(cand['site'], cand['layer'])}"
-                ctl = (_control(shuffled, variable, alignment),
-                       _control(step0, variable, alignment))
+                random = _control(test, variable, "random", cand)
+                ctl = (_control(shuffled, variable, alignment, cand),
+                       _control(step0, variable, alignment, cand))
                 rows.append(dict(run=display_label(r), model=r.model, seed=r.seed,
                                  variable=variable,
                                  alignment=alignment, where=where, iia=iia, iia_lo=lo,
                                  iia_hi=hi, restart_sd=sd, random=random, shuffled=ctl[0],
-                                 step0=ctl[1], too_few=too_few, acc_test=acc,
+                                 step0=ctl[1], chance=chance, too_few=too_few, acc_test=acc,
                                  verdict=("did not learn" if acc < LEARNED_ACC
                                           else verdict(iia, lo, random, *ctl))))
     out = pd.DataFrame(rows, columns=COLUMNS)
@@ -199,7 +212,8 @@ def _cell(row) -> str:
         said = f"did not learn the task (test {_num(row['acc_test'])} < {LEARNED_ACC}), no verdict"
     return (f"{said}: {_num(row['iia'])} [{_num(row['iia_lo'])}, "
             f"{_num(row['iia_hi'])}] ({row['where']}); random {_num(row['random'])}, "
-            f"shuffled {_num(row['shuffled'])}, step 0 {_num(row['step0'])}")
+            f"shuffled {_num(row['shuffled'])}, step 0 {_num(row['step0'])}; chance "
+            f"{_num(row.get('chance', float('nan')))}")
 
 
 def _seeds_cell(row) -> str:
@@ -301,11 +315,12 @@ def build(runs) -> list[Figure]:
         key="verdict", title="Verdict per architecture, causal variable and alignment",
         caption=("Each cell: the verdict, the test IIA on the pairs that test the "
                  "intervention, with its 95 % Wilson interval over those pairs (at the "
-                 "alignment's k and site with the best training IIA), then its controls' best "
-                 "test IIA: an untrained random rotation; the same alignment searched with the "
-                 "variable's values shuffled across pairs (shuffled); and searched on the "
-                 "untrained (step-0) network. The trained controls run at one k, the largest "
-                 "(das.control_k). OAF: orthogonal; LAF: linear, ours (a rotation times the "
+                 "alignment's k and site with the best training IIA), then its controls' test "
+                 "IIA at that site and k: an untrained random rotation; the same alignment "
+                 "searched with the variable's values shuffled across pairs (shuffled); and "
+                 "searched on the untrained (step-0) network, both climbing the search's k "
+                 "ladder with its warm starts and restarts; and the pair set's chance level. "
+                 "OAF: orthogonal; LAF: linear, ours (a rotation times the "
                  "authors' symmetric matrix, started at a random rotation); LAF (authors'): "
                  "their linear alignment trained their way. Rows with seed \"all\": the mean "
                  "over seeds with a 95 % t interval. Rule, under the table: " + RULE + "; "

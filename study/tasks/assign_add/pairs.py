@@ -20,7 +20,8 @@ cf pair), so base and source come from the same pool. Base and source share thei
 token for token apart from those values or that variable token: pairs are aligned
 (`base_pos = source_pos = -1`). Pair stratum `value_pos` is the position of the token that
 carries the target operand's value in the source (13/14 for a number operand, else the value
-token of its assignment), the natural single-position patching site.
+token of its assignment), the natural single-position patching site; stratum `value` is the
+target operand's value in the source (x' or y', t'), which DAS's shuffled control matches by.
 
 Pairs are drawn, like the data, from a split's sampling distributions (`generate.Spec`) and
 rejection-sampled until every change above is possible.
@@ -156,4 +157,4 @@ def _pair_arrays(gen, base: Draw, src: Draw, right: np.ndarray) -> dict:
                          gen.config.seq_len - 3 + right)
     return {"base_ids": b.ids, "source_ids": s.ids, "base_labels": b.labels,
             "cf_labels": cf, **b.strata, "operand": right.astype(np.int64),
-            "value_pos": value_pos.astype(np.int64)}
+            "value_pos": value_pos.astype(np.int64), "value": t.astype(np.int64)}

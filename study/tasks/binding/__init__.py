@@ -19,13 +19,17 @@ Storage: ids uint8, labels int8, each split padded only to its own longest progr
 tokens; gen_lines 103 = seq_len), so the paper-scale train split is 60 MB.
 Labels: IGNORE except at the final ":", which holds the answer digit's id. Strata: `depth`,
 `root_line` (line of the query chain's digit), `answer_is_first_line_constant`, and
-`n_lines` in gen_lines. Counterfactual kinds (aligned, one token differs): `root_value`,
-`distractor`, `query`.
+`n_lines` in gen_lines. Causal variables (`causal`): `root_value`, `query`, `referent`.
+Counterfactual kinds (aligned): `root_value`, `distractor`, `query`, `referent` (one token
+differs), and the renamed-letters control `renamed:query`, `renamed:referent` (every letter
+renamed, `renamed`).
 
 The family's modules, each importing only those listed before it:
 - `vocab`: the tokens and where they sit;
 - `causal`: the symbolic model (`interpret`, the query chain) and the shallow rules;
 - `generate`: the generator [ours: the paper gives no details] and the splits;
+- `edits`: program edits and the assembly of aligned pairs;
+- `renamed`: the renamed-letters control's pairs;
 - `pairs`: the counterfactual pairs;
 - `views`: what analyses read (probe variables `root_value`, `line_value`; attention
   targets `chain`, `root`, `query_line` from `:` and the hop roles `hop<h>`,
@@ -46,6 +50,7 @@ from study.core.registry import register
 from study.core.settings import setting
 from study.tasks.base import IGNORE, Examples, Pairs, Task
 from study.tasks.binding import pairs, roles, views
+from study.tasks.binding import pairs as pairs_mod
 from study.tasks.binding.generate import Generator
 from study.tasks.binding.vocab import DIGIT0, PAD, VOCAB
 
@@ -135,14 +140,21 @@ class BindingTask(Task):
     name = "binding"
     version = 2
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
-    # the queried variable's value (the chain's digit) and the pointer, which line's value the
-    # query reads (the `query` pairs: the same program asked for another letter) [ours: Wu et
-    # al. 2025 patch these, they do not align them]
-    causal_variables: ClassVar[tuple[str, ...]] = ("root_value", "query")
+    # the queried variable's value (the chain's digit), the pointer, which line's value the
+    # query reads (the `query` pairs: the same program asked for another letter), and the
+    # referent, the letter the query's line copies (`referent` pairs: that letter changes,
+    # the query stays), which no token at `:` carries (`causal`) [ours: Wu et al. 2025
+    # patch these, they do not align them]
+    causal_variables: ClassVar[tuple[str, ...]] = ("root_value", "query", "referent")
     main_variables: ClassVar[tuple[str, ...]] = ("root_value",)
     probe_variable_names: ClassVar[tuple[str, ...]] = ("root_value", "line_value")
     pair_role_strata: ClassVar[tuple[str, ...]] = ("depth",)
-    counterfactual_kinds: ClassVar[tuple[str, ...]] = ("root_value", "distractor", "query")
+    counterfactual_kinds: ClassVar[tuple[str, ...]] = (
+        "root_value", "distractor", "query", "referent", "renamed:query", "renamed:referent")
+    # the renamed-letters control (`renamed`): a letter variable's alignments scored on the
+    # base against its renamed copy, identity against role
+    control_pairs: ClassVar[dict[str, tuple[str, ...]]] = {
+        "query": ("renamed:query",), "referent": ("renamed:referent",)}
     train_presets: ClassVar[dict] = {
         "paper": _PAPER_TRAIN,
         # [ours] the laptop variant's schedule: a constant lr after a short warm-up, stopping
@@ -187,6 +199,9 @@ class BindingTask(Task):
     # --- counterfactual pairs (pairs.py) ----------------------------------------------
     def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
         return pairs.counterfactuals(self, kind, n, split, seed)
+
+    def value_labels(self, pairs: Pairs, values: np.ndarray) -> np.ndarray:
+        return pairs_mod.value_labels(pairs, values)
 
     # --- what analyses read (views.py) ------------------------------------------------
     def heuristics(self, split: str = "test") -> list[dict]:

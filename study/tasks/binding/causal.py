@@ -3,7 +3,17 @@ Python semantics, run on token arrays, and the shallow rules an answer can be mi
 
 `interpret` runs programs and says, per program, line and letter, what each binding holds
 and which line it came from; the query chain (`chain_lines`, `on_chain`) is the path of copies the answer
-follows back to its digit, the causal variable `root_value` being that digit. The shallow
+follows back to its digit.
+
+Causal variables (what DAS aligns and the pairs change, `pairs`):
+- `root_value`: the chain's digit, i.e. the answer;
+- `query`: the queried letter, the `q` of `#q:`, one token before `:` where the answer is
+  read out;
+- `referent` [ours]: on chains of two or more hops, the letter the query's own assignment
+  copies (`q=r`: r). No token at `:` or just before it carries it: to hold it there a network
+  must have looked the query up, one hop. Its pairs change r and keep q, so a site that only
+  copies the query letter cannot follow them, and the answer changes with r.
+The shallow
 rules (`heuristic_predictions`) are the shortcuts the generator rejects programs for and the
 `heuristics` table scores.
 """
@@ -18,7 +28,8 @@ HEURISTICS = ("first_line_constant", "last_constant", "most_frequent_digit", "ne
 
 def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
     """Run programs (n, S) with sequential semantics. Per program: `n_lines`, `query`
-    (letter index), `answer`, `depth`, `root_line`, `query_line` (its last assignment);
+    (letter index), `answer`, `depth`, `root_line`, `query_line` (its last assignment),
+    `referent` (the letter index `query_line` copies, -1 where it assigns a digit);
     per line (n, L): `is_const`, `digit` (-1 for copies), `line_value` (the value its
     left-hand letter holds right after it), `source_line` (the line whose binding a copy
     reads, -1 for digits); per letter (n, 26): `value` (-1 if never assigned). Lines past a
@@ -55,9 +66,14 @@ def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
         is_const[:, k] = c & on
         digit[:, k] = np.where(c & on, rhs - DIGIT0, -1)
     q = ids[rows, 4 * L + 1].astype(np.int64) - LETTER0
+    qline = line[rows, q].astype(np.int64)
+    rhs = ids[rows, 4 * np.maximum(qline, 0) + 2].astype(np.int64)
+    copies = (qline >= 0) & ~((rhs >= DIGIT0) & (rhs < DIGIT0 + 10))
+    referent = np.where(copies, rhs - LETTER0, -1)
     return {"n_lines": L.astype(np.int64), "query": q, "answer": val[rows, q].astype(np.int64),
+            "referent": referent,
             "depth": dep[rows, q].astype(np.int64), "root_line": root[rows, q].astype(np.int64),
-            "query_line": line[rows, q].astype(np.int64), "is_const": is_const,
+            "query_line": qline, "is_const": is_const,
             "digit": digit.astype(np.int64), "value": val.astype(np.int64),
             "line_value": line_value, "source_line": source_line}
 

@@ -1,11 +1,27 @@
 """Counterfactual (base, source) pairs of variable-binding programs (Wu, Geiger, Millière 2025).
 
-Kinds (aligned: base and source differ in one token, `base_pos = source_pos = -1`):
-`root_value` (the query chain's digit changes: the answer follows), `distractor` (a digit off
-the chain changes: the answer stays), `query` (the queried letter becomes another letter with
-a different value). Pairs come from programs of the split asked for, and a new answer is
-never a held-out (query letter, answer digit) combination outside `gen_heldout_combos`.
-Strata: `depth`, `root_line`, and `source_depth` for `query`.
+Kinds (aligned: base and source have the same layout, `base_pos = source_pos = -1`):
+- `root_value`: the query chain's digit changes; the answer follows;
+- `distractor`: a digit off the chain changes; the answer stays;
+- `query`: the queried letter becomes another letter with a different value;
+- `referent` [ours]: on programs whose query line copies a letter (`q=r`, chains of two or
+  more hops), r becomes another letter bound before that line to a different value; the
+  query letter stays and the answer changes (`causal`: the variable no token at `:` carries);
+- `renamed:query`, `renamed:referent` [ours]: the renamed-letters control (`renamed`): the
+  source is the base with its letters consistently permuted, so every line plays the same
+  role and the answer is the same, but the variable's letter is another one. The
+  counterfactual label is what the base answers when the variable alone takes the source's
+  letter (its identity): a site that holds the letter follows it, a site that holds the
+  role (which line, resolved) keeps the base's answer.
+The one-token kinds differ in one token. Pairs come from programs of the split asked for,
+and an answer a pair creates is never a held-out (query letter, answer digit) combination
+outside `gen_heldout_combos`.
+
+Strata: `depth`, `root_line`; `source_depth` for `query` and `referent`; and `value`, the
+value the changed variable carries in the source, which the shuffled-variable control of DAS
+matches on (`study/analyses/das/controls.py`): the new digit (`root_value`, `distractor`),
+the source's query letter (`query`, `renamed:query`) or referent letter (`referent`,
+`renamed:referent`), as a letter index.
 """
 from __future__ import annotations
 
@@ -14,7 +30,11 @@ import numpy as np
 from study.core.errors import UsageError
 from study.tasks.base import IGNORE, Pairs
 from study.tasks.binding.causal import interpret
+from study.tasks.binding.edits import draw, make_pairs, with_referent
+from study.tasks.binding.renamed import renamed_pairs
 from study.tasks.binding.vocab import DIGIT0, LETTER0
+
+ONE_TOKEN = ("root_value", "distractor", "query", "referent")
 
 
 def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
@@ -29,6 +49,10 @@ def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0)
     p = interpret(ex.ids)
     rng = task.generator.rng("pairs", kind, split, seed)
     free = ~task.heldout if split != "gen_heldout_combos" else np.ones((26, 10), bool)
+    if kind.startswith("renamed:"):
+        return renamed_pairs(ex, p, kind, n, split, rng, free, task.config.n_letters)
+    if kind == "referent":
+        return _referent(ex, p, n, split, rng, free, task.config.n_letters)
     N = len(ex)
     lines = np.arange(p["is_const"].shape[1])[None, :]
     if kind == "distractor":  # digits whose value cannot reach the query
@@ -50,6 +74,7 @@ def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0)
     q, ans = p["query"][idx], p["answer"][idx]
     if kind == "query":
         src[rows, 4 * p["n_lines"][idx] + 1] = LETTER0 + pick
+        value = pick
     else:
         line = p["root_line"][idx] if kind == "root_value" else pick
         old = p["digit"][idx, line]
@@ -58,14 +83,75 @@ def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0)
             allowed &= free[q]
         new = np.argmax(np.where(allowed, rng.random((n, 10)), -1), 1)
         src[rows, 4 * line + 2] = DIGIT0 + new
+        value = new
     ps = interpret(src)
     expected = ans if kind == "distractor" else ps["answer"]
     if (ps["answer"] != ans).any() if kind == "distractor" else (ps["answer"] == ans).any():
         raise RuntimeError(f"binding {kind} pair broke its causal contract")
-    cf = np.full(base.shape, IGNORE, np.int8)
-    cf[rows, 4 * p["n_lines"][idx] + 2] = DIGIT0 + expected
     strata = {"depth": p["depth"][idx], "root_line": p["root_line"][idx]}
     if kind == "query":
         strata["source_depth"] = ps["depth"]
-    aligned = np.full(n, -1, np.int64)
-    return Pairs(kind, base, src, ex.labels[idx], cf, aligned, aligned.copy(), strata)
+    strata["value"] = np.asarray(value, np.int64)
+    return make_pairs(kind, ex, idx, base, src, p["n_lines"][idx], expected, strata)
+
+
+def referent_options(ids, p, letters: int, free) -> tuple[np.ndarray, np.ndarray]:
+    """For programs whose query line copies a letter: which letters c (n, letters) may
+    replace that letter (bound before the line, to another value than the answer, neither
+    the query letter nor the referent, and not making a held-out combination) and the answer
+    each gives (n, letters), -1 where none."""
+    n = len(ids)
+    ok = np.zeros((n, letters), bool)
+    answers = np.full((n, letters), -1, np.int64)
+    copies = p["referent"] >= 0
+    for c in range(letters):
+        a = interpret(with_referent(ids, p, np.full(n, c)))["answer"]
+        answers[:, c] = a
+        ok[:, c] = (copies & (a >= 0) & (a != p["answer"]) & (c != p["query"])
+                    & (c != p["referent"]) & free[p["query"], np.clip(a, 0, 9)])
+    return ok, answers
+
+
+def _referent(ex, p, n, split, rng, free, letters) -> Pairs:
+    """`referent` pairs: the letter the query's line copies changes (see the module doc)."""
+    pool = np.flatnonzero(p["referent"] >= 0)
+    sub = lambda rows: {k: v[rows] for k, v in p.items()}  # noqa: E731
+    idx, options = draw(rng, pool, n, lambda rows: referent_options(
+        ex.ids[rows], sub(rows), letters, free)[0], "referent", split)
+    pb = sub(idx)
+    pick = np.argmax(np.where(options, rng.random(options.shape), -1), 1)
+    base = ex.ids[idx]
+    src = with_referent(base, pb, pick)
+    ps = interpret(src)
+    if (ps["answer"] == pb["answer"]).any() or (ps["query"] != pb["query"]).any() or (
+            ps["referent"] != pick).any():
+        raise RuntimeError("binding referent pair broke its causal contract")
+    strata = {"depth": pb["depth"], "root_line": pb["root_line"], "source_depth": ps["depth"],
+              "value": pick.astype(np.int64)}
+    return make_pairs("referent", ex, idx, base, src, pb["n_lines"], ps["answer"], strata)
+
+
+def value_labels(pairs: Pairs, values: np.ndarray) -> np.ndarray:
+    """Labels (n, width) of each base of `pairs` with the pairs' variable set to `values`
+    ((n,), the `value` stratum's codes): the answer at `:` of the base program with that
+    query letter (`query`, `renamed:query`), referent letter (`referent`,
+    `renamed:referent`) or chain digit (`root_value`); a distractor's digit leaves it."""
+    base = np.asarray(pairs.base_ids)
+    p = interpret(base)
+    values = np.asarray(values, np.int64)
+    variable = pairs.kind.partition(":")[2] or pairs.kind
+    if variable == "query":
+        ids = base.copy()
+        ids[np.arange(len(base)), 4 * p["n_lines"] + 1] = LETTER0 + values
+        answer = interpret(ids)["answer"]
+    elif variable == "referent":
+        answer = interpret(with_referent(base, p, values))["answer"]
+    elif variable == "root_value":
+        answer = values
+    else:  # distractor
+        answer = p["answer"]
+    out = np.full(base.shape, IGNORE, np.int8)
+    # a letter bound to nothing gives no answer: IGNORE, which no label equals
+    out[np.arange(len(base)), 4 * p["n_lines"] + 2] = np.where(answer >= 0, DIGIT0 + answer,
+                                                               IGNORE)
+    return out
