@@ -15,7 +15,8 @@ from safetensors.torch import save_file
 from torch import nn
 
 from study.analyses.compare import CompareConfig, Subject, compare
-from study.analyses.compare.choice import auto_k, classify, matched_k
+from study.analyses.compare.choice import auto_k, matched_k
+from study.core.verdicts import classify
 from study.core.labels import IGNORE
 from study.models.sites.modules import Sites
 from study.tasks.base import Examples, Pairs

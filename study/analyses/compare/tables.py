@@ -10,7 +10,8 @@ import pandas as pd
 import torch
 
 from study.analyses.common.data import sample
-from study.analyses.compare.choice import auto_k, classify, matched_k
+from study.analyses.compare.choice import auto_k, matched_k
+from study.core.verdicts import classify
 from study.analyses.compare.codes import answer_codes, input_codes, window_changed
 from study.analyses.compare.measures import MEASURES, shuffled_baseline
 from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors

@@ -11,8 +11,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from study.analyses.compare.choice import classify_interval
-from study.analyses.compare.intervals import LEVEL, by_architecture
+from study.core.verdicts import classify_interval
+from study.reports.sections._intervals import LEVEL, by_architecture
 from study.core.tables import COMPARE_STITCHING
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
