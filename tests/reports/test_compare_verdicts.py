@@ -74,3 +74,16 @@ def test_runs_of_one_architecture_are_never_paired_with_themselves():
     r = by_architecture(rows, ["s"]).iloc[0]
     assert r["n_pairs"] == 6 and r["s"] == pytest.approx(0.4)
     assert r["s_lo"] == pytest.approx(0.4) and r["s_hi"] == pytest.approx(0.4)
+
+
+def test_too_few_runs_give_no_interval_and_the_verdict_says_it_rests_on_means():
+    """Two runs of one architecture have one pair of distinct runs, which every draw repeats:
+    no interval, not a zero-width one."""
+    rows = _rows({})
+    two = rows[~rows["run"].isin(["x2", "y2"]) & ~rows["other_run"].isin(["x2", "y2"])]
+    assert np.isnan(run_bootstrap(np.array([[np.nan, 0.9], [0.8, np.nan]]), same=True)[1])
+    table = verdicts(two)
+    within = table[(table["A"] == "x") & (table["B"] == "x")].iloc[0]
+    assert within["stitched IIA"] == "0.95" and "too few runs" in within["verdict"]
+    across = table[(table["A"] == "x") & (table["B"] == "y")].iloc[0]
+    assert "[" in across["stitched IIA"] and across["verdict"] == "computation"

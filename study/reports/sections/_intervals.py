@@ -7,7 +7,9 @@ each draw picks len(X) runs of X and len(Y) runs of Y with replacement and avera
 measure over the pairs among the drawn runs (for X = Y, one draw of runs on both sides, a
 run never paired with itself); the interval is the draws' percentile interval. With one run
 of an architecture its side does not vary, and the interval says only what the other side's
-runs allow.
+runs allow; where no draw can differ from another (one run on each side; two runs of one
+architecture, whose only pair of distinct runs every useful draw repeats) there is no
+interval (NaN ends).
 
 `by_architecture(rows, columns)` gives, per ordered pair of architectures, the mean over run
 pairs and the interval of each column, and of any difference of two columns asked for
@@ -44,8 +46,10 @@ def run_bootstrap(matrix: np.ndarray, same: bool, n_boot: int = N_BOOT, level: f
     if not finite.any():
         return (float("nan"),) * 3
     mean = float(matrix[finite].mean())
-    rng = np.random.default_rng(seed)
     na, nb = matrix.shape
+    if (same and na < 3) or (not same and na < 2 and nb < 2):
+        return mean, float("nan"), float("nan")  # every draw gives the same pairs
+    rng = np.random.default_rng(seed)
     ia = rng.integers(na, size=(n_boot, na))  # (n_boot, na) drawn runs of X
     ib = ia if same else rng.integers(nb, size=(n_boot, nb))
     sub = matrix[ia[:, :, None], ib[:, None, :]]  # (n_boot, na, nb)
@@ -87,3 +91,13 @@ def by_architecture(rows: pd.DataFrame, columns: list[str],
             row.update({name: mean, f"{name}_lo": lo, f"{name}_hi": hi})
         out.append(row)
     return pd.DataFrame(out)
+
+
+def interval_text(r: dict, c: str) -> str:
+    """"mean [lo, hi]" of column `c` of a `by_architecture` row; the mean alone without an
+    interval; "–" without a value."""
+    if pd.isna(r[c]):
+        return "–"
+    if pd.isna(r[c + "_lo"]):
+        return f"{r[c]:.2f}"
+    return f"{r[c]:.2f} [{r[c + '_lo']:.2f}, {r[c + '_hi']:.2f}]"

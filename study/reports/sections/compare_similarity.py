@@ -1,10 +1,12 @@
 """Section: one causal variable across architectures — basis-free similarity of the runs'
 aligned subspaces (linear CKA, Kornblith et al. 2019; orthogonal Procrustes), each against
-its shuffled-inputs baseline and the other run's random-rotation subspace. Anchor:
-`<task>-compare-similarity-<variable>`."""
+its shuffled-inputs baseline, the other run's random-rotation subspace and the two
+network-free codes (input window, answer); a table by architecture pair with intervals over
+runs. Anchor: `<task>-compare-similarity-<variable>`."""
 from __future__ import annotations
 
 import altair as alt
+import pandas as pd
 
 from study.core.tables import COMPARE_SIMILARITY
 from study.reports.figure import Figure, slug
@@ -12,6 +14,7 @@ from study.reports.sections import section
 from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
                                               at_matched_k, k_note, run_order, sites_note)
 from study.reports.sections._heatmap import heatmap, matrix_size
+from study.reports.sections._intervals import LEVEL, by_architecture, interval_text
 
 KINDS = {"value": "aligned subspaces", "baseline": "inputs shuffled",
          "random_subspace": "random subspace (other run)",
@@ -37,9 +40,11 @@ def build(runs) -> list:
     s = similarity(runs)
     if s is None or s.empty:
         return []
+    wide = at_matched_k(cross_table(runs, COMPARE_SIMILARITY.name))
     figs = []
     for variable in dict.fromkeys(s["variable"]):
         v = s[s["variable"] == variable]
+        table = by_pair(wide[wide["variable"] == variable])
         order = run_order(runs, list(v["run"]) + list(v["other_run"]))
         n = len(order)
         size = matrix_size(n, panels=v["compared"].nunique())
@@ -65,6 +70,32 @@ def build(runs) -> list:
                      "(the token the site has just read) and of the answer. Any two linear "
                      "codes of a few-valued variable score high, so a similarity the input or "
                      "answer code reaches as well says the runs share that code, not a "
-                     "computation." + k_note(v) + sites_note(v) + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
-            chart=chart))
+                     "computation." + INTERVAL_NOTE.format(level=LEVEL) + k_note(v)
+                     + sites_note(v) + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
+            chart=chart, table=table))
     return figs
+
+
+INTERVAL_NOTE = (" The table gives each pair of architectures, over the pairs of runs that "
+                 "both learnt the task: the mean and a {level:.0%} interval from resampling "
+                 "runs (each run counted once; none where too few runs let a draw differ).")
+
+
+def by_pair(df: pd.DataFrame) -> pd.DataFrame | None:
+    """Per measure and ordered architecture pair: the similarity, its baselines and the two
+    codes' similarity with the receiving runs, each a mean [interval over runs]."""
+    keep = df["run"] != df["other_run"]
+    for c in ("run_learnt", "other_run_learnt"):
+        if c in df:
+            keep &= df[c].fillna(True).astype(bool)
+    df = df[keep]
+    cols = {c: name for c, name in KINDS.items() if c in df.columns}
+    if df.empty:
+        return None
+    rows = []
+    for measure, g in df.groupby("measure", sort=False):
+        for r in by_architecture(g, list(cols)).to_dict("records"):
+            rows.append({"measure": measure, "A": r["model"], "B": r["other_model"],
+                         "runs": f"{r['n_runs']} × {r['n_other_runs']}",
+                         **{name: interval_text(r, c) for c, name in cols.items()}})
+    return pd.DataFrame(rows)

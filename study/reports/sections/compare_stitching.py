@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from study.core.verdicts import classify_interval
-from study.reports.sections._intervals import LEVEL, by_architecture
+from study.reports.sections._intervals import LEVEL, by_architecture, interval_text
 from study.core.tables import COMPARE_STITCHING
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
@@ -143,7 +143,8 @@ OVER = {"over_input": ("iia", "input_code_iia"), "over_output": ("iia", "output_
 SHARED_NOTE = (
     "Each ordered pair of architectures at its pairs' matched k, over the pairs of runs that "
     "both learnt the task (a run never with itself): the mean and a {level:.0%} interval "
-    "from resampling runs (each run counted once, not each pair of runs). Verdict: "
+    "from resampling runs (each run counted once, not each pair of runs; none where too few "
+    "runs let a draw differ: one run a side, or two runs of one architecture). Verdict: "
     "\"computation\" where the lower ends of the intervals of stitching minus the input code "
     "and minus the answer code both clear the margin; \"input copy\" or \"output code\" "
     "where one of the codes comes that close (the nearer one); \"not shared\" where "
@@ -199,18 +200,20 @@ def verdicts(pairs: pd.DataFrame) -> pd.DataFrame:
         rows.append({"A": r["model"], "B": r["other_model"],
                      "runs": f"{r['n_runs']} × {r['n_other_runs']}",
                      "matched k": ", ".join(map(str, ks)),
-                     **{name: _interval(r, c) for name, c in (
+                     **{name: interval_text(r, c) for name, c in (
                          ("stitched IIA", "iia"), ("B own IIA", "own_iia"),
                          ("input code", "input_code_iia"), ("answer code", "output_code_iia"),
                          ("chance", "chance_iia"), ("stitched − input code", "over_input"),
                          ("stitched − answer code", "over_output"))},
-                     "verdict": classify_interval(
-                         r["over_input_lo"], r["over_output_lo"], r["over_chance_lo"],
-                         r["input_code_iia"], r["output_code_iia"], captured, margin)})
+                     "verdict": _verdict(r, captured, margin)})
     return pd.DataFrame(rows)
 
 
-def _interval(r: dict, c: str) -> str:
-    if pd.isna(r[c]):
-        return "–"
-    return f"{r[c]:.2f} [{r[c + '_lo']:.2f}, {r[c + '_hi']:.2f}]"
+def _verdict(r: dict, captured: bool, margin: float) -> str:
+    """`classify_interval` on the lower ends; where too few runs give no interval, on the
+    means, and said so."""
+    none = pd.isna(r["over_input_lo"])
+    lo = lambda c: r[c] if none else r[c + "_lo"]  # noqa: E731
+    said = classify_interval(lo("over_input"), lo("over_output"), lo("over_chance"),
+                             r["input_code_iia"], r["output_code_iia"], captured, margin)
+    return said + (" (means: too few runs for an interval)" if none and captured else "")
