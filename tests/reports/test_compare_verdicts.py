@@ -87,3 +87,24 @@ def test_too_few_runs_give_no_interval_and_the_verdict_says_it_rests_on_means():
     assert within["stitched IIA"] == "0.95" and "too few runs" in within["verdict"]
     across = table[(table["A"] == "x") & (table["B"] == "y")].iloc[0]
     assert "[" in across["stitched IIA"] and across["verdict"] == "computation"
+
+
+def test_each_pair_is_shown_at_its_matched_k_and_every_k_in_the_ratio_chart():
+    """The matrices and the verdicts read each pair at its matched k (no fixed k <= 4); the
+    chart of stitched / own IIA keeps every k compared."""
+    from study.reports.sections._compare import at_matched_k
+    from study.reports.sections.compare_stitching import _shared
+    parts = []
+    for k in (1, 2, 4, 8):
+        rows = _rows({}, k=k)
+        matched = np.where((rows["model"] == "y") | (rows["other_model"] == "y"), 8, 2)
+        parts.append(rows.assign(matched_k=matched, iia=0.5 + k / 20))
+    every = pd.concat(parts, ignore_index=True)
+    shown = at_matched_k(every)
+    assert len(shown) == 36 and (shown["k"] == shown["matched_k"]).all()
+    assert set(shown.loc[shown["model"] == "y", "k"]) == {8}
+    fig = _shared(every, runs=[])
+    data = fig.chart.to_dict()["datasets"]
+    ks = {row["k"] for rows in data.values() for row in rows}
+    assert ks == {1, 2, 4, 8}
+    assert set(fig.table["matched k"]) == {"2", "8"}

@@ -16,9 +16,11 @@ from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cr
 from study.reports.sections._heatmap import heatmap, matrix_size
 from study.reports.sections._intervals import LEVEL, by_architecture, interval_text
 
+# the other run's side of each matrix: its aligned subspace, with shuffled inputs, its random
+# rotation, and the one-hot input-window and answer codes compared with its subspace
 KINDS = {"value": "aligned subspaces", "baseline": "inputs shuffled",
-         "random_subspace": "random subspace (other run)",
-         "input_code": "input code (other run)", "output_code": "answer code (other run)"}
+         "random_subspace": "random subspace", "input_code": "input code",
+         "output_code": "answer code"}
 
 
 def similarity(runs):
