@@ -39,14 +39,15 @@ def classify(iia: float, input_iia: float, output_iia: float, chance: float, cap
 def classify_interval(lo_over_input: float, lo_over_output: float, lo_over_chance: float,
                       input_iia: float, output_iia: float, captured: bool,
                       margin: float) -> str:
-    """What a result over runs is (the rule of `classify`, on intervals over runs): computation only where the *lower* ends of the intervals of
-    stitching minus each code clear the margin; not shared where the lower end of stitching
-    minus the chance level does not."""
+    """What a result over runs is (the rule of `classify`, on intervals over runs):
+    computation only where the *lower* ends of the intervals of stitching minus each code
+    clear the margin; not shared where the lower end of stitching minus the chance level does
+    not."""
     if not captured:
         return "not captured"
     z = lambda v: -1.0 if v is None or math.isnan(v) else float(v)  # noqa: E731
-    if z(lo_over_chance) <= margin:
+    if z(lo_over_chance) < margin:
         return "not shared"
-    if z(lo_over_input) > margin and z(lo_over_output) > margin:
+    if z(lo_over_input) >= margin and z(lo_over_output) >= margin:
         return "computation"
     return "input copy" if z(input_iia) >= z(output_iia) else "output code"

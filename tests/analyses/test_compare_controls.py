@@ -185,7 +185,8 @@ def planted(tmp_path_factory):
     out = {}
     for holds in ("query", "answer", "referent"):
         subjects = [_subject(tmp, f"{holds}_a", Pointer(holds)),
-                    _subject(tmp, f"{holds}_b", Pointer(holds, rot=_orthogonal(D, 9)), in_plane=0.6)]
+                    _subject(tmp, f"{holds}_b", Pointer(holds, rot=_orthogonal(D, 9)),
+                             in_plane=0.6)]
         out[holds] = compare(subjects, Renamed(), cfg, torch.device("cpu"))
     return out
 

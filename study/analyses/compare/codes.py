@@ -68,8 +68,8 @@ class OneHot:
     def __init__(self, keys):
         self.index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
 
-    def __call__(self, keys) -> torch.Tensor:
-        out = torch.zeros(len(keys), max(1, len(self.index)))
+    def __call__(self, keys, device) -> torch.Tensor:
+        out = torch.zeros(len(keys), max(1, len(self.index)), device=device)
         for row, key in enumerate(keys):
             i = self.index.get(key)
             if i is not None:
@@ -84,23 +84,27 @@ class WindowCode:
     def __init__(self, windows: np.ndarray):
         self.codes = [OneHot(windows[:, j].tolist()) for j in range(windows.shape[1])]
 
-    def __call__(self, windows: np.ndarray) -> torch.Tensor:
-        return torch.cat([c(windows[:, j].tolist()) for j, c in enumerate(self.codes)], 1)
+    def __call__(self, windows: np.ndarray, device) -> torch.Tensor:
+        return torch.cat([c(windows[:, j].tolist(), device) for j, c in enumerate(self.codes)],
+                         1)
 
 
 def input_codes(fit: PairTensors, test: PairTensors, window: int):
     """(fit rows' code (2n_fit, c): base rows then source rows, test source code (n, c), test
-    code of both rows (2n, c)) of the input window, one-hot by the tokens seen in fitting."""
+    code of both rows (2n, c)) of the input window, one-hot by the tokens seen in fitting; on
+    the pairs' device."""
     fb, fs = window_keys(fit, window)
     tb, ts = window_keys(test, window)
-    code = WindowCode(np.concatenate([fb, fs]))
-    return code(np.concatenate([fb, fs])), code(ts), code(np.concatenate([tb, ts]))
+    code, dev = WindowCode(np.concatenate([fb, fs])), test.base_ids.device
+    return (code(np.concatenate([fb, fs]), dev), code(ts, dev),
+            code(np.concatenate([tb, ts]), dev))
 
 
 def answer_codes(fit: PairTensors, test: PairTensors):
     """(fit bases' code (n_fit, c), test counterfactual answers' code (n, c), test code of
-    both rows (2n, c): bases by their answer, sources by the counterfactual answer)."""
+    both rows (2n, c): bases by their answer, sources by the counterfactual answer); on the
+    pairs' device."""
     fb, _ = answers(fit)
     tb, tc = answers(test)
-    code = OneHot(fb)
-    return code(fb), code(tc), code(tb + tc)
+    code, dev = OneHot(fb), test.base_ids.device
+    return code(fb, dev), code(tc, dev), code(tb + tc, dev)

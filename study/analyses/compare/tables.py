@@ -126,7 +126,8 @@ class _Spaces:
                    output_code_iia=run(apply_map(m_out, out_cf.to(dev))),
                    chance_iia=run(shuffled(sb.read(tb.source), cfg.seed + 1)),
                    window_changed=float(window_changed(tb.pairs, cfg.input_window).mean()))
-        out["similarity"] = {name: (fn(in_both.numpy(), zb), fn(out_both.numpy(), zb))
+        codes = in_both.cpu().numpy(), out_both.cpu().numpy()
+        out["similarity"] = {name: (fn(codes[0], zb), fn(codes[1], zb))
                              for name, fn in MEASURES.items()}
         return out
 

@@ -60,7 +60,8 @@ def build(runs) -> list:
             row=alt.Row("measure:N", title=None),
             column=alt.Column("compared:N", title=None, sort=list(KINDS.values())))
         figs.append(Figure(
-            key=slug("compare-similarity", variable), title=f"{variable}: aligned subspaces compared",
+            key=slug("compare-similarity", variable),
+            title=f"{variable}: aligned subspaces compared",
             caption=("Each run's activations projected onto its own DAS subspace for the "
                      "variable, on the same inputs at the same positions (the variable's "
                      "counterfactual pairs), compared without shared coordinates: linear CKA "
