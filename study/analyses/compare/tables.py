@@ -205,7 +205,7 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                     scores = _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg)
                     scored = {c: codes[c] for c in ("input_code_iia", "output_code_iia",
                                                     "chance_iia", "window_changed")}
-                    captured = min(val[id(a)][k], val[id(b)][k]) >= cfg.k_bar
+                    captured = all(v >= cfg.k_bar for v in (val[id(a)][k], val[id(b)][k]))
                     stitch.append(dict(
                         common, own_iia=B.own(variable, k, "test"), n_changed=changed,
                         **scores, **scored, val_iia=val[id(a)][k], other_val_iia=val[id(b)][k],
