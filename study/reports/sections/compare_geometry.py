@@ -33,6 +33,8 @@ def build(runs) -> list:
         v = g[g["variable"] == variable]
         v = at_matched_k(v)
         order = run_order(runs, v["run"])
+        v = v.assign(panel=v["run"] + " (k = " + v["k"].astype(int).astype(str) + ")")
+        panels = list(dict.fromkeys(v.set_index("run").loc[order, "panel"]))
         color = alt.Color("value:Q", scale=alt.Scale(scheme="viridis"), title="value")
         base = alt.Chart().encode(x=alt.X("pc1:Q", title="PC1"), y=alt.Y("pc2:Q", title="PC2"))
         bars_x = alt.Chart().mark_rule(opacity=0.25).encode(
@@ -53,7 +55,7 @@ def build(runs) -> list:
         labels = base.mark_text(dx=8, dy=-6, fontSize=9).encode(text="value:Q")
         chart = alt.layer(bars_x, bars_y, path, dots, ring, labels, data=v).properties(
             width=230, height=200).facet(
-            facet=alt.Facet("run:N", sort=order, title=None),
+            facet=alt.Facet("panel:N", sort=panels, title=None),
             columns=_per_row(runs, order)).resolve_scale(
             x="independent", y="independent")
         figs.append(Figure(
