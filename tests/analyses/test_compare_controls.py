@@ -330,3 +330,18 @@ def test_k_auto_reads_each_run_at_the_smallest_k_its_validation_pairs_hold(tmp_p
     assert set(ab["matched_k"]) == {3} and set(ab["k"]) == {1, 2, 3}  # every k kept
     theirs = st[(st["run"] == "b") & (st["other_run"] == "b")].set_index("k")
     assert theirs.loc[2, "other_val_iia"] < 0.9 <= theirs.loc[3, "other_val_iia"]
+
+
+def test_the_new_settings_are_parsed_and_checked_on_the_command_line():
+    from study.compare import compare_config
+    from study.core.errors import UsageError
+    assert compare_config({}).k == "auto"
+    assert compare_config({"compare.k": "auto"}).k == "auto"
+    assert compare_config({"compare.k": "4,8"}).k == (4, 8)
+    for key, bad, match in (("compare.k", "0", "auto or integers"),
+                            ("compare.k", "four", "auto or comma-separated ints"),
+                            ("compare.k_bar", "1.5", "in \\(0, 1\\]"),
+                            ("compare.margin", "-0.1", "in \\[0, 1\\)"),
+                            ("compare.input_window", "0", "at least 1")):
+        with pytest.raises(UsageError, match=match):
+            compare_config({key: bad})
