@@ -103,7 +103,7 @@ def test_each_pair_is_shown_at_its_matched_k_and_every_k_in_the_ratio_chart():
     shown = at_matched_k(every)
     assert len(shown) == 36 and (shown["k"] == shown["matched_k"]).all()
     assert set(shown.loc[shown["model"] == "y", "k"]) == {8}
-    fig = _shared(every, runs=[])
+    fig = _shared(every)
     data = fig.chart.to_dict()["datasets"]
     ks = {row["k"] for rows in data.values() for row in rows}
     assert ks == {1, 2, 4, 8}

@@ -89,6 +89,17 @@ def cross_table(runs, name: str) -> pd.DataFrame | None:
     return df.drop_duplicates().reset_index(drop=True)
 
 
+def learnt_pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of two different runs that both learnt the task (`run_learnt`,
+    `other_run_learnt`; every run where those columns are absent) [ours: a network without
+    the variable says nothing about how another architecture carries it]."""
+    keep = df["run"] != df["other_run"]
+    for c in ("run_learnt", "other_run_learnt"):
+        if c in df:
+            keep &= df[c].fillna(True).astype(bool)
+    return df[keep]
+
+
 def at_matched_k(df: pd.DataFrame) -> pd.DataFrame:
     """The rows at each pair's matched k (`compare_*`'s `matched_k`: the larger of the two
     runs' own k, `study.analyses.compare.choice`); per run (`compare_geometry`), at the run's

@@ -12,7 +12,8 @@ from study.core.tables import COMPARE_SIMILARITY
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
-                                              at_matched_k, k_note, run_order, sites_note)
+                                              at_matched_k, k_note, learnt_pairs, run_order,
+                                              sites_note)
 from study.reports.sections._heatmap import heatmap, matrix_size
 from study.reports.sections._intervals import LEVEL, by_architecture, interval_text
 
@@ -87,11 +88,7 @@ INTERVAL_NOTE = (" The table gives each pair of architectures, over the pairs of
 def by_pair(df: pd.DataFrame) -> pd.DataFrame | None:
     """Per measure and ordered architecture pair: the similarity, its baselines and the two
     codes' similarity with the receiving runs, each a mean [interval over runs]."""
-    keep = df["run"] != df["other_run"]
-    for c in ("run_learnt", "other_run_learnt"):
-        if c in df:
-            keep &= df[c].fillna(True).astype(bool)
-    df = df[keep]
+    df = learnt_pairs(df)
     cols = {c: name for c, name in KINDS.items() if c in df.columns}
     if df.empty:
         return None

@@ -11,15 +11,16 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from study.core.verdicts import classify_interval
-from study.reports.sections._intervals import LEVEL, by_architecture, interval_text
 from study.core.tables import COMPARE_STITCHING
+from study.core.verdicts import classify_interval
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._common import PLOT_WIDTH
 from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, at_matched_k,
-                                              cross_table, k_note, run_order, sites_note)
+                                              cross_table, k_note, learnt_pairs, run_order,
+                                              sites_note)
 from study.reports.sections._heatmap import heatmap, matrix_size
+from study.reports.sections._intervals import LEVEL, by_architecture, interval_text
 
 COLUMNS = {"iia": "stitched A → B", "own_iia": "B's own interchange",
            "input_code_iia": "input code → B", "output_code_iia": "answer code → B",
@@ -64,13 +65,13 @@ def build(runs) -> list:
                      "into B the same way: a one-hot of the input window (the token the site "
                      "has just read, and the one before) and a one-hot of the answer; and "
                      "the chance level, B's own subspace written with other pairs' sources. "
-                     "Stitching near B's own interchange says the two codes are linearly "
-                     "interchangeable; it says the architectures share a computation only "
+                     "Stitching near B's own interchange says the two networks' codes are "
+                     "linearly interchangeable; it says the architectures share a computation only "
                      "where it also clears both network-free codes (the verdict column)."
                      + (BY_ARCHITECTURE if by_pair else "") + k_note(v) + sites_note(v)
                      + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart, table=table))
-        shared = _shared(every_k, runs)
+        shared = _shared(every_k)
         if shared is not None:
             figs.append(shared)
     return figs
@@ -106,10 +107,7 @@ def _table(v):
         return v[[c for c in shown if c in v]].rename(columns=NAMES), False
     rows = []
     pairs = v[v["run"] != v["other_run"]]
-    both = pd.Series(True, index=pairs.index)
-    for c in ("run_learnt", "other_run_learnt"):
-        if c in pairs:
-            both &= pairs[c].fillna(True).astype(bool)
+    both = pd.Series(pairs.index.isin(learnt_pairs(pairs).index), index=pairs.index)
     for (a, b), g in pairs.groupby(["model", "other_model"], sort=False):
         ok = g[both[g.index]]
         row = {"A": a, "B": b, "run pairs": len(ok)}
@@ -128,15 +126,6 @@ def _mean(g, col):
     return round(float(g[col].mean()), 3) if len(g) else None
 
 
-def _pairs(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows of two different runs that both learnt the task."""
-    keep = df["run"] != df["other_run"]
-    for c in ("run_learnt", "other_run_learnt"):
-        if c in df:
-            keep &= df[c].fillna(True).astype(bool)
-    return df[keep]
-
-
 # stitching minus each control: the verdict follows the lower ends of their intervals
 OVER = {"over_input": ("iia", "input_code_iia"), "over_output": ("iia", "output_code_iia"),
         "over_chance": ("iia", "chance_iia")}
@@ -153,11 +142,11 @@ SHARED_NOTE = (
     "every k: stitched over own IIA, the mean over pairs of runs, the matched k ringed.")
 
 
-def _shared(df: pd.DataFrame, runs) -> Figure | None:
+def _shared(df: pd.DataFrame) -> Figure | None:
     """The figure of every k (stitched / own ratio by architecture pair) with the table of
     verdicts from intervals over runs; None for tables without the codes."""
     needed = {"input_code_iia", "output_code_iia", "chance_iia", "matched_k", "val_iia"}
-    pairs = _pairs(df)
+    pairs = learnt_pairs(df)
     if pairs.empty or not needed <= set(pairs.columns):
         return None
     variable = pairs["variable"].iloc[0]
