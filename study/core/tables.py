@@ -65,14 +65,16 @@ SUBSPACES = Table("subspaces", "subspaces", (
 COMPARE_SIMILARITY = Table("compare_similarity", "compare", (
     "variable", "run", "other_run", "checkpoint", "other_checkpoint", "measure", "value",
     "baseline", "random_subspace", "model", "other_model", "site", "other_site", "alignment",
-    "k", "n_inputs"))
+    "k", "n_inputs", "input_code", "output_code", "matched_k"))
 COMPARE_STITCHING = Table("compare_stitching", "compare", (
     "variable", "run", "other_run", "checkpoint", "other_checkpoint", "iia", "own_iia",
     "shuffled_map_iia", "random_subspace_iia", "fit_r2", "n_changed", "n_tested", "model",
-    "other_model", "site", "other_site", "alignment", "k"))
+    "other_model", "site", "other_site", "alignment", "k", "input_code_iia", "output_code_iia",
+    "chance_iia", "window_changed", "val_iia", "other_val_iia", "auto_k", "other_auto_k",
+    "matched_k", "verdict", "k_bar", "margin"))
 COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
     "variable", "run", "checkpoint", "model", "site", "alignment", "k", "value", "pc1", "pc2",
-    "sd1", "sd2", "n", "held_out"))
+    "sd1", "sd2", "n", "held_out", "auto_k"))
 
 TABLES: dict[str, Table] = {t.name: t for t in (
     PATCHING, HEAD_RANKING, POSITIONS, PATCHING_ROLES, DAS, DAS_SHUFFLED, DAS_CONTROL,

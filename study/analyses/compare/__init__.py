@@ -12,26 +12,37 @@ here is a pure function of networks, their saved alignments and the task:
   the pair's base and source positions;
 - `values`: the variable's values laid out in one run's subspace (top two PCs);
 - `stitch`: cross-model interchange through a least-squares map between subspaces;
+- `codes`: the network-free controls: one-hot codes of the input window and of the answer,
+  stitched into each run the same way;
+- `choice`: the k each run is read at (`compare.k=auto`, on validation pairs); what each
+  result is (computation, input copy, ...) is `study.core.verdicts`;
 - `sites`: which of a run's saved sites is read (`compare.site`);
 - `tables` (here): the three tables over every pair of subjects.
 
 Tables (one row per compared pair, run paths as given):
 - `compare_similarity`: variable, run, other_run, checkpoint, other_checkpoint, measure,
   value, baseline (shuffled inputs), random_subspace (other run's random-rotation subspace),
-  plus model, other_model, site, other_site, alignment, k, n_inputs;
+  plus model, other_model, site, other_site, alignment, k, n_inputs, input_code and
+  output_code (the measure between the one-hot input-window / answer code and other_run's
+  subspace), matched_k (the pair's k, `choice`);
 - `compare_geometry`: variable, run, checkpoint, model, site, alignment, k, value, pc1, pc2,
-  sd1, sd2, n, held_out;
+  sd1, sd2, n, held_out, auto_k (the run's own k, `choice`);
 - `compare_stitching`: variable, run (A), other_run (B), checkpoint, other_checkpoint, iia,
   own_iia, shuffled_map_iia, random_subspace_iia (each over B's tested test pairs: B gives
   the base label on the base and not the counterfactual one, `stitch`), fit_r2, n_changed
   (the causal model's changed pairs), n_tested (B's tested pairs), plus model, other_model,
-  site, other_site, alignment, k.
+  site, other_site, alignment, k, then input_code_iia and output_code_iia (the network-free
+  codes stitched into B, `codes`), chance_iia (B written with other pairs' sources),
+  window_changed (share of pairs whose input window differs between base and source),
+  val_iia / other_val_iia (A's / B's own IIA on validation pairs at k), auto_k /
+  other_auto_k (each run's own k), matched_k (the pair's), verdict (`study.core.verdicts.classify`),
+  k_bar and margin (the settings the verdict used).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from study.core.errors import UsageError
 from study.core.settings import setting
@@ -44,7 +55,17 @@ class CompareConfig:
     alignment: str = setting("oaf", "the DAS alignment compared: oaf | laf | laf_sd [ours: "
                              "oaf, whose subspace is an orthogonal projection]")
     variables: tuple[str, ...] = setting((), "() = every variable the runs' alignments share")
-    k: tuple[int, ...] = setting((), "subspace sizes compared; () = every k both runs saved")
+    k: Literal["auto"] | tuple[int, ...] = setting(
+        "auto", "subspace sizes compared: auto (every k both runs saved; each pair read at "
+        "its matched k: the larger of the two runs' smallest k whose own validation IIA "
+        "reaches k_bar) or integers (only these, the matched k chosen among them) [ours]")
+    k_bar: float = setting(0.9, "[ours] own validation IIA a run must reach at a k to hold "
+                           "the variable there (compare.k=auto)")
+    margin: float = setting(0.1, "[ours] IIA by which network -> network stitching must "
+                            "clear the input-code and answer-code stitching (and the chance "
+                            "level) to count as shared computation")
+    input_window: int = setting(2, "[ours] tokens up to the read position in the input code "
+                                "(2: the token read there and the one before it)")
     n_fit: int = setting(1000, "[ours] train-split pairs the stitching map is fitted on")
     n_test: int = setting(500, "[ours] test-split pairs: similarity inputs and stitching IIA")
     n_geometry: int = setting(300, "[ours] sequences per split laid out in the value geometry")
@@ -62,8 +83,14 @@ class CompareConfig:
         for key in ("n_fit", "n_test", "n_geometry", "n_perm"):
             if getattr(self, key) < 1:
                 raise UsageError(f"compare.{key}={getattr(self, key)}: must be at least 1")
-        if self.k and min(self.k) < 1:
-            raise UsageError("compare.k: give integers >= 1")
+        if self.k != "auto" and (not self.k or min(self.k) < 1):
+            raise UsageError(f"compare.k={self.k}: give auto or integers >= 1")
+        if not 0 < self.k_bar <= 1:
+            raise UsageError(f"compare.k_bar={self.k_bar}: give an IIA in (0, 1]")
+        if not 0 <= self.margin < 1:
+            raise UsageError(f"compare.margin={self.margin}: give an IIA difference in [0, 1)")
+        if self.input_window < 1:
+            raise UsageError(f"compare.input_window={self.input_window}: must be at least 1")
         from study.analyses.compare.sites import check_site_setting
         check_site_setting(self.site)
 

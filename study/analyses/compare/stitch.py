@@ -19,10 +19,25 @@ The write runs through pyvene like every intervention of the library
 (`study.models.sites.pyvene_bridge.site_intervenable` holding a `WriteIntervention`, the
 mapped coordinates handed in as each pair's source representation).
 
-Controls [ours]: the map fitted on shuffled pairs (rows of z_A permuted against z_B: it can
-only write B's mean), and the random-rotation subspaces (both runs' random DAS controls, the
-map fitted the same way). `own_iia` is B's own interchange (B's source vector read and
-written by B's alignment) on the same tested pairs: stitching can at best recover it.
+Controls [ours]:
+- `shuffled_map_iia`: the map fitted with A's rows permuted against B's. Permuted rows carry
+  no information about one another, so its least-squares slope is small (sampling noise) and
+  it writes near B's *mean* coordinates. It is not a null: a readout that takes an argmax
+  reads the *direction* of a write from the mean, so the small random slope still carries a
+  randomly transformed copy of A's value, and the score depends on how B's readout breaks
+  near-ties (anywhere from 0 to near B's own IIA). It is kept as a check that stitching
+  needs the fitted correspondence, and is neither a chance level nor evidence of a shared
+  value; `chance_iia` is the chance level.
+- `chance_iia`: B's own subspace written with B's own source coordinates of *other* pairs
+  (sources permuted across pairs): a proper code of some value of the variable, unrelated to
+  this pair's source. Its IIA is the chance that a valid but uninformed write gives the
+  counterfactual answer (with five equally likely letters, about one in four or five).
+- `random_subspace_iia`: both runs' random-rotation subspaces (their random DAS controls), the
+  map fitted the same way.
+- `input_code_iia`, `output_code_iia`: network-free codes of the input window and of the
+  answer written into B through the same kind of map (`codes`, `study.core.verdicts`).
+`own_iia` is B's own interchange (B's source vector read and written by B's alignment) on the
+same tested pairs: stitching can at best recover it.
 """
 from __future__ import annotations
 
@@ -88,6 +103,6 @@ def tested_iia(model, site: SiteRef, space: Subspace, pt: PairTensors, z: torch.
 
 
 def shuffled(za: torch.Tensor, seed: int) -> torch.Tensor:
-    """za's rows in a seeded random order (the shuffled-pairs control)."""
+    """za's rows in a seeded random order (the shuffled-map and chance controls)."""
     g = torch.Generator().manual_seed(seed)
     return za[torch.randperm(len(za), generator=g).to(za.device)]

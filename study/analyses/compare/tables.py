@@ -10,11 +10,15 @@ import pandas as pd
 import torch
 
 from study.analyses.common.data import sample
+from study.analyses.compare.choice import auto_k, matched_k
+from study.core.verdicts import classify
+from study.analyses.compare.codes import answer_codes, input_codes, window_changed
 from study.analyses.compare.measures import MEASURES, shuffled_baseline
 from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors
 from study.analyses.compare.projection import Subspace
 from study.analyses.compare.sites import choose_site, train_iia
-from study.analyses.compare.stitch import fit_map, shuffled, stitched_iia, tested_iia
+from study.analyses.compare.stitch import (apply_map, fit_map, shuffled, stitched_iia,
+                                           tested_iia)
 from study.analyses.compare.values import layout, points, site_activations
 from study.core.tables import COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING
 
@@ -43,14 +47,17 @@ def random_space(like: Subspace, seed: int) -> Subspace:
 
 
 class _Spaces:
-    """Per subject and variable: the learned and random subspaces and paired vectors (cached)."""
+    """Per subject and variable: the learned and random subspaces, paired vectors and the
+    receiver-only scores (own IIA, the network-free codes, chance), cached."""
 
-    def __init__(self, subject, keys, cfg, device, fit_pairs, test_pairs, task=None):
+    def __init__(self, subject, keys, cfg, device, pairs: dict, task=None):
         self.s, self.keys, self.cfg, self.device, self.task = subject, keys, cfg, device, task
-        self.fit_pairs, self.test_pairs = fit_pairs, test_pairs
+        self.pairs = pairs  # "fit" | "test" | "val" -> Pairs
         self._vec: dict = {}
         self._space: dict = {}
         self._site: dict = {}
+        self._own: dict = {}
+        self._codes: dict = {}
 
     def site(self, variable, k) -> str:
         """The site this run is read at for (variable, k): `compare.site`'s choice among the
@@ -78,17 +85,63 @@ class _Spaces:
 
     def vectors(self, label, which) -> PairedVectors:
         if (label, which) not in self._vec:
-            pairs = self.fit_pairs if which == "fit" else self.test_pairs
-            self._vec[(label, which)] = paired_vectors(self.s.model, pairs, SiteRef.parse(label),
-                                                       self.device, outputs=self.task)
+            self._vec[(label, which)] = paired_vectors(self.s.model, self.pairs[which],
+                                                       SiteRef.parse(label), self.device,
+                                                       outputs=self.task)
         return self._vec[(label, which)]
+
+    def own(self, variable, k, which) -> float:
+        """The run's own interchange IIA at k on its tested pairs of `which` (its subspace,
+        its source vectors)."""
+        if (variable, k, which) not in self._own:
+            label = self.site(variable, k)
+            sb, v = self.space(self.cfg.alignment, variable, k), self.vectors(label, which)
+            self._own[(variable, k, which)] = tested_iia(
+                self.s.model, SiteRef.parse(label), sb, v.pairs, sb.read(v.source),
+                v.pairs.tested.cpu().numpy())
+        return self._own[(variable, k, which)]
+
+    def codes(self, variable, k) -> dict:
+        """This run as the receiver of the network-free codes at k (`codes`): stitching IIA of
+        the input-window and answer codes, the chance level (its own subspace written with
+        the sources of other pairs), the share of pairs whose input window changes, and
+        each similarity measure of the two codes with its subspace."""
+        if (variable, k) not in self._codes:
+            self._codes[(variable, k)] = self._score_codes(variable, k)
+        return self._codes[(variable, k)]
+
+    def _score_codes(self, variable, k) -> dict:
+        cfg, label = self.cfg, self.site(variable, k)
+        site, sb = SiteRef.parse(label), self.space(cfg.alignment, variable, k)
+        fb, tb = self.vectors(label, "fit"), self.vectors(label, "test")
+        tested = tb.pairs.tested.cpu().numpy()
+        run = lambda z: tested_iia(self.s.model, site, sb, tb.pairs, z, tested)  # noqa: E731
+        in_fit, in_src, in_both = input_codes(fb.pairs, tb.pairs, cfg.input_window)
+        out_fit, out_cf, out_both = answer_codes(fb.pairs, tb.pairs)
+        dev = sb.W.device
+        m_in = fit_map(in_fit.to(dev), sb.read(fb.both))
+        m_out = fit_map(out_fit.to(dev), sb.read(fb.base))
+        zb = sb.read(tb.both).cpu().numpy()
+        out = dict(input_code_iia=run(apply_map(m_in, in_src.to(dev))),
+                   output_code_iia=run(apply_map(m_out, out_cf.to(dev))),
+                   chance_iia=run(shuffled(sb.read(tb.source), cfg.seed + 1)),
+                   window_changed=float(window_changed(tb.pairs, cfg.input_window).mean()))
+        codes = in_both.cpu().numpy(), out_both.cpu().numpy()
+        out["similarity"] = {name: (fn(codes[0], zb), fn(codes[1], zb))
+                             for name, fn in MEASURES.items()}
+        return out
 
 
 def _r2(za, zb, M) -> float:
-    from study.analyses.compare.stitch import apply_map
     pred = apply_map(M, za)
     ss = float(((zb - zb.mean(0)) ** 2).sum())
     return float(1 - float(((zb - pred) ** 2).sum()) / ss) if ss > 0 else float("nan")
+
+
+def _validation(task) -> tuple[str, int]:
+    """(split, seed offset) of the validation pairs that choose k: the task's `val` split,
+    else training programs drawn with another seed [ours: never the test split]."""
+    return ("val", 0) if "val" in getattr(task, "splits", ()) else ("train", 1)
 
 
 def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
@@ -105,58 +158,68 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
     sim, stitch, geo = [], [], []
     acts: dict = {}  # (subject, site label) -> activations of the geometry's sequences
     ids, known = _geometry_inputs(task, cfg) if variables else (None, {})
+    val_split, val_offset = _validation(task)
     for variable in variables:
-        ks = sorted(k for v, k in shared if v == variable and (not cfg.k or k in cfg.k))
+        ks = sorted(k for v, k in shared if v == variable and (cfg.k == "auto" or k in cfg.k))
         if not ks:
             continue
-        fit_pairs = task.counterfactuals(variable, cfg.n_fit, split="train", seed=cfg.seed)
-        test_pairs = task.counterfactuals(variable, cfg.n_test, split="test", seed=cfg.seed)
-        changed = int(np.asarray(test_pairs.changed).sum())
-        spaces = {id(s): _Spaces(s, keys[id(s)], cfg, device, fit_pairs, test_pairs, task)
-                  for s in subjects}
+        pairs = {"fit": task.counterfactuals(variable, cfg.n_fit, split="train", seed=cfg.seed),
+                 "test": task.counterfactuals(variable, cfg.n_test, split="test", seed=cfg.seed),
+                 "val": task.counterfactuals(variable, cfg.n_test, split=val_split,
+                                             seed=cfg.seed + val_offset)}
+        changed = int(np.asarray(pairs["test"].changed).sum())
+        spaces = {id(s): _Spaces(s, keys[id(s)], cfg, device, pairs, task) for s in subjects}
+        val = {i: {k: sp.own(variable, k, "val") for k in ks} for i, sp in spaces.items()}
+        auto = {i: auto_k(v, cfg.k_bar)[0] for i, v in val.items()}
         for k in ks:
             logging.getLogger(__name__).info(f"compare: {variable}, k={k}, {len(subjects)} runs")
-            own: dict = {}  # id(b) -> B's own interchange IIA at this k, the same for every A
             for a in subjects:
                 A = spaces[id(a)]
                 la = A.site(variable, k)
                 sa, ra = A.space(cfg.alignment, variable, k), A.space("random", variable, k)
                 ta, fa = A.vectors(la, "test"), A.vectors(la, "fit")
-                geo += _geometry(a, task, variable, la, sa, cfg, device, k,
-                                 (ids, known.get(variable)), acts)
+                geo += [dict(r, auto_k=auto[id(a)]) for r in _geometry(
+                    a, task, variable, la, sa, cfg, device, k, (ids, known.get(variable)), acts)]
                 for b in subjects:
                     B = spaces[id(b)]
                     lb = B.site(variable, k)
                     sb, rb = B.space(cfg.alignment, variable, k), B.space("random", variable, k)
                     tb, fb = B.vectors(lb, "test"), B.vectors(lb, "fit")
+                    matched = matched_k(auto[id(a)], auto[id(b)])
                     common = dict(variable=variable, run=a.run, other_run=b.run,
                                   checkpoint=a.checkpoint, other_checkpoint=b.checkpoint,
                                   model=a.model_name, other_model=b.model_name, site=la,
                                   other_site=lb, alignment=cfg.alignment, k=k)
                     za, zb = sa.read(ta.both).cpu().numpy(), sb.read(tb.both).cpu().numpy()
                     zr = rb.read(tb.both).cpu().numpy()
+                    codes = B.codes(variable, k)
                     for name, fn in MEASURES.items():
+                        code_in, code_out = codes["similarity"][name]
                         sim.append(dict(common, measure=name, value=fn(za, zb),
                                         baseline=shuffled_baseline(fn, za, zb, cfg.n_perm,
                                                                    cfg.seed),
-                                        random_subspace=fn(za, zr), n_inputs=len(za)))
+                                        random_subspace=fn(za, zr), n_inputs=len(za),
+                                        input_code=code_in, output_code=code_out,
+                                        matched_k=matched))
                     tested = tb.pairs.tested.cpu().numpy()  # B's: the pairs it tests
-                    if id(b) not in own:
-                        own[id(b)] = _own_iia(b, sb, tb, lb, tested)
-                    stitch.append(dict(common, own_iia=own[id(b)], n_changed=changed,
-                                       **_stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb,
-                                                    tested, cfg)))
+                    scores = _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg)
+                    scored = {c: codes[c] for c in ("input_code_iia", "output_code_iia",
+                                                    "chance_iia", "window_changed")}
+                    captured = all(v >= cfg.k_bar for v in (val[id(a)][k], val[id(b)][k]))
+                    stitch.append(dict(
+                        common, own_iia=B.own(variable, k, "test"), n_changed=changed,
+                        **scores, **scored, val_iia=val[id(a)][k], other_val_iia=val[id(b)][k],
+                        auto_k=auto[id(a)], other_auto_k=auto[id(b)], matched_k=matched,
+                        verdict=classify(scores["iia"], scored["input_code_iia"],
+                                         scored["output_code_iia"], scored["chance_iia"],
+                                         captured, cfg.margin),
+                        k_bar=cfg.k_bar, margin=cfg.margin))
     return {COMPARE_SIMILARITY.name: COMPARE_SIMILARITY.frame(sim),
             COMPARE_STITCHING.name: COMPARE_STITCHING.frame(stitch),
             COMPARE_GEOMETRY.name: COMPARE_GEOMETRY.frame(geo)}
 
 
-def _own_iia(b, sb, tb, lb, tested) -> float:
-    """B's own interchange IIA on its tested test pairs (its subspace, its source vectors)."""
-    return tested_iia(b.model, SiteRef.parse(lb), sb, tb.pairs, sb.read(tb.source), tested)
-
-
-def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, la, lb, tested, cfg) -> dict:
+def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg) -> dict:
     site_b = SiteRef.parse(lb)
     za_fit, zb_fit = sa.read(fa.both), sb.read(fb.both)
     M = fit_map(za_fit, zb_fit)

@@ -89,12 +89,38 @@ def cross_table(runs, name: str) -> pd.DataFrame | None:
     return df.drop_duplicates().reset_index(drop=True)
 
 
-def pick_k(ks) -> int:
-    """The subspace size a chart shows [ours]: the largest k <= 4 (the small subspaces DAS
-    results are quoted at), else the smallest saved."""
-    ks = sorted(int(k) for k in set(ks))
-    small = [k for k in ks if k <= 4]
-    return small[-1] if small else ks[0]
+def learnt_pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of two different runs that both learnt the task (`run_learnt`,
+    `other_run_learnt`; every run where those columns are absent) [ours: a network without
+    the variable says nothing about how another architecture carries it]."""
+    keep = df["run"] != df["other_run"]
+    for c in ("run_learnt", "other_run_learnt"):
+        if c in df:
+            keep &= df[c].fillna(True).astype(bool)
+    return df[keep]
+
+
+def at_matched_k(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows at each pair's matched k (`compare_*`'s `matched_k`: the larger of the two
+    runs' own k, `study.analyses.compare.choice`); per run (`compare_geometry`), at the run's
+    own k (`auto_k`). Tables written before those columns existed: their largest k."""
+    col = "matched_k" if "matched_k" in df.columns else "auto_k"
+    if col in df.columns and df[col].notna().any():
+        return df[df["k"] == df[col]]
+    return df[df["k"] == df.groupby("variable")["k"].transform("max")]
+
+
+def k_note(df: pd.DataFrame, per_run: bool = False) -> str:
+    """One caption sentence saying at which k the rows are (`at_matched_k`)."""
+    ks = sorted(int(k) for k in set(df["k"]))
+    said = f"k = {ks[0]}" if len(ks) == 1 else "k = " + ", ".join(map(str, ks))
+    if "matched_k" not in df.columns and "auto_k" not in df.columns:
+        return f" Shown at {said}, the largest k compared."
+    how = ("each run at its own k" if per_run else "each pair of runs at its matched k (the "
+           "larger of the two runs' own k)")
+    return (f" Shown {how}: a run's own k is the smallest k whose own interchange IIA on "
+            f"validation pairs reaches the bar (compare.k_bar), never chosen on test pairs "
+            f"({said} here).")
 
 
 def run_order(runs, present) -> list[str]:

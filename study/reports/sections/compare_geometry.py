@@ -9,8 +9,8 @@ from study.core.tables import COMPARE_GEOMETRY
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
-                                              display_label,
-                                              pick_k, run_order, sites_note)
+                                              at_matched_k, display_label, k_note,
+                                              run_order, sites_note)
 
 
 def geometry(runs):
@@ -31,9 +31,10 @@ def build(runs) -> list:
     figs = []
     for variable in dict.fromkeys(g["variable"]):
         v = g[g["variable"] == variable]
-        k = pick_k(v["k"])
-        v = v[v["k"] == k]
+        v = at_matched_k(v)
         order = run_order(runs, v["run"])
+        v = v.assign(panel=v["run"] + " (k = " + v["k"].astype(int).astype(str) + ")")
+        panels = list(dict.fromkeys(v.set_index("run").loc[order, "panel"]))
         color = alt.Color("value:Q", scale=alt.Scale(scheme="viridis"), title="value")
         base = alt.Chart().encode(x=alt.X("pc1:Q", title="PC1"), y=alt.Y("pc2:Q", title="PC2"))
         bars_x = alt.Chart().mark_rule(opacity=0.25).encode(
@@ -54,18 +55,18 @@ def build(runs) -> list:
         labels = base.mark_text(dx=8, dy=-6, fontSize=9).encode(text="value:Q")
         chart = alt.layer(bars_x, bars_y, path, dots, ring, labels, data=v).properties(
             width=230, height=200).facet(
-            facet=alt.Facet("run:N", sort=order, title=None),
+            facet=alt.Facet("panel:N", sort=panels, title=None),
             columns=_per_row(runs, order)).resolve_scale(
             x="independent", y="independent")
         figs.append(Figure(
             key=slug("compare-geometry", variable),
-            title=f"{variable}: values in each run's aligned subspace (k = {k})",
+            title=f"{variable}: values in each run's aligned subspace",
             caption=("The variable's values laid out on the top two principal components of "
                      "each run's k-dimensional DAS projection (mean per value, bars one "
                      "standard deviation, the grey path joins consecutive values): a line, a "
                      "curve or a ring. Values held out of training (circled in red) show "
                      "whether they fall in place among the trained ones."
-                     + sites_note(v) + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
+                     + k_note(v, per_run=True) + sites_note(v) + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart))
     return figs
 

@@ -1,22 +1,30 @@
 """Section: cross-model interchange — a variable's value carried from run A into run B
 through a linear map between their aligned subspaces, scored as IIA on B's tested pairs (B
-gives the base label on the base and not the counterfactual one),
-with B's own interchange, a map fitted on shuffled pairs and the random-rotation subspaces
-beside it. Anchor: `<task>-compare-stitching-<variable>`."""
+gives the base label on the base and not the counterfactual one), with B's own interchange,
+the two network-free codes (a one-hot of the input window and of the answer, written into B
+through the same kind of map), the chance level and the random-rotation subspaces beside
+it; then every k with stitched / own ratios, and what each architecture pair's result is
+(computation, input copy, output code, not shared, not captured) from intervals over runs.
+Anchors: `<task>-compare-stitching-<variable>`, `<task>-compare-shared-<variable>`."""
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
 from study.core.tables import COMPARE_STITCHING
+from study.core.verdicts import classify_interval
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
-                                              pick_k, run_order, sites_note)
+from study.reports.sections._common import PLOT_WIDTH
+from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, at_matched_k,
+                                              cross_table, k_note, learnt_pairs, run_order,
+                                              sites_note)
 from study.reports.sections._heatmap import heatmap, matrix_size
+from study.reports.sections._intervals import LEVEL, by_architecture, interval_text
 
 COLUMNS = {"iia": "stitched A → B", "own_iia": "B's own interchange",
-           "shuffled_map_iia": "map fit on shuffled pairs",
+           "input_code_iia": "input code → B", "output_code_iia": "answer code → B",
+           "chance_iia": "chance (B, other pairs' sources)",
            "random_subspace_iia": "random subspaces"}
 
 
@@ -27,37 +35,45 @@ def build(runs) -> list:
         return []
     figs = []
     for variable in dict.fromkeys(df["variable"]):
-        v = df[df["variable"] == variable]
-        k = pick_k(v["k"])
-        v = v[v["k"] == k]
+        every_k = df[df["variable"] == variable]
+        v = at_matched_k(every_k)
         order = run_order(runs, list(v["run"]) + list(v["other_run"]))
-        long = v[["run", "other_run", *COLUMNS]].melt(
-            id_vars=["run", "other_run"], value_vars=list(COLUMNS), var_name="score",
+        shown = {c: name for c, name in COLUMNS.items() if c in v.columns}
+        long = v[["run", "other_run", "k", *shown]].melt(
+            id_vars=["run", "other_run", "k"], value_vars=list(shown), var_name="score",
             value_name="rate")
-        long = long.assign(score=long["score"].map(COLUMNS))
+        long = long.assign(score=long["score"].map(shown))
         n = len(order)
         chart = heatmap(
             long, alt.X("other_run:N", sort=order, title="into B", axis=alt.Axis(labelAngle=-40)),
             alt.Y("run:N", sort=order, title="from A"), "rate", title="IIA (tested pairs)",
             scheme="greens", labels=10, white_above=0.6,
-            tooltip=["run:N", "other_run:N", "score:N", alt.Tooltip("rate:Q", format=".3f")],
+            tooltip=["run:N", "other_run:N", "score:N", "k:Q",
+                     alt.Tooltip("rate:Q", format=".3f")],
             **matrix_size(n)).facet(
-            facet=alt.Facet("score:N", title=None, sort=list(COLUMNS.values())),
+            facet=alt.Facet("score:N", title=None, sort=list(shown.values())),
             columns=2)  # two matrices a row: four side by side outgrow a page
         table, by_pair = _table(v)
         figs.append(Figure(
             key=slug("compare-stitching", variable),
-            title=f"{variable}: carried from one architecture into another (k = {k})",
+            title=f"{variable}: carried from one architecture into another",
             caption=("A least-squares map from A's aligned subspace to B's, fitted on the same "
                      "inputs, carries the variable's value from a source input in A into B's "
                      "subspace on a base input; IIA counts only the pairs that test the "
                      "write in B (B answers the base with the base label and not the "
-                     "counterfactual one). Stitching near B's own interchange and far above "
-                     "both controls means the two architectures encode the variable in "
-                     "linearly interchangeable ways."
-                     + (BY_ARCHITECTURE if by_pair else "") + sites_note(v)
+                     "counterfactual one). Beside it, two codes no network computed, fitted "
+                     "into B the same way: a one-hot of the input window (the token the site "
+                     "has just read, and the one before) and a one-hot of the answer; and "
+                     "the chance level, B's own subspace written with other pairs' sources. "
+                     "Stitching near B's own interchange says the two networks' codes are "
+                     "linearly interchangeable; it says the architectures share a computation only "
+                     "where it also clears both network-free codes (the verdict column)."
+                     + (BY_ARCHITECTURE if by_pair else "") + k_note(v) + sites_note(v)
                      + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart, table=table))
+        shared = _shared(every_k)
+        if shared is not None:
+            figs.append(shared)
     return figs
 
 
@@ -68,8 +84,15 @@ BY_ARCHITECTURE = (" The table gives each pair of architectures: the mean over i
                    "left out of the means) and the range of the stitched IIA; the matrices "
                    "give every pair of runs.")
 # the means beside the stitched IIA in a row of the table by architecture pair
-BESIDE = {"B own IIA": "own_iia", "shuffled map": "shuffled_map_iia",
-          "random subspaces": "random_subspace_iia", "map R²": "fit_r2"}
+BESIDE = {"B own IIA": "own_iia", "input code": "input_code_iia",
+          "answer code": "output_code_iia", "chance": "chance_iia",
+          "shuffled map": "shuffled_map_iia", "random subspaces": "random_subspace_iia",
+          "map R²": "fit_r2"}
+NAMES = {"run": "A", "other_run": "B", "iia": "stitched IIA", "own_iia": "B own IIA",
+         "input_code_iia": "input code", "output_code_iia": "answer code",
+         "chance_iia": "chance", "shuffled_map_iia": "shuffled map",
+         "random_subspace_iia": "random subspaces", "fit_r2": "map R²",
+         "n_changed": "changed pairs", "n_tested": "tested pairs"}
 
 
 def _table(v):
@@ -78,18 +101,13 @@ def _table(v):
     `other_run_learnt`; every run where those columns are absent) [ours: a network without
     the variable says nothing about how another architecture carries it]."""
     if v["run"].nunique() <= MAX_RUNS_LISTED:
-        shown = ["run", "other_run", "k", "iia", "own_iia", "shuffled_map_iia",
-                 "random_subspace_iia", "fit_r2", "n_changed", "n_tested"]
-        return v[[c for c in shown if c in v]].rename(columns={
-            "run": "A", "other_run": "B", "iia": "stitched IIA", "own_iia": "B own IIA",
-            "shuffled_map_iia": "shuffled map", "random_subspace_iia": "random subspaces",
-            "fit_r2": "map R²", "n_changed": "changed pairs", "n_tested": "tested pairs"}), False
+        shown = ["run", "other_run", "k", "iia", "own_iia", "input_code_iia", "output_code_iia",
+                 "chance_iia", "verdict", "shuffled_map_iia", "random_subspace_iia", "fit_r2",
+                 "n_changed", "n_tested"]
+        return v[[c for c in shown if c in v]].rename(columns=NAMES), False
     rows = []
     pairs = v[v["run"] != v["other_run"]]
-    both = pd.Series(True, index=pairs.index)
-    for c in ("run_learnt", "other_run_learnt"):
-        if c in pairs:
-            both &= pairs[c].fillna(True).astype(bool)
+    both = pd.Series(pairs.index.isin(learnt_pairs(pairs).index), index=pairs.index)
     for (a, b), g in pairs.groupby(["model", "other_model"], sort=False):
         ok = g[both[g.index]]
         row = {"A": a, "B": b, "run pairs": len(ok)}
@@ -98,7 +116,7 @@ def _table(v):
         row["stitched IIA"] = _mean(ok, "iia")
         row["range"] = (f"{ok['iia'].min():.2f}–{ok['iia'].max():.2f}" if len(ok)
                         else "no pair of runs that both learnt")
-        row.update({name: _mean(ok, col) for name, col in BESIDE.items()})
+        row.update({name: _mean(ok, col) for name, col in BESIDE.items() if col in ok})
         row["tested pairs"] = int(round(ok["n_tested"].mean())) if len(ok) else None
         rows.append(row)
     return pd.DataFrame(rows), True
@@ -106,3 +124,85 @@ def _table(v):
 
 def _mean(g, col):
     return round(float(g[col].mean()), 3) if len(g) else None
+
+
+# stitching minus each control: the verdict follows the lower ends of their intervals
+OVER = {"over_input": ("iia", "input_code_iia"), "over_output": ("iia", "output_code_iia"),
+        "over_chance": ("iia", "chance_iia")}
+SHARED_NOTE = (
+    "Each ordered pair of architectures at its pairs' matched k, over the pairs of runs that "
+    "both learnt the task (a run never with itself): the mean and a {level:.0%} interval "
+    "from resampling runs (each run counted once, not each pair of runs; none where too few "
+    "runs let a draw differ: one run a side, or two runs of one architecture). Verdict: "
+    "\"computation\" where the lower ends of the intervals of stitching minus the input code "
+    "and minus the answer code both clear the margin; \"input copy\" or \"output code\" "
+    "where one of the codes comes that close (the nearer one); \"not shared\" where "
+    "stitching minus the chance level does not clear the margin; \"not captured\" where most "
+    "pairs of runs hold a run below the validation bar at the matched k. The chart gives "
+    "every k: stitched over own IIA, the mean over pairs of runs, the matched k ringed.")
+
+
+def _shared(df: pd.DataFrame) -> Figure | None:
+    """The figure of every k (stitched / own ratio by architecture pair) with the table of
+    verdicts from intervals over runs; None for tables without the codes."""
+    needed = {"input_code_iia", "output_code_iia", "chance_iia", "matched_k", "val_iia"}
+    pairs = learnt_pairs(df)
+    if pairs.empty or not needed <= set(pairs.columns):
+        return None
+    variable = pairs["variable"].iloc[0]
+    pairs = pairs.assign(ratio=pairs["iia"] / pairs["own_iia"].where(pairs["own_iia"] > 0),
+                         direction=pairs["model"] + " → " + pairs["other_model"],
+                         matched=pairs["k"] == pairs["matched_k"])
+    curve = pairs.groupby(["direction", "k"], as_index=False).agg(
+        ratio=("ratio", "mean"), stitched=("iia", "mean"), own=("own_iia", "mean"),
+        matched=("matched", "any"))
+    x = alt.X("k:O", title="k (subspace size)")
+    y = alt.Y("ratio:Q", title="stitched / own IIA", scale=alt.Scale(domain=[0, 1.2],
+                                                                       clamp=True))
+    color = alt.Color("direction:N", title="A → B")
+    tip = ["direction:N", "k:O", alt.Tooltip("ratio:Q", format=".2f"),
+           alt.Tooltip("stitched:Q", format=".2f"), alt.Tooltip("own:Q", format=".2f"),
+           "matched:N"]
+    base = alt.Chart(curve).encode(x=x, y=y, color=color, tooltip=tip)
+    chart = alt.layer(base.mark_line(point=True),
+                      base.transform_filter("datum.matched").mark_point(size=220,
+                                                                        strokeWidth=2)
+                      ).properties(width=min(PLOT_WIDTH - 300, 520), height=220)
+    return Figure(key=slug("compare-shared", variable),
+                  title=f"{variable}: what the architectures share, at every k",
+                  caption=SHARED_NOTE.format(level=LEVEL) + sites_note(df),
+                  chart=chart, table=verdicts(pairs))
+
+
+def verdicts(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per ordered architecture pair at the matched k: runs, stitched IIA, own IIA, the codes
+    and the chance level, each a mean [interval over runs], and the verdict."""
+    at = pairs[pairs["k"] == pairs["matched_k"]]
+    cols = ["iia", "own_iia", "input_code_iia", "output_code_iia", "chance_iia"]
+    stats = by_architecture(at, cols, OVER)
+    rows = []
+    for r in stats.to_dict("records"):
+        g = at[(at["model"] == r["model"]) & (at["other_model"] == r["other_model"])]
+        bar, margin = float(g["k_bar"].iloc[0]), float(g["margin"].iloc[0])
+        captured = bool((g[["val_iia", "other_val_iia"]].min(axis=1) >= bar).mean() >= 0.5)
+        ks = sorted(set(int(k) for k in g["k"]))
+        rows.append({"A": r["model"], "B": r["other_model"],
+                     "runs": f"{r['n_runs']} × {r['n_other_runs']}",
+                     "matched k": ", ".join(map(str, ks)),
+                     **{name: interval_text(r, c) for name, c in (
+                         ("stitched IIA", "iia"), ("B own IIA", "own_iia"),
+                         ("input code", "input_code_iia"), ("answer code", "output_code_iia"),
+                         ("chance", "chance_iia"), ("stitched − input code", "over_input"),
+                         ("stitched − answer code", "over_output"))},
+                     "verdict": _verdict(r, captured, margin)})
+    return pd.DataFrame(rows)
+
+
+def _verdict(r: dict, captured: bool, margin: float) -> str:
+    """`classify_interval` on the lower ends; where too few runs give no interval, on the
+    means, and said so."""
+    none = pd.isna(r["over_input_lo"])
+    lo = lambda c: r[c] if none else r[c + "_lo"]  # noqa: E731
+    said = classify_interval(lo("over_input"), lo("over_output"), lo("over_chance"),
+                             r["input_code_iia"], r["output_code_iia"], captured, margin)
+    return said + (" (means: too few runs for an interval)" if none and captured else "")

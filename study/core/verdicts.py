@@ -1,0 +1,53 @@
+"""What a cross-run stitching result is: computation, input copy, output code, not shared or
+not captured [ours]. The comparison (`study.analyses.compare`) names each pair of runs with
+`classify`; the report names each pair of architectures with `classify_interval`, on
+intervals over runs.
+
+Network → network stitching is set against two codes no network computed, fed into the same
+receiver through the same kind of map: a one-hot of the input window (the token the site has
+just read) and a one-hot of the answer. Two networks that both hold a linear code of the
+token they just read, or of the answer about to be read out, stitch into each other whatever
+they compute, so a result counts as shared computation only where network → network clears
+both codes by a margin (`compare.margin`):
+
+- "not captured": the sender or the receiver stays below its validation bar at k;
+- "not shared": both hold it, but stitching does not clear the chance level by the margin;
+- "computation": stitching clears the input code and the answer code by the margin;
+- "input copy" / "output code": otherwise, whichever code comes closer to stitching.
+"""
+from __future__ import annotations
+
+import math
+
+VERDICTS = ("computation", "input copy", "output code", "not shared", "not captured")
+
+
+def classify(iia: float, input_iia: float, output_iia: float, chance: float, captured: bool,
+             margin: float) -> str:
+    """What a stitching result is (see the module docstring); NaN codes count as 0."""
+    if not captured:
+        return "not captured"
+    z = lambda v: 0.0 if v is None or math.isnan(v) else float(v)  # noqa: E731
+    iia, input_iia, output_iia, chance = z(iia), z(input_iia), z(output_iia), z(chance)
+    if iia < chance + margin:
+        return "not shared"
+    if iia >= max(input_iia, output_iia) + margin:
+        return "computation"
+    return "input copy" if input_iia >= output_iia else "output code"
+
+
+def classify_interval(lo_over_input: float, lo_over_output: float, lo_over_chance: float,
+                      input_iia: float, output_iia: float, captured: bool,
+                      margin: float) -> str:
+    """What a result over runs is (the rule of `classify`, on intervals over runs):
+    computation only where the *lower* ends of the intervals of stitching minus each code
+    clear the margin; not shared where the lower end of stitching minus the chance level does
+    not."""
+    if not captured:
+        return "not captured"
+    z = lambda v: -1.0 if v is None or math.isnan(v) else float(v)  # noqa: E731
+    if z(lo_over_chance) < margin:
+        return "not shared"
+    if z(lo_over_input) >= margin and z(lo_over_output) >= margin:
+        return "computation"
+    return "input copy" if z(input_iia) >= z(output_iia) else "output code"

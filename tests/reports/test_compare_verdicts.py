@@ -1,0 +1,110 @@
+"""What each architecture pair shares: the verdict table under the stitching section follows
+intervals over runs (each run counted once), not the mean over pairs of runs."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from study.reports.sections._intervals import by_architecture, run_bootstrap
+from study.reports.sections.compare_stitching import verdicts
+
+
+def _rows(receiver_input: dict, iia=0.95, output=0.3, chance=0.25, val=0.95, k=4):
+    """Stitching rows between every pair of runs of x (x0-x2) and y (y0-y2); the input
+    code's IIA is a property of the receiving run (`receiver_input`: run -> IIA)."""
+    runs = [("x", f"x{i}") for i in range(3)] + [("y", f"y{i}") for i in range(3)]
+    return pd.DataFrame([dict(
+        variable="v", run=a, other_run=b, model=ma, other_model=mb, k=k, matched_k=k,
+        iia=iia, own_iia=0.97, input_code_iia=receiver_input.get(b, 0.3),
+        output_code_iia=output, chance_iia=chance, val_iia=val, other_val_iia=val,
+        k_bar=0.9, margin=0.1) for ma, a in runs for mb, b in runs])
+
+
+def _verdict(table, a, b):
+    return table[(table["A"] == a) & (table["B"] == b)].iloc[0]["verdict"]
+
+
+def test_a_pair_clears_both_codes_by_the_margin_over_runs_is_computation():
+    table = verdicts(_rows({}))
+    assert set(table["verdict"]) == {"computation"}
+    assert set(table["runs"]) == {"3 × 3"}
+
+
+def test_the_verdict_follows_the_interval_over_runs_not_the_mean_over_pairs():
+    """y0 copies its input (its input code stitches as well as x does): the mean over pairs
+    clears the input code by 0.32, but one receiving run in three is enough for the interval
+    over runs to reach the margin, so the result is not claimed as computation."""
+    rows = _rows({"y0": 0.9, "y1": 0.5, "y2": 0.5})
+    into_y = rows[(rows["model"] == "x") & (rows["other_model"] == "y")
+                  & (rows["run"] != rows["other_run"])]
+    assert (into_y["iia"] - into_y["input_code_iia"]).mean() > 0.3  # the mean clears
+    table = verdicts(rows)
+    assert _verdict(table, "x", "y") == "input copy"
+    assert _verdict(table, "y", "x") == "computation"
+
+
+@pytest.mark.parametrize("change,verdict", [
+    (dict(output=0.9), "output code"),
+    (dict(iia=0.3, chance=0.25), "not shared"),
+    (dict(val=0.5), "not captured"),
+])
+def test_output_codes_failed_stitching_and_uncaptured_variables_are_named(change, verdict):
+    assert set(verdicts(_rows({}, **change))["verdict"]) == {verdict}
+
+
+def test_the_interval_resamples_runs_not_pairs_of_runs():
+    """Two runs of x, one near 0.5 and one near 0.9 with every y: resampling runs gives means
+    0.5, 0.7 and 0.9, so the interval spans both runs; resampling the six pairs as if they
+    were independent would give a narrower one."""
+    m = np.array([[0.5, 0.5, 0.5], [0.9, 0.9, 0.9]])
+    mean, lo, hi = run_bootstrap(m, same=False)
+    assert mean == pytest.approx(0.7) and lo == pytest.approx(0.5) and hi == pytest.approx(0.9)
+    pairs = np.random.default_rng(0).choice(m.ravel(), size=(2000, 6)).mean(1)
+    assert np.percentile(pairs, 97.5) - np.percentile(pairs, 2.5) < hi - lo
+
+
+def test_runs_of_one_architecture_are_never_paired_with_themselves():
+    """Within one architecture, a run drawn twice is still one run: the diagonal (a run with
+    itself, 1.0) never enters the mean or the interval."""
+    m = np.full((3, 3), 0.4)
+    np.fill_diagonal(m, 1.0)
+    rows = pd.DataFrame([dict(run=f"x{i}", other_run=f"x{j}", model="x", other_model="x",
+                              s=m[i, j]) for i in range(3) for j in range(3)])
+    r = by_architecture(rows, ["s"]).iloc[0]
+    assert r["n_pairs"] == 6 and r["s"] == pytest.approx(0.4)
+    assert r["s_lo"] == pytest.approx(0.4) and r["s_hi"] == pytest.approx(0.4)
+
+
+def test_too_few_runs_give_no_interval_and_the_verdict_says_it_rests_on_means():
+    """Two runs of one architecture have one pair of distinct runs, which every draw repeats:
+    no interval, not a zero-width one."""
+    rows = _rows({})
+    two = rows[~rows["run"].isin(["x2", "y2"]) & ~rows["other_run"].isin(["x2", "y2"])]
+    assert np.isnan(run_bootstrap(np.array([[np.nan, 0.9], [0.8, np.nan]]), same=True)[1])
+    table = verdicts(two)
+    within = table[(table["A"] == "x") & (table["B"] == "x")].iloc[0]
+    assert within["stitched IIA"] == "0.95" and "too few runs" in within["verdict"]
+    across = table[(table["A"] == "x") & (table["B"] == "y")].iloc[0]
+    assert "[" in across["stitched IIA"] and across["verdict"] == "computation"
+
+
+def test_each_pair_is_shown_at_its_matched_k_and_every_k_in_the_ratio_chart():
+    """The matrices and the verdicts read each pair at its matched k (no fixed k <= 4); the
+    chart of stitched / own IIA keeps every k compared."""
+    from study.reports.sections._compare import at_matched_k
+    from study.reports.sections.compare_stitching import _shared
+    parts = []
+    for k in (1, 2, 4, 8):
+        rows = _rows({}, k=k)
+        matched = np.where((rows["model"] == "y") | (rows["other_model"] == "y"), 8, 2)
+        parts.append(rows.assign(matched_k=matched, iia=0.5 + k / 20))
+    every = pd.concat(parts, ignore_index=True)
+    shown = at_matched_k(every)
+    assert len(shown) == 36 and (shown["k"] == shown["matched_k"]).all()
+    assert set(shown.loc[shown["model"] == "y", "k"]) == {8}
+    fig = _shared(every)
+    data = fig.chart.to_dict()["datasets"]
+    ks = {row["k"] for rows in data.values() for row in rows}
+    assert ks == {1, 2, 4, 8}
+    assert set(fig.table["matched k"]) == {"2", "8"}
