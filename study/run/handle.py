@@ -18,7 +18,7 @@ directory lacks or holds damaged is one `UsageError` naming the file or key, as 
 command line.
 
 Reopening a run uses the pieces every command builds a run from (`study/run/build.py`): its
-task (`build_task`, which training calls too), the device (`choose_device`), and a checkpoint
+task (`build_task`, which training calls too), the device (`resolve_device`), and a checkpoint
 frozen in eval mode (`Run.model`, through `frozen`). Nothing here imports torch until a network is asked
 for, so `import study` stays light.
 """
@@ -27,7 +27,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from study.core.errors import UsageError
-from study.run.build import build_task, choose_device, frozen
+from study.run.build import build_task, frozen
 
 # what a checkpoint's meta.json must name to rebuild its network
 META_KEYS = ("model", "model_config", "vocab_size", "seq_len", "step")
