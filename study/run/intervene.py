@@ -61,10 +61,9 @@ def _tensors(iv, pairs):
     at (aligned pairs: the answer position, or the alignment's own)."""
     from study.analyses.common.interchange import pair_tensors
     from study.models.sites.capture import device_of
-    from study.models.sites.pyvene_bridge import adopt
+    from study.models.sites.pyvene_bridge import where
 
-    adopt(iv)
-    return pair_tensors(pairs, device_of(iv.model.net), getattr(iv, "study_position", -1))
+    return pair_tensors(pairs, device_of(iv.model.net), where(iv).position)
 
 
 def _index(rows, device):
