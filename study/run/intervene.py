@@ -154,10 +154,10 @@ def all_right(logits, labels, task) -> np.ndarray:
     intervention worked) or `pairs.base_labels`."""
     import torch
 
-    from study.analyses.common.outputs import Outputs
+    from study.core.outputs import Outputs
 
     labels = torch.as_tensor(np.asarray(labels), dtype=torch.long, device=logits.device)
-    return Outputs.of(task, logits.device).right(logits, labels[:, :logits.shape[1]]).cpu().numpy()
+    return Outputs.of_task(task, logits.device).right(logits, labels[:, :logits.shape[1]]).cpu().numpy()
 
 
 def answer_loss(logits, labels, task):
@@ -166,11 +166,11 @@ def answer_loss(logits, labels, task):
     A scalar tensor that gradients flow back from."""
     import torch
 
-    from study.analyses.common.outputs import Outputs
+    from study.core.outputs import Outputs
 
     labels = torch.as_tensor(np.asarray(labels), dtype=torch.long, device=logits.device)
     labels = labels[:, :logits.shape[1]]
-    return Outputs.of(task, logits.device).loss(logits.reshape(-1, logits.shape[-1]),
+    return Outputs.of_task(task, logits.device).loss(logits.reshape(-1, logits.shape[-1]),
                                                  labels.reshape(-1))
 
 
