@@ -124,18 +124,15 @@ def _yes(value: str, key: str) -> bool:
 def _check_duration(cfg, allow_long: bool) -> None:
     """Refuse a CPU run that would train for over an hour here, unless long=ok (a resumed
     run counts only the steps left; `study/run/estimate.py`)."""
-    from study.run.build import build_task
     from study.core import placement
-    from study.run.estimate import check_duration
+    from study.run.build import build_task
+    from study.run.estimate import check_duration, on_cpu, steps_left
     from study.run.preflight import nvidia_driver_loaded
-    from study.train.checkpoint import state_dirs
 
-    on_cpu = cfg.train.device == "cpu" or (cfg.train.device == "auto" and not nvidia_driver_loaded())
-    if allow_long or not on_cpu:
+    if allow_long or not on_cpu(cfg, nvidia_driver_loaded()):
         return
-    done = state_dirs(placement.check(cfg.path))  # a bad run_dir is refused first, in one line
-    left = cfg.train.steps - (done[-1][0] if done else 0)
-    check_duration(cfg, build_task(cfg), left, allow_long, on_cpu)
+    left = steps_left(cfg, placement.check(cfg.path))  # a bad run_dir is refused first, in one line
+    check_duration(cfg, build_task(cfg), left, allow_long, on_cpu=True)
 
 
 def cmd_analyze(args):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from study.run.build import build_task, choose_device
+from study.run.build import build_task
 from study.core import registry
 from study.core.coerce import coerce
 from study.run.config import resolve
@@ -60,7 +60,8 @@ def _one(kind: str, cfg, steps: int):
     """One (task, model)'s bench table, with the task and model as its first columns."""
     task = build_task(cfg)
     model_entry = registry.get("model", cfg.model)
-    device = str(choose_device(cfg.train.device))
+    from study.train.runtime import resolve_device
+    device = str(resolve_device(cfg.train.device))
     if kind == "train":
         from study.checks.bench_train import bench_train
         table = bench_train(task, model_entry, cfg.model_config, cfg.train, steps=steps, device=device)

@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-from study.run.build import choose_device, frozen
+from study.run.build import frozen
 from study.train.runtime import sync
 
 
@@ -38,7 +38,8 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     from study.models.sites.pyvene_run import interchange
     from study.models.sites import default_sites
 
-    dev = choose_device(device)
+    from study.train.runtime import resolve_device
+    dev = resolve_device(device)
     torch.manual_seed(seed)
     model = frozen(build_model(model_entry, model_config, len(task.vocab), task.seq_len), dev)
     kind, layer = default_sites(model, every_layer=False)[0]  # das's default site

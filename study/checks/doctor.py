@@ -39,7 +39,7 @@ def cmd_doctor(args):
                          f"seconds, train.<field>")
     import torch
 
-    from study.run.build import choose_device
+    from study.train.runtime import resolve_device
     from study.core.torch_backend import best_build, driver_version
     from study.train.gpu import problem
     ok = True
@@ -61,7 +61,7 @@ def cmd_doctor(args):
                               f"{p.major}.{p.minor}")
     from study.sweep.launch import cores
     _line("CPU", f"{cores()} cores usable, torch threads {torch.get_num_threads()}")
-    device = choose_device()
+    device = torch.device("cpu") if why is not None else resolve_device()  # said above
     for label, check in (("bf16 autocast", _bf16), ("torch.compile", _compile),
                          ("fused AdamW", _fused)):
         works, text = check(device)

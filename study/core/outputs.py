@@ -17,58 +17,105 @@ train.py: `logits[:, -1, :MOD]`); a network whose unembedding covers the whole v
 trains on those columns alone, and its other logits, which get no gradient, must not win an
 analysis's argmax either.
 
-The functions take logits and labels of any array library with numpy's indexing (numpy
-arrays, torch tensors) and import none: `columns` is None (every token) or an integer index
-array of the output ids of the same library, on the logits' device, made once by the caller
-from `OutputSpace.ids` (and `index` from `OutputSpace.column_index()`). Torch-free.
+`Outputs` is the one output-space type, for training and for every analysis: the output ids'
+columns and the labels' column index, as arrays of the library and on the device of the
+logits they score (numpy arrays without a device, torch tensors on one), made once from the
+task (`Outputs.of_task`) or its output ids (`Outputs.of`). The rule's functions take logits
+and labels of any array library with numpy's indexing and import none; torch is imported
+only to put an `Outputs` on a device and for the cross entropy (`Outputs.loss`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from study.core.labels import IGNORE
 
 
 @dataclass(frozen=True)
-class OutputSpace:
-    """A task's output vocabulary within a vocabulary of `vocab_size` tokens."""
+class Outputs:
+    """A task's output vocabulary, ready to score logits: `columns` (n_out,) the output ids in
+    column order and `index` (V + 1,) each token id's column (IGNORE outside the output
+    vocabulary, and once more in the last entry, where a label IGNORE (-1) indexes); both None
+    when every token is scored. Arrays of the logits' library, on their device."""
 
-    ids: tuple[int, ...] | None  # the scored token ids in column order; None: every token
-    vocab_size: int
+    columns: Any = None
+    index: Any = None
 
     @classmethod
-    def of(cls, output_ids, vocab_size: int) -> "OutputSpace":
-        """From a task's `output_ids` (None: every token); output ids equal to the whole
-        vocabulary in order are stored as None. ValueError on an id outside the vocabulary."""
+    def of(cls, output_ids, vocab_size: int, device=None) -> "Outputs":
+        """From a task's `output_ids` (None: every token) within `vocab_size` tokens: numpy
+        arrays for `device` None, else torch tensors on `device`. Output ids equal to the whole
+        vocabulary in order score every token. ValueError on an id outside the vocabulary."""
         if output_ids is None:
-            return cls(None, int(vocab_size))
+            return cls()
         ids = tuple(int(i) for i in output_ids)
         if not ids or min(ids) < 0 or max(ids) >= vocab_size:
             raise ValueError(f"output_ids must be token ids in 0..{vocab_size - 1}")
         if len(set(ids)) != len(ids):
             raise ValueError("output_ids must not repeat a token id")
-        return cls(None if ids == tuple(range(vocab_size)) else ids, int(vocab_size))
+        if ids == tuple(range(vocab_size)):
+            return cls()
+        index = [IGNORE] * vocab_size
+        for col, tok in enumerate(ids):
+            index[tok] = col
+        return cls(ids, tuple(index) + (IGNORE,)).to(device)
 
     @classmethod
-    def of_task(cls, task) -> "OutputSpace":
+    def of_task(cls, task, device=None) -> "Outputs":
         """The output space of a task (`task.output_ids` within `task.vocab`; a task without
-        `output_ids` scores every token, `Task.output_ids`'s default)."""
-        return cls.of(getattr(task, "output_ids", None), len(task.vocab))
+        `output_ids` scores every token, `Task.output_ids`'s default; None: every token)."""
+        if task is None or getattr(task, "output_ids", None) is None:
+            return cls()
+        return cls.of(task.output_ids, len(task.vocab), device)
 
     @property
     def whole(self) -> bool:
         """Whether every token is scored (the argmax over all logits)."""
-        return self.ids is None
+        return self.columns is None
 
-    def column_index(self) -> tuple[int, ...]:
-        """(vocab_size + 1,) each token id's column among the scored logits, IGNORE for a
-        token outside the output vocabulary, and IGNORE once more in the last entry, where a
-        label IGNORE (-1) indexes: `target_columns(labels, index)` is then one lookup."""
-        index = list(range(self.vocab_size)) if self.ids is None else [IGNORE] * self.vocab_size
-        if self.ids is not None:
-            for col, tok in enumerate(self.ids):
-                index[tok] = col
-        return tuple(index) + (IGNORE,)
+    def to(self, device) -> "Outputs":
+        """The same output space as arrays on `device` (None: numpy)."""
+        if self.columns is None:
+            return self
+        if device is None:
+            import numpy as np
+            return Outputs(np.asarray(self.columns, dtype=np.int64),
+                           np.asarray(self.index, dtype=np.int64))
+        import torch
+        t = lambda v: torch.as_tensor(v, dtype=torch.long, device=device)  # noqa: E731
+        return Outputs(t(self.columns), t(self.index))
+
+    def logits(self, logits):
+        """(..., V) -> (..., n_out): the scored logits."""
+        return scored_logits(logits, self.columns)
+
+    def targets(self, labels):
+        """(...) token ids or IGNORE -> (...) columns among the scored logits, or IGNORE."""
+        return labels if self.index is None else target_columns(labels, self.index)
+
+    def predict(self, logits):
+        """(..., V) -> (...) the token id of the argmax among the output ids."""
+        return predict(logits, self.columns)
+
+    def right(self, logits, labels):
+        """(n, pos, V), (n, pos) -> (n,) bool: every scored position right (`rows_right`)."""
+        return rows_right(logits, labels, self.columns)
+
+    def rows_right(self, logits, labels, rows, n: int):
+        """`right` from the scored positions only: torch logits (m, V) and labels (m,) of the
+        scored positions, rows (m,) the row each belongs to -> (n,) bool (rows with none:
+        right)."""
+        import torch
+        wrong = (~positions_right(logits, labels, self.columns)).to(torch.int32)
+        return torch.zeros(n, dtype=torch.int32, device=logits.device).index_add_(0, rows, wrong) == 0
+
+    def loss(self, logits, labels, reduction: str = "mean"):
+        """Cross entropy of the softmax over the output ids (torch): logits (m, V), labels
+        (m,), the loss training and DAS minimise."""
+        import torch.nn.functional as F
+        return F.cross_entropy(self.logits(logits.float()), self.targets(labels),
+                               ignore_index=IGNORE, reduction=reduction)
 
 
 def scored_logits(logits, columns):

@@ -88,13 +88,21 @@ def register(kind: str, name: str, *, config: type, presets: dict | None = None,
     return deco
 
 
-def _scan(kind: str) -> None:
-    if kind in _SCANNED:
-        return
-    package = importlib.import_module(PACKAGES[kind])
+def scan(package_name: str) -> None:
+    """Import every module and subpackage of `package_name` whose name does not start with
+    `_` (those are helpers): the one plugin scanner, so that registering an entry (a task, a
+    model family, an analysis, a report section) is adding one file. Imports are cached, so a
+    second scan costs nothing."""
+    package = importlib.import_module(package_name)
     for info in pkgutil.iter_modules(package.__path__):
         if not info.name.startswith("_"):  # a module, or a package (an analysis with helpers)
             importlib.import_module(f"{package.__name__}.{info.name}")
+
+
+def _scan(kind: str) -> None:
+    if kind in _SCANNED:
+        return
+    scan(PACKAGES[kind])
     _SCANNED.add(kind)
 
 

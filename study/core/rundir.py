@@ -74,9 +74,12 @@ class RunDir:
     def exists(self) -> bool:
         return self.config_path.exists()
 
-    def read_json(self, name: str, keys: tuple[str, ...] = (), fix: str = "") -> dict:
-        """A JSON object; a missing or damaged file (truncated, not an object, `keys` missing)
-        is a one-line UsageError naming it and `fix` (what to do)."""
+    def read_json(self, name: str, keys: tuple[str, ...] = (), fix: str = "",
+                  required: bool = True) -> dict | None:
+        """A JSON object of the run directory, read here for every reader (the runner, the
+        run handle, reports); a damaged file (truncated, not an object, `keys` missing) is a
+        one-line UsageError naming it and `fix` (what to do), and so is a missing one, unless
+        not `required` (then None)."""
         from study.core.errors import UsageError
         path = self.path / name
         try:
@@ -87,6 +90,8 @@ class RunDir:
             if missing:
                 raise DamagedFileError(f"missing {', '.join(missing)}")
         except FileNotFoundError:
+            if not required:
+                return None
             raise UsageError(f"{path} is missing; {fix or 'restore it or re-run with force=true'}") from None
         except (ValueError, DamagedFileError) as e:  # JSONDecodeError and UnicodeDecodeError too
             reason = " ".join(str(e).split())[:120]

@@ -29,9 +29,10 @@ def setting(default: Any = dataclasses.MISSING, help: str = "", *,
             default_factory: Any = dataclasses.MISSING, nonfinite: bool = False,
             runtime: bool = False):
     """A dataclass field whose help (and whether it admits nan/inf) lives in its metadata.
-    `runtime=True`: the setting changes how fast a result is computed, not the result (a
-    chunk size, a batching switch): tables made with another value are not stale
-    (`runtime_fields`)."""
+    `runtime=True`: the setting changes how a result is computed (a chunk size, a batching
+    switch, the device, a time budget), not the result: a run resumed or tables reused with
+    another value are not stale (`runtime_fields`, `without_runtime`). The one way a speed-only
+    setting is marked."""
     if runtime:
         help = f"{help} [runtime: speed only, results unchanged]"
     metadata = {"help": help, "nonfinite": nonfinite, "runtime": runtime}
@@ -146,9 +147,17 @@ def describe_fields(cls) -> list[FieldInfo]:
     return out
 
 
-def runtime_fields(cls) -> frozenset[str]:
-    """The fields of config class `cls` declared `runtime=True` (speed only)."""
-    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("runtime"))
+def runtime_fields(cls) -> tuple[str, ...]:
+    """The fields of config class `cls` declared `runtime=True` (how a result is computed,
+    not what it is), in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("runtime"))
+
+
+def without_runtime(cls, values: dict) -> dict:
+    """`values` (a config of class `cls` as a dict) without its `runtime=True` fields: what
+    a result depends on, compared before a run is resumed or a table reused."""
+    skip = set(runtime_fields(cls))
+    return {k: v for k, v in values.items() if k not in skip}
 
 
 def _help(cls, name: str) -> str:

@@ -9,13 +9,13 @@ the latest one, which is what the charts show. The application's run handle
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from study.core.errors import UsageError
+from study.core.rundir import RunDir
 
 CONFIG = "config.json"
 
@@ -122,18 +122,10 @@ def labelled(runs: list[RunTables]) -> list[RunTables]:
 
 
 def _json(path: Path, required: bool = False, fix: str = "") -> dict | None:
+    """The JSON object at `path` of a run directory, read as every reader reads it
+    (`study.core.rundir.RunDir.read_json`)."""
     fix = fix or "delete it and re-run the `run` command that made this run"
-    try:
-        obj = json.loads(path.read_text())
-    except FileNotFoundError:
-        if required:
-            raise UsageError(f"{path} is missing") from None
-        return None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path} is not valid JSON ({e}); {fix}") from None
-    if not isinstance(obj, dict):
-        raise UsageError(f"{path} is damaged (a JSON {type(obj).__name__}, not an object); {fix}")
-    return obj
+    return RunDir(path.parent).read_json(path.name, fix=fix, required=required)
 
 
 def _advice(path: Path) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 
-from study.run.build import choose_device
 from study.run.handle import Run
 from study.run.config import json_settings
 from study.core import registry
@@ -45,7 +44,8 @@ def _analyze(run: Run, configs: dict, checkpoint: str | int, trajectory: bool) -
     from study.analyses.common.context import AnalysisContext
 
     rd, cfg, task = run.rundir, run.config, run.task
-    device = choose_device()
+    from study.train.runtime import resolve_device
+    device = resolve_device(key="device")
 
     def model_at(step):  # AnalysisContext.model_at: LookupError for a missing checkpoint
         try:

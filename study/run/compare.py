@@ -67,13 +67,13 @@ def compare_runs(runs, out_dir, cfg=None, device=None) -> dict:
     import pandas as pd
 
     from study.analyses.compare import CompareConfig, compare
-    from study.run.build import choose_device
+    from study.train.runtime import resolve_device
     from study.run.handle import Run, open_run
 
     runs = {str(r.path) if isinstance(r, Run) else str(r): r if isinstance(r, Run) else open_run(r)
             for r in runs}
     cfg = cfg or CompareConfig()
-    device = choose_device(device)
+    device = resolve_device(device, key="device")
     tables: dict[str, list] = {t: [] for t in TABLES}
     for task, subjects in subjects_of(runs, device).values():
         for name, df in compare(subjects, task, cfg, device).items():

@@ -25,7 +25,7 @@ from study.core import registry
 from study.core.coerce import coerce
 from study.core.errors import UsageError
 from study.core.settings import fields_of, from_json, resolve_group
-from study.train.config import RUNTIME_FIELDS, TrainConfig
+from study.train.config import TrainConfig
 
 TOP_KEYS = {
     "task": "task family (registry name)",
@@ -87,8 +87,9 @@ class RunConfig:
 
 
 def without_runtime(train: dict) -> dict:
-    """Training settings without the runtime-only ones (`RUNTIME_FIELDS`)."""
-    return {k: v for k, v in train.items() if k not in RUNTIME_FIELDS}
+    """Training settings without the runtime-only ones (`TrainConfig`'s `runtime=True`)."""
+    from study.core.settings import without_runtime as drop
+    return drop(TrainConfig, train)
 
 
 def identity_of(saved: dict) -> dict:
@@ -108,9 +109,8 @@ def json_settings(config) -> dict:
 def result_settings(config) -> dict:
     """`json_settings` without the fields declared `runtime=True` (speed only): the settings
     an analysis's tables are compared against before they are reused."""
-    from study.core.settings import runtime_fields
-    skip = runtime_fields(type(config))
-    return {k: v for k, v in json_settings(config).items() if k not in skip}
+    from study.core.settings import without_runtime as drop
+    return drop(type(config), json_settings(config))
 
 
 def hash8(identity: dict) -> str:

@@ -1,7 +1,7 @@
 """How long a run's training would take on this machine, known before it starts.
 
 `python -m study run task=counting model=gru` trains the paper's preset: hours on a laptop CPU.
-So before a run trains on the CPU, `check_duration` estimates its training time, and refuses in
+So before a run trains on the CPU, `check_long` estimates its training time, and refuses in
 one line (naming the estimate, the faster choices and `long=ok`) when it exceeds an hour:
 
 1. an optimistic bound first, from the parameter count (6 FLOPs per parameter and token, at a
@@ -12,7 +12,7 @@ one line (naming the estimate, the faster choices and `long=ok`) when it exceeds
 A GPU run is not held back: at paper scale a GPU is the intended machine. Resuming counts only
 the steps left.
 
-A local sweep is held to the same hour (`check_sweep_duration`): its runs that would train on
+A local sweep is held to the same hour by the same check: its runs that would train on
 this CPU, `jobs` at once with their share of the threads, each run's time estimated the same
 way (one probe per distinct setting), the total as the launcher would schedule them.
 """
@@ -108,25 +108,6 @@ def _capped(cfg, seconds: float) -> float:
     return min(seconds, cap) if cap > 0 else seconds
 
 
-def check_duration(cfg, task, steps_left: int, allow_long: bool, on_cpu: bool) -> None:
-    """Refuse (UsageError) a CPU run whose `steps_left` training steps would take over
-    `LONG_S` here, unless `allow_long`; the probe runs only when the optimistic bound says
-    it might."""
-    if allow_long or not on_cpu or steps_left <= 0:
-        return
-    if _capped(cfg, optimistic_seconds(cfg, task, steps_left)) <= LONG_S:
-        return
-    m = measure(cfg, task, seconds=2.0, warm=1)  # a CPU step compiles nothing: one warm-up
-    est = steps_left / m.steps_per_s
-    if _capped(cfg, est) <= LONG_S:
-        return
-    faster = "scale=small (the laptop preset), a GPU" if cfg.scale != "small" else "a GPU"
-    raise UsageError(
-        f"this run would train for about {duration(est)} on this CPU ({steps_left:,} steps at "
-        f"{m.steps_per_s:.1f} steps/s, measured just now); choose {faster}, fewer "
-        f"train.steps or a bound (train.max_minutes=N); add long=ok to start it anyway")
-
-
 @dataclass(frozen=True)
 class SweepRun:
     """A run a local sweep would train on this CPU: `steps_left` steps of `cfg` on `task`."""
@@ -146,7 +127,11 @@ def total_seconds(seconds: list[float], jobs: int) -> float:
 
 
 @contextlib.contextmanager
-def _threads(n: int):
+def _threads(n: int | None):
+    """torch on `n` threads inside (None: as it is)."""
+    if n is None:
+        yield
+        return
     import torch
     before = torch.get_num_threads()
     torch.set_num_threads(n)
@@ -163,10 +148,31 @@ def _speed_key(cfg) -> str:
                        dataclasses.asdict(cfg.model_config), train], sort_keys=True, default=str)
 
 
-def check_sweep_duration(runs: list[SweepRun], jobs: int, threads: int, allow_long: bool) -> None:
-    """Refuse (UsageError) a local sweep whose CPU `runs` would train for over `LONG_S` here,
-    `jobs` at once with `threads` torch threads each, unless `allow_long`: the optimistic bound
-    first, then one probe per distinct setting."""
+def steps_left(cfg, path, force: bool = False) -> int:
+    """The training steps a run at `path` has left: all of them for a new run (or `force`),
+    those after its newest resume point otherwise. OSError for a folder that cannot be read."""
+    from study.train.checkpoint import state_dirs
+    done = [] if force else state_dirs(path)
+    return cfg.train.steps - (done[-1][0] if done else 0)
+
+
+def on_cpu(cfg, gpus_here: bool) -> bool:
+    """Whether the run trains on this machine's CPU: `train.device=cpu`, or `auto` where it
+    gets no GPU (`gpus_here`: a GPU is assigned to it or the machine has an NVIDIA driver)."""
+    return cfg.train.device == "cpu" or (cfg.train.device == "auto" and not gpus_here)
+
+
+def check_duration(cfg, task, steps_left: int, allow_long: bool, on_cpu: bool) -> None:
+    """`check_long` for one run in this process (the `run` command): nothing for a GPU run."""
+    if on_cpu:
+        check_long([SweepRun("this run", cfg, task, steps_left)], 1, None, allow_long)
+
+
+def check_long(runs: list[SweepRun], jobs: int, threads: int | None, allow_long: bool) -> None:
+    """Refuse (UsageError) the CPU `runs` of a command when they would train for over `LONG_S`
+    here, `jobs` at once with `threads` torch threads each (None: as this process has them),
+    unless `allow_long`: the optimistic bound first, then one probe per distinct setting. One
+    run (the `run` command) and a local sweep are held to the same hour by this one check."""
     runs = [r for r in runs if r.steps_left > 0]
     if allow_long or not runs:
         return
@@ -178,7 +184,7 @@ def check_sweep_duration(runs: list[SweepRun], jobs: int, threads: int, allow_lo
     for r in runs:
         key = _speed_key(r.cfg)
         if key not in speeds:
-            with _threads(threads):
+            with _threads(threads):  # a CPU step compiles nothing: one warm-up
                 speeds[key] = measure(r.cfg, r.task, seconds=2.0, warm=1).steps_per_s
     secs = [_capped(r.cfg, r.steps_left / speeds[_speed_key(r.cfg)]) for r in runs]
     total = total_seconds(secs, jobs)
@@ -188,10 +194,15 @@ def check_sweep_duration(runs: list[SweepRun], jobs: int, threads: int, allow_lo
     longest = runs[i]
     small = all(r.cfg.scale == "small" for r in runs)
     faster = "a GPU" if small else "scale=small (the laptop preset), a GPU"
+    speed = f"{longest.steps_left:,} steps at {speeds[_speed_key(longest.cfg)]:.1f} steps/s"
+    if len(runs) == 1 and threads is None:
+        raise UsageError(
+            f"this run would train for about {duration(total)} on this CPU ({speed}, measured "
+            f"just now); choose {faster}, fewer train.steps or a bound (train.max_minutes=N); "
+            f"add long=ok to start it anyway")
     raise UsageError(
         f"this sweep would train for about {duration(total)} on this CPU ({len(runs)} runs, "
         f"{min(jobs, len(runs))} at once with {threads} threads each; the longest, "
-        f"{longest.label}, about {duration(secs[i])}: {longest.steps_left:,} steps at "
-        f"{speeds[_speed_key(longest.cfg)]:.1f} steps/s, measured just now); choose {faster} "
-        f"(gpus= or launcher=slurm), fewer runs or fewer train.steps; add long=ok to start it "
-        f"anyway")
+        f"{longest.label}, about {duration(secs[i])}: {speed}, measured just now); choose "
+        f"{faster} (gpus= or launcher=slurm), fewer runs or fewer train.steps; add long=ok to "
+        f"start it anyway")

@@ -18,16 +18,18 @@ directory lacks or holds damaged is one `UsageError` naming the file or key, as 
 command line.
 
 Reopening a run uses the pieces every command builds a run from (`study/run/build.py`): its
-task (`build_task`, which training calls too), the device (`choose_device`), and a checkpoint
+task (`build_task`, which training calls too), the device (`resolve_device`), and a checkpoint
 frozen in eval mode (`Run.model`, through `frozen`). Nothing here imports torch until a network is asked
 for, so `import study` stays light.
 """
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
 from functools import cached_property
 
 from study.core.errors import UsageError
-from study.run.build import build_task, choose_device, frozen
+from study.run.build import build_task, frozen
 
 # what a checkpoint's meta.json must name to rebuild its network
 META_KEYS = ("model", "model_config", "vocab_size", "seq_len", "step")
@@ -319,15 +321,25 @@ class Run:
         trained alignment (`alignment` for its arguments). `study.iia(iv, run.pairs(variable))`
         gives the das table's test IIA; `study.models.sites.pyvene_run.interchange` runs it on
         any (base, source) batch."""
-        from study.models.sites.pyvene_bridge import site_intervenable
+        from study.models.sites.pyvene_bridge import place, site_intervenable
 
         inst, kind, layer, position = self.alignment(variable, alignment, k, site, checkpoint)
         net = self.model(checkpoint, device)
-        iv = site_intervenable(net, kind, layer, inst.to(device))
-        iv.study_position = position
-        iv.study_batch_size = self.das_config.eval_batch_size
-        iv.study_outputs = self.task  # `iia` scores over the task's output ids, as training does
+        iv = place(site_intervenable(net, kind, layer, inst.to(device)), position)
+        # `iia` scores over the task's output ids, as training does, in the das batches
+        _JUDGED[iv] = Judged(self.das_config.eval_batch_size, self.task)
         return iv
+
+
+@dataclass(frozen=True)
+class Judged:
+    """How `iia` scores an intervenable from `Run.intervenable` by default: `batch_size`
+    pairs per forward pass, right and wrong over the output ids of `outputs` (the task)."""
+    batch_size: int
+    outputs: object
+
+
+_JUDGED: "weakref.WeakKeyDictionary[object, Judged]" = weakref.WeakKeyDictionary()
 
 
 def pyvene_view(net):
@@ -357,17 +369,16 @@ def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None,
     from study.analyses.common.interchange import judged, pair_tensors
     from study.analyses.common.stats import changed_iia
     from study.analyses.das.search import pairs_right
-    from study.models.sites.pyvene_bridge import adopt
+    from study.models.sites.pyvene_bridge import where
     from study.models.sites.capture import device_of, gather_site
 
-    adopt(iv)
-    kind, layer, _ = iv.study_site
+    at = where(iv)
     net = iv.model.net
-    bs = int(batch_size or getattr(iv, "study_batch_size", 1000))
-    outputs = outputs if outputs is not None else getattr(iv, "study_outputs", None)
-    pt = judged(net, pair_tensors(pairs, device_of(net), getattr(iv, "study_position", -1),
-                                  outputs), bs)
-    src = gather_site(net, pt.source_ids, kind, layer, pt.source_pos, bs)
+    default = _JUDGED.get(iv, Judged(1000, None))
+    bs = int(batch_size or default.batch_size)
+    outputs = outputs if outputs is not None else default.outputs
+    pt = judged(net, pair_tensors(pairs, device_of(net), at.position, outputs), bs)
+    src = gather_site(net, pt.source_ids, at.kind, at.layer, pt.source_pos, bs)
     right = pairs_right(iv, pt, src, bs).cpu().numpy()
     if all_pairs:
         return float(right.mean())

@@ -61,10 +61,9 @@ def _tensors(iv, pairs):
     at (aligned pairs: the answer position, or the alignment's own)."""
     from study.analyses.common.interchange import pair_tensors
     from study.models.sites.capture import device_of
-    from study.models.sites.pyvene_bridge import adopt
+    from study.models.sites.pyvene_bridge import where
 
-    adopt(iv)
-    return pair_tensors(pairs, device_of(iv.model.net), getattr(iv, "study_position", -1))
+    return pair_tensors(pairs, device_of(iv.model.net), where(iv).position)
 
 
 def _index(rows, device):
@@ -155,10 +154,10 @@ def all_right(logits, labels, task) -> np.ndarray:
     intervention worked) or `pairs.base_labels`."""
     import torch
 
-    from study.analyses.common.outputs import Outputs
+    from study.core.outputs import Outputs
 
     labels = torch.as_tensor(np.asarray(labels), dtype=torch.long, device=logits.device)
-    return Outputs.of(task, logits.device).right(logits, labels[:, :logits.shape[1]]).cpu().numpy()
+    return Outputs.of_task(task, logits.device).right(logits, labels[:, :logits.shape[1]]).cpu().numpy()
 
 
 def answer_loss(logits, labels, task):
@@ -167,11 +166,11 @@ def answer_loss(logits, labels, task):
     A scalar tensor that gradients flow back from."""
     import torch
 
-    from study.analyses.common.outputs import Outputs
+    from study.core.outputs import Outputs
 
     labels = torch.as_tensor(np.asarray(labels), dtype=torch.long, device=logits.device)
     labels = labels[:, :logits.shape[1]]
-    return Outputs.of(task, logits.device).loss(logits.reshape(-1, logits.shape[-1]),
+    return Outputs.of_task(task, logits.device).loss(logits.reshape(-1, logits.shape[-1]),
                                                  labels.reshape(-1))
 
 

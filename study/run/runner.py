@@ -29,7 +29,7 @@ from study.core.diskfull import ignore_disk_full, reporting_disk_full
 from study.core.errors import UsageError
 from study.core.rundir import RunDir, jsonable
 from study.core.signals import signal_name, signum_of
-from study.train.config import RUNTIME_FIELDS
+from study.core.settings import runtime_fields
 
 
 _log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ def _logged(cfg: RunConfig, rd: RunDir) -> None:
 def _run(cfg: RunConfig, rd: RunDir) -> None:
     from study.run.env import environment
     # this session's runtime-only settings, which may differ from the run's first session
-    runtime = {k: getattr(cfg.train, k) for k in RUNTIME_FIELDS}
+    runtime = {k: getattr(cfg.train, k) for k in runtime_fields(type(cfg.train))}
     rd.write_json("env.json", {**environment(), "train_runtime": runtime})
     task = build_task(cfg)
     t0 = time.time()

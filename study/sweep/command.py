@@ -69,27 +69,25 @@ def _check_duration(plan, options):
     slots."""
     from study.run import runstate
     from study.run.build import build_task
-    from study.run.estimate import SweepRun, check_sweep_duration
-    from study.sweep.launch import slots
+    from study.run.estimate import SweepRun, check_long, on_cpu, steps_left
     from study.run.preflight import nvidia_driver_loaded
-    from study.train.checkpoint import state_dirs
+    from study.sweep.launch import slots
 
     slots_ = slots(options.jobs, options.gpus, len(plan.runs))
     if options.long:
         return slots_
-    gpu_machine = nvidia_driver_loaded()
+    gpus_here = bool(slots_.gpus) or nvidia_driver_loaded()
     todo = []
     for r in plan.runs:
         cfg = r.cfg
-        if cfg.train.device != "cpu" and (cfg.train.device != "auto" or slots_.gpus or gpu_machine):
+        if not on_cpu(cfg, gpus_here):
             continue  # a GPU run is not held back
         if not cfg.force and runstate.complete(r.path, cfg.analysis_settings(), cfg.hash8()):
             continue
         try:
-            done = [] if cfg.force else state_dirs(r.path)
+            left = steps_left(cfg, r.path, cfg.force)
         except OSError:  # a folder the launcher refuses in its own line
-            done = []
-        left = cfg.train.steps - (done[-1][0] if done else 0)
+            left = cfg.train.steps
         todo.append(SweepRun(f"{cfg.task} × {cfg.model} seed {cfg.seed}", cfg, build_task(cfg), left))
-    check_sweep_duration(todo, slots_.jobs, slots_.threads, allow_long=False)
+    check_long(todo, slots_.jobs, slots_.threads, allow_long=False)
     return slots_

@@ -10,18 +10,16 @@ from study.core.errors import UsageError
 from study.core.settings import setting
 
 
-# How a run executes, not what it computes: left out of a run's identity (its hash and the
-# "same run?" check), so they may change when an interrupted run is resumed; config.json
-# still records them. `precision` and `compile` are not among them: bf16 autocast and compiled
-# kernels change the trained weights even on a CPU (compile=on vs off differ after 100 steps).
-# `fused` (AdamW's kernel) follows the device, which is runtime-only already: the fused kernel
-# computes the same update in another order of operations.
-RUNTIME_FIELDS = ("device", "max_minutes", "resume_minutes", "keep_state", "fused",
-                  "progress_seconds", "data_workers", "cuda_graphs")
-
-
 @dataclass(frozen=True)
 class TrainConfig:
+    """Training settings. Those marked `runtime=True` say how a run executes, not what it
+    computes (the device, time budgets, which states to keep, kernels that compute the same
+    update in another order): they are left out of a run's identity (its hash and the "same
+    run?" check), so they may change when an interrupted run is resumed; config.json still
+    records them. `precision` and `compile` are not among them: bf16 autocast and compiled
+    kernels change the trained weights even on a CPU (compile=on vs off differ after 100
+    steps)."""
+
     steps: int = setting(1000, "optimiser updates")
     batch_size: int = setting(64, "sequences per optimiser update")
     lr: float = setting(1e-4, "peak learning rate (AdamW)")
@@ -51,32 +49,33 @@ class TrainConfig:
         "split)")
     target_accuracy: Optional[float] = setting(None, "stop once every eval split reaches it")
     max_minutes: float = setting(
-        0.0, "stop (evaluated, checkpointed) after this much wall time; 0 = no limit")
-    device: str = setting("auto", "auto | cpu | cuda | cuda:N")
+        0.0, "stop (evaluated, checkpointed) after this much wall time; 0 = no limit", runtime=True)
+    device: str = setting("auto", "auto | cpu | cuda | cuda:N", runtime=True)
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA")
     compile: Literal["auto", "on", "off"] = setting(
         "auto", "auto: torch.compile on CUDA; if compiling fails, one line on stderr and "
         "training goes on eagerly")
-    fused: Literal["auto", "on", "off"] = setting("auto", "AdamW's fused kernel; auto: on CUDA")
+    fused: Literal["auto", "on", "off"] = setting(
+        "auto", "AdamW's fused kernel; auto: on CUDA", runtime=True)
     cuda_graphs: Literal["auto", "on", "off"] = setting(
         "auto", "replay the compiled forward and backward as CUDA graphs (torch.compile's "
         "reduce-overhead mode): a small network's step is bound by kernel launches, not FLOPs; "
-        "auto: on when compiled on CUDA; no effect on the CPU")
+        "auto: on when compiled on CUDA; no effect on the CPU", runtime=True)
     data_workers: int = setting(
         -1, "processes generating the batches of tasks that sample them on the fly; -1 = auto: "
-        "none on the CPU, up to 8 on CUDA; the batches are the same for any number")
+        "none on the CPU, up to 8 on CUDA; the batches are the same for any number", runtime=True)
     eval_every: int = setting(
         0, "extra evaluations between checkpoints (they also drive early stopping); 0 = auto: "
         "every ~0.5% of `steps` when target_accuracy is set, otherwise only at checkpoints")
     log_every: int = setting(0, "train loss/lr rows every this many steps; 0 = auto (~500 a run)")
     resume_minutes: float = setting(
-        10.0, "write a resume point this often between checkpoints; 0 = never")
+        10.0, "write a resume point this often between checkpoints; 0 = never", runtime=True)
     progress_seconds: float = setting(
         30.0, "when stderr is not a terminal (a SLURM log, a file), a progress line this often "
-        "(step, loss, accuracy, tokens/s, ETA); 0 = none")
+        "(step, loss, accuracy, tokens/s, ETA); 0 = none", runtime=True)
     keep_state: Literal["last", "all"] = setting(
         "last", "which checkpoints keep the optimiser/RNG state: the two newest (the previous one is "
-        "the fallback for a damaged newest) or every one")
+        "the fallback for a damaged newest) or every one", runtime=True)
 
     def __post_init__(self):
         def bad(key, allowed):

@@ -3,7 +3,7 @@
 The training loop and the training benchmark both drive this object, so the benchmark times
 exactly what training runs. The forward is teacher-forced or free-running
 (`train.feed_outputs`, `feed.py`); the loss is over the task's output vocabulary
-(`outputs.py`)."""
+(`study/core/outputs.py`)."""
 from __future__ import annotations
 
 import logging
@@ -15,7 +15,7 @@ from study.core.labels import IGNORE
 from study.core.network import takes_readout
 from study.train.config import TrainConfig
 from study.train.feed import free_logits, runs_free, takes_feed
-from study.train.outputs import OutputSpace
+from study.core.outputs import Outputs
 from study.train.runtime import Runtime
 
 _log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class Engine:
                  output_ids=None, vocab_size: int = 0):
         self.model, self.cfg, self.runtime = model, cfg, runtime
         self.free, self._native_feed = runs_free(cfg.feed_outputs, model), takes_feed(model)
-        self.outputs = OutputSpace(output_ids, vocab_size, runtime.device)
+        self.outputs = Outputs.of(output_ids, vocab_size, runtime.device)
         self.params = [p for p in model.parameters() if p.requires_grad]
         extra = {"fused": True} if runtime.fused else {}
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=tuple(cfg.betas),

@@ -5,7 +5,7 @@ Regime: free-running for every family, as Grant et al. validate (`grantsrb/mas/t
 validation loop: `tforce=False`): after each scored position the model reads its own
 argmax (`feed.py`). The accuracy (every scored position right) is the same event under
 teacher forcing; the loss is the free-running one. Loss and argmax are over the task's
-output vocabulary (`outputs.py`)."""
+output vocabulary (`study/core/outputs.py`)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from study.core.labels import IGNORE
 from study.train.config import TrainConfig
 from study.train.feed import feed_mask, free_logits
-from study.train.outputs import OutputSpace
+from study.core.outputs import Outputs
 from study.train.runtime import Runtime
 from study.train.streams import to_width, used_length
 
@@ -35,9 +35,9 @@ class Evaluator:
     _TOKENS = 1 << 17  # positions per forward pass on a GPU [ours]
 
     def __init__(self, task, cfg: TrainConfig, runtime: Runtime,
-                 outputs: OutputSpace | None = None):
+                 outputs: Outputs | None = None):
         self.runtime, self.splits = runtime, {}
-        self.outputs = outputs or OutputSpace(None, len(task.vocab), runtime.device)
+        self.outputs = outputs or Outputs()  # None: every token scored
         self.batch = max(256, cfg.batch_size)
         for name in task.eval_splits:
             ex = task.split(name)

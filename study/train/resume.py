@@ -2,7 +2,7 @@
 
 A run directory's checkpoints record the model, task, seed and training settings they came
 from (`meta.json`); continuing them under other settings would silently mix two runs. Only
-the settings of how a run executes (`RUNTIME_FIELDS`: device, time budgets, which states to
+the settings of how a run executes (`TrainConfig`'s `runtime=True` fields: device, time budgets, which states to
 keep) may change between sessions.
 
 The newest training state is normally the resume point. One found unreadable (its state.pt,
@@ -19,7 +19,8 @@ from pathlib import Path
 from study.core.damage import set_aside
 from study.core.rundir import RunDir, jsonable
 from study.train import checkpoint as ckpt
-from study.train.config import RUNTIME_FIELDS, TrainConfig
+from study.core.settings import without_runtime
+from study.train.config import TrainConfig
 from study.train.state import TrainState
 
 _log = logging.getLogger(__name__)
@@ -38,8 +39,7 @@ def check_same_run(old: dict, new: dict, where) -> None:
     for key in ("model", "model_config", "task", "task_config", "seed", "train_config"):
         a, b = old.get(key), new.get(key)
         if key == "train_config":
-            a = {k: v for k, v in (a or {}).items() if k not in RUNTIME_FIELDS}
-            b = {k: v for k, v in b.items() if k not in RUNTIME_FIELDS}
+            a, b = without_runtime(TrainConfig, a or {}), without_runtime(TrainConfig, b)
         if a != b:
             diff = ([k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
                     if isinstance(a, dict) and isinstance(b, dict) else [])

@@ -41,10 +41,14 @@ class Runtime:
         return str(self.device)
 
 
-def resolve_device(setting: str) -> torch.device:
-    """The device `train.device` names on this machine, or a one-line UsageError (also run at
-    parse time, before a run directory is created)."""
-    name = setting
+def resolve_device(setting="auto", key: str = "train.device") -> torch.device:
+    """The device to work on, chosen in this one place for training, analysing, comparing and
+    the checks: `setting` as given (a name or a `torch.device`), or, for None and "auto", the
+    GPU when CUDA is available, else the CPU. A one-line UsageError naming `key` for a device
+    this machine lacks (also run at parse time, before a run directory is created)."""
+    if isinstance(setting, torch.device):
+        setting = str(setting)
+    name = setting = setting or "auto"
     if name == "auto":
         if torch.cuda.is_available():
             name = "cuda"
@@ -52,19 +56,19 @@ def resolve_device(setting: str) -> torch.device:
             from study.train.gpu import problem
             why = problem()
             if why is not None:
-                raise UsageError(f"train.device=auto: {why}")
+                raise UsageError(f"{key}=auto: {why}")
             name = "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise UsageError(f"train.device={setting!r} is not a device; use auto, cpu, cuda or cuda:N") from None
+        raise UsageError(f"{key}={setting!r} is not a device; use auto, cpu, cuda or cuda:N") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise UsageError(f"train.device={setting!r} but no CUDA device is available; use "
-                             f"train.device=cpu (or auto)")
+            raise UsageError(f"{key}={setting!r} but no CUDA device is available; use "
+                             f"{key}=cpu (or auto)")
         count = torch.cuda.device_count()
         if device.index is not None and device.index >= count:
-            raise UsageError(f"train.device={setting!r} but this machine has {count} CUDA "
+            raise UsageError(f"{key}={setting!r} but this machine has {count} CUDA "
                              f"device{'s' if count != 1 else ''} (cuda:0..cuda:{count - 1})")
     return device
 

@@ -12,11 +12,9 @@ from torch import nn
 
 from study.analyses.common.data import correct
 from study.analyses.common.interchange import all_right, pair_tensors, rows_right
-from study.analyses.common.outputs import Outputs
 from study.core.labels import IGNORE
-from study.core.outputs import OutputSpace
+from study.core.outputs import Outputs
 from study.core.registry import get
-from study.train.outputs import OutputSpace as TrainingOutputs
 from tests.conftest import frozen_smoke_model
 
 
@@ -47,9 +45,9 @@ def test_the_analyses_right_and_wrong_equal_trainings_where_a_non_output_logit_i
     task = _assign_add()
     assert set(task.output_ids) < set(range(len(task.vocab)))  # a strict subset
     logits, labels = _logits_and_labels(task)
-    training = TrainingOutputs(task.output_ids, len(task.vocab), torch.device("cpu"))
+    training = Outputs.of(task.output_ids, len(task.vocab), torch.device("cpu"))  # the engine's
     want = training.right(logits, labels)  # (n,)
-    outputs = Outputs.of(task, "cpu")
+    outputs = Outputs.of_task(task, "cpu")  # the analyses'
     assert torch.equal(all_right(logits, labels, outputs), want)  # patching's flips
     scored = labels != IGNORE
     rows = scored.nonzero()[:, 0]
@@ -68,8 +66,8 @@ def test_the_das_loss_is_trainings_loss_and_trains_no_logit_outside_the_output_i
     logits, labels = _logits_and_labels(task)
     scored = labels != IGNORE
     m_logits = logits[scored].requires_grad_(True)  # (m, V) the scored positions, as DAS
-    loss = Outputs.of(task, "cpu").loss(m_logits, labels[scored])
-    training = TrainingOutputs(task.output_ids, len(task.vocab), torch.device("cpu"))
+    loss = Outputs.of_task(task, "cpu").loss(m_logits, labels[scored])
+    training = Outputs.of(task.output_ids, len(task.vocab), torch.device("cpu"))
     want = F.cross_entropy(training.logits(logits[scored]), training.targets(labels[scored]),
                            ignore_index=IGNORE)  # the engine's loss
     torch.testing.assert_close(loss, want)
@@ -80,13 +78,12 @@ def test_the_das_loss_is_trainings_loss_and_trains_no_logit_outside_the_output_i
 
 
 def test_a_task_scoring_every_token_keeps_the_whole_vocabulary_argmax():
-    space = OutputSpace.of(range(6), 6)
-    assert space.whole and Outputs.of(space, "cpu").columns is None
+    assert Outputs.of(range(6), 6).whole and Outputs.of(range(6), 6, "cpu").columns is None
     logits = torch.randn(3, 2, 6)
     labels = logits.argmax(-1)
     assert all_right(logits, labels, Outputs()).all()
     with pytest.raises(ValueError, match="token ids in 0..5"):
-        OutputSpace.of([0, 6], 6)
+        Outputs.of([0, 6], 6)
 
 
 class _Constant(nn.Module):

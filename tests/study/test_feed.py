@@ -14,7 +14,7 @@ from study.core.registry import get
 from study.train.config import TrainConfig
 from study.train.engine import Engine
 from study.train.feed import feed_mask, free_logits, runs_free, settle
-from study.train.outputs import OutputSpace
+from study.core.outputs import Outputs
 from study.train.runtime import Runtime
 
 CPU = Runtime(torch.device("cpu"), None, False)
@@ -109,7 +109,7 @@ def test_free_logits_readout_matches_full_logits():
 
 
 def test_output_space_scores_only_the_task_outputs():
-    out = OutputSpace((1, 3, 4), V, torch.device("cpu"))
+    out = Outputs.of((1, 3, 4), V, torch.device("cpu"))
     logits = torch.randn(2, 3, V)
     labels = torch.tensor([[IGNORE, 3, 4], [1, IGNORE, 3]])
     assert out.targets(labels).tolist() == [[IGNORE, 1, 2], [0, IGNORE, 1]]
@@ -120,8 +120,8 @@ def test_output_space_scores_only_the_task_outputs():
     got = F.cross_entropy(out.logits(logits).transpose(1, 2), out.targets(labels),
                           ignore_index=IGNORE)
     torch.testing.assert_close(got, want)
-    assert OutputSpace(None, V, torch.device("cpu")).all
-    assert OutputSpace(tuple(range(V)), V, torch.device("cpu")).all
+    assert Outputs.of(None, V, torch.device("cpu")).whole
+    assert Outputs.of(tuple(range(V)), V, torch.device("cpu")).whole
 
 
 def test_assign_add_engine_loss_is_over_the_numbers():

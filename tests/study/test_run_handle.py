@@ -14,6 +14,7 @@ import study
 import study.run.handle as api
 from study.cli import main
 from study.core.errors import UsageError
+from study.train.runtime import resolve_device
 
 
 def _frozen_on(net, device) -> bool:
@@ -99,7 +100,7 @@ def test_analyze_opens_its_run_through_the_handle_once(trained_runs, tmp_path, s
     steps = {int(json.loads((p / "meta.json").read_text())["step"])
              for p in (path / "checkpoints").glob("step_*")}
     assert len(spy["models"]) >= len(steps)
-    device = api.choose_device()
+    device = resolve_device()
     assert all(where == path and d == device and _frozen_on(net, device)
                for where, d, net in spy["models"])
     cli_task = spy["tasks"][0]
@@ -112,7 +113,7 @@ def test_compare_opens_each_run_through_the_handle_once(trained_runs, tmp_path, 
     assert spy["opened"] == [gru, lstm]
     assert len(spy["tasks"]) == 2  # one per run
     assert {where for where, _, _ in spy["models"]} == {gru, lstm}
-    device = api.choose_device()
+    device = resolve_device()
     assert all(d == device and _frozen_on(net, device) for _, d, net in spy["models"])
 
 

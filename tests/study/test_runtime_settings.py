@@ -8,7 +8,8 @@ import json
 
 from study.cli import main
 from study.run.config import resolve
-from study.train.config import RUNTIME_FIELDS
+from study.core.settings import runtime_fields
+from study.train.config import TrainConfig
 
 BASE = {"task": "counting", "model": "gru", "scale": "smoke"}
 
@@ -18,7 +19,7 @@ def test_runtime_settings_leave_the_hash_alone():
     moved = resolve({**BASE, "train.device": "cpu", "train.max_minutes": "30",
                      "train.resume_minutes": "1", "train.keep_state": "all"})
     assert moved.hash8() == base.hash8() and moved.default_run_dir() == base.default_run_dir()
-    assert not set(RUNTIME_FIELDS) & set(base.identity()["train"])
+    assert not set(runtime_fields(TrainConfig)) & set(base.identity()["train"])
     assert moved.to_dict()["train"]["max_minutes"] == 30  # recorded
     # settings that change the weights do change it (precision and compile among them)
     for key, value in (("train.lr", "0.5"), ("train.precision", "bf16"), ("train.compile", "on")):

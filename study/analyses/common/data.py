@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from study.core.outputs import OutputSpace, rows_right
+from study.core.outputs import Outputs
 
 
 def sample(task, split: str, n: int, seed: int = 0):
@@ -32,6 +32,5 @@ def correct(logits, labels: np.ndarray, output_ids=None) -> np.ndarray:
     task's `Task.output_ids`; None: every token) equals its label: the rule training scores
     with (`study/core/outputs.py`). `logits` (n, pos, vocab), labels (n, pos)."""
     logits = np.asarray(logits)
-    space = OutputSpace.of(output_ids, logits.shape[-1])
-    columns = None if space.whole else np.asarray(space.ids)
-    return np.asarray(rows_right(logits, np.asarray(labels), columns))
+    outputs = Outputs.of(output_ids, logits.shape[-1])
+    return np.asarray(outputs.right(logits, np.asarray(labels)))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from study.analyses.common.outputs import Outputs
+from study.core.outputs import Outputs
 from study.core.labels import IGNORE
 
 
@@ -107,8 +107,8 @@ def answer_positions(cf_labels: np.ndarray) -> np.ndarray:
 def pair_tensors(pairs, device, position: int = -1, outputs=None) -> PairTensors:
     """Tensors of a `Pairs`; `position` -1 = the pair's own positions (explicit pairs) or the
     answer position (aligned pairs); p >= 0 = position p in base and source (aligned only).
-    `outputs`: the task whose pairs they are (or its `study.core.outputs.OutputSpace`, or an
-    `Outputs`): the output ids the pairs' answers are scored over; None: every token."""
+    `outputs`: the task whose pairs they are (or its `study.core.outputs.Outputs`): the
+    output ids the pairs' answers are scored over; None: every token."""
     aligned = bool((pairs.base_pos < 0).all())
     if not aligned and (pairs.base_pos < 0).any():
         raise ValueError(f"pairs of kind {pairs.kind!r} mix aligned and explicit positions")
@@ -125,7 +125,7 @@ def pair_tensors(pairs, device, position: int = -1, outputs=None) -> PairTensors
     else:
         bpos, spos = pairs.base_pos, pairs.source_pos
     t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long, device=device)  # noqa: E731
-    outs = outputs.to(device) if isinstance(outputs, Outputs) else Outputs.of(outputs, device)
+    outs = outputs.to(device) if isinstance(outputs, Outputs) else Outputs.of_task(outputs, device)
     return PairTensors(t(pairs.base_ids), t(pairs.source_ids), t(pairs.base_labels),
                        t(pairs.cf_labels), t(bpos), t(spos), aligned, outs)
 

@@ -90,7 +90,10 @@ pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn_pyvene
 """
 from __future__ import annotations
 
+import dataclasses
 import types
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -209,8 +212,7 @@ def intervenable(model: nn.Module, kind: str, index: int, intervention: Any = "v
         iv = pv.IntervenableModel(pv.IntervenableConfig(representations=[rep]), view,
                                   use_fast=False)
     _guard(iv)
-    iv.study_site = (kind, index, n_units)
-    iv.study_steps = False
+    _PLACES[iv] = Where(kind, index, n_units)
     return iv
 
 
@@ -279,15 +281,48 @@ def site_intervenable(model: nn.Module, kind: str, layer: int, intervention: Any
         iv = pv.IntervenableModel(pv.IntervenableConfig(representations=reps), view,
                                   use_fast=False)
     _guard(iv)
-    iv.study_site = (kind, layer, 1)
-    iv.study_steps = True
+    _PLACES[iv] = Where(kind, layer, 1, per_step=True)
+    return iv
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where an intervenable acts on one of our networks, as pyvene's `RepresentationConfig`
+    says it for one representation: the site `kind`, its `layer` (the step, for one module of
+    a step kind), `n_units` positions per example, `per_step` (one representation per time
+    step of a step kind, every example at its own step: `site_intervenable`), and `position`,
+    the token position of a pair it is judged at (-1: the pair's answer position; the run
+    handle sets a DAS alignment's own). Kept beside the intervenable (`where`), never set on
+    pyvene's objects."""
+
+    kind: str
+    layer: int
+    n_units: int = 1
+    per_step: bool = False
+    position: int = -1
+
+
+# intervenable -> where it acts; weak, so an intervenable dropped is forgotten here too
+_PLACES: "weakref.WeakKeyDictionary[Any, Where]" = weakref.WeakKeyDictionary()
+
+
+def where(iv) -> Where:
+    """Where `iv` acts (an intervenable built here, or one `IntervenableModel.load` rebuilt
+    over our sites, adopted on first sight)."""
+    adopt(iv)
+    return _PLACES[iv]
+
+
+def place(iv, position: int):
+    """`iv`, judged from now on at the pairs' token `position`. Returns iv."""
+    _PLACES[iv] = dataclasses.replace(where(iv), position=int(position))
     return iv
 
 
 def adopt(iv):
-    """Mark an `IntervenableModel` over our sites that this module did not build (one that
-    `IntervenableModel.load` rebuilt) with its site, and guard the user's hooks. Returns iv."""
-    if hasattr(iv, "study_site"):
+    """Record where an `IntervenableModel` over our sites that this module did not build (one
+    that `IntervenableModel.load` rebuilt) acts, and guard the user's hooks. Returns iv."""
+    if iv in _PLACES:
         return iv
     reps = list(iv.representations.values())
     kinds = {r.component for r in reps}
@@ -296,14 +331,14 @@ def adopt(iv):
                          "site_intervenable or intervenable, or loaded onto register(model))")
     kind = reps[0].component
     if kind in STEP_KINDS and len(reps) > 1:
-        iv.study_site, iv.study_steps = (kind, 0, 1), True
+        place_ = Where(kind, 0, 1, per_step=True)
     elif len(reps) == 1:
-        iv.study_site = (kind, int(reps[0].layer), int(reps[0].max_number_of_units))
-        iv.study_steps = False
+        place_ = Where(kind, int(reps[0].layer), int(reps[0].max_number_of_units))
     else:
         raise ValueError(f"an intervenable with {len(reps)} {kind} representations: one is "
                          f"expected (or one per step of the state kind)")
     _guard(iv)
+    _PLACES[iv] = place_
     return iv
 
 

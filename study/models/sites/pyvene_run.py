@@ -12,12 +12,13 @@ forward, through the row selections `site_intervenable` set up.
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import torch
 
 from study.core.sites import STEP_KINDS
 from study.models.sites.capture import state_at
-from study.models.sites.pyvene_bridge import _copy_inputs, adopt
+from study.models.sites.pyvene_bridge import _copy_inputs, where
 from study.models.sites.pyvene_loader import pyvene
 
 
@@ -98,12 +99,12 @@ def interchange(iv, base: torch.Tensor, source: torch.Tensor | None = None, *,
     be lists, numpy arrays or tensors. Gradients reach trainable interventions (DAS); the
     network itself is frozen. Returns (batch, pos, vocab).
     """
-    adopt(iv)
-    kind, index, n_units = iv.study_site
+    at = where(iv)
+    kind, index, n_units = at.kind, at.layer, at.n_units
     batch = base.shape[0]
     if source is not None and source.shape[0] != batch:
         raise ValueError(f"source batch {source.shape[0]} != base batch {batch}")
-    if getattr(iv, "study_steps", False):  # every example at its own step
+    if at.per_step:  # every example at its own step
         steps = _steps(base_pos, batch, "base_pos")
         if steps is None or source is None or subspaces is not None:
             raise ValueError("a site_intervenable at the state needs base_pos (one step per "
@@ -150,9 +151,9 @@ def run_sourceless(iv, base: torch.Tensor, *, readout: torch.Tensor | None = Non
     output: every position of a sequence kind, the step of a step kind. `iv`: an
     `intervenable` at one module. Returns logits (batch, pos, vocab), or with `readout`
     (batch, pos) bool only the True positions', (n_true, vocab)."""
-    adopt(iv)
+    at = where(iv)
     _reset_fast(iv)
-    if getattr(iv, "study_steps", False):
+    if at.per_step:
         raise ValueError("run_sourceless needs an intervenable at one module, not one per step")
     for inter in iv.interventions.values():
         if not getattr(inter, "is_source_constant", False):
@@ -173,12 +174,15 @@ def _reset_fast(iv) -> None:
 def _step_layers(iv, device) -> torch.Tensor:
     """(n_representations,) the step of each representation, in pyvene's key order, on
     `device` (made there once: the row masks are compared against it at every call)."""
-    cached = getattr(iv, "_study_step_layers", None)
+    cached = _STEP_LAYERS.get(iv)
     if cached is None or cached.device != torch.device(device):
         cached = torch.tensor([int(iv.representations[k].layer) for k in iv.sorted_keys],
                               device=device)
-        iv._study_step_layers = cached
+        _STEP_LAYERS[iv] = cached
     return cached
+
+
+_STEP_LAYERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # iv -> its steps
 
 
 def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor, *,
@@ -189,9 +193,9 @@ def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor,
     `iv`: a `site_intervenable` (the step kind: any step per example) or an `intervenable` at
     one module. Returns logits (batch, pos, vocab), or with `readout` (batch, pos) bool only
     the True positions', (n_true, vocab). Gradients reach trainable interventions."""
-    adopt(iv)
+    at = where(iv)
     _reset_fast(iv)
-    kind, index, n_units = iv.study_site
+    kind, index, n_units = at.kind, at.layer, at.n_units
     if n_units != 1:
         raise ValueError("interchange_vectors needs an intervenable with one unit per example")
     batch = base.shape[0]
@@ -204,7 +208,7 @@ def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor,
         raise ValueError(f"base_pos: {len(pos)} entries for a batch of {batch}")
     base_in = {"input_ids": base} if readout is None else {"input_ids": base, "readout": readout}
     if kind in STEP_KINDS:
-        if getattr(iv, "study_steps", False):
+        if at.per_step:
             layers = _step_layers(iv, pos.device)  # (n_steps,)
             merged = _one_intervention(iv)
             ctx, declared = _rows_at_own_steps(iv, kind, base_pos, merged)

@@ -3,8 +3,6 @@ runs of one task into figures. A new chart is a new file in this package; module
 names start with `_` are helpers and are not scanned."""
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Callable
 
@@ -29,7 +27,6 @@ def section(name: str, title: str, order: int) -> Callable:
 
 
 def sections() -> list[SectionEntry]:
-    for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
+    from study.core.registry import scan
+    scan(__name__)
     return sorted(_SECTIONS.values(), key=lambda s: (s.order, s.name))
