@@ -333,7 +333,7 @@ def test_k_auto_reads_each_run_at_the_smallest_k_its_validation_pairs_hold(tmp_p
 
 
 def test_the_new_settings_are_parsed_and_checked_on_the_command_line():
-    from study.compare import compare_config
+    from study.run.compare import compare_config
     from study.core.errors import UsageError
     assert compare_config({}).k == "auto"
     assert compare_config({"compare.k": "auto"}).k == "auto"
