@@ -292,7 +292,9 @@ def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
     # 16, which 3x the steps at k = 16 do not make up. The authors' LAF (laf_sd) is left to
     # das.alignments: trained their way (lr 1e-3, constant) it needs their 20,000 steps, not
     # 500. The task's headline variables only (`main`), one restart and the ladder 1, 2, 4, 8,
-    # 16: about 4 minutes per network on a 2-core CPU (the counting GRU); `das.variables=all
+    # 16: about 4 minutes per network on a 2-core CPU (the counting GRU) with the controls at
+    # the largest k only; climbing the whole ladder, each control costs about
+    # what the trained alignments' search costs (not re-timed); `das.variables=all
     # das.restarts=2` for the rest
     "small": {"variables": ("main",), "n_train": 2000, "n_test": 1000, "steps": 500,
               "lr": 5e-3, "batch_size": 64, "patience": 100, "k": (1, 2, 4, 8, 16),

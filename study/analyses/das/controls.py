@@ -10,7 +10,7 @@ output, so the variable's values no longer reach the labels: a perfect alignment
 variable writes the other pair's value and gives that value's output, which differs from the
 label wherever the output depends on the value (counting: a different count ends the response
 elsewhere), so its expected IIA is near 0 (the planted tests: 1.00 on the true pairs, 0.00
-shuffled; a perfect code of binding's query letter, 0.0x). A search that still scores high
+shuffled; a perfect code of binding's query letter, 0.00). A search that still scores high
 has fitted the labels through something other than the variable — the bar an alignment of
 the real variable must clear. Pairs are matched by the task's `value` stratum, which every
 task's pairs carry (`study.tasks.base`): the value the variable takes in the source (binding's

@@ -54,7 +54,7 @@ from study.core.tables import (COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STI
                                DAS_CONTROL, DAS_SHUFFLED)
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._common import PLOT_WIDTH, TALL, WIDTH, model_color
+from study.reports.sections._common import PLOT_WIDTH, TALL, WIDTH, chosen_on_train, model_color
 # below this test accuracy a run gets "did not learn", not a verdict (as the comparisons mark it)
 from study.reports.sections._compare import LEARNED_ACC, accuracy_on_test, display_label
 
@@ -144,20 +144,6 @@ def _control(df: pd.DataFrame, variable: str, alignment: str, at=None) -> float:
     return _best(d["iia"])
 
 
-def _candidate(das: pd.DataFrame) -> pd.Series | None:
-    """Of one alignment's rows, the (site, position, k) with the best training IIA: its test
-    row."""
-    key = ["site", "layer", "position", "k"]
-    train = das[das["split"] == "train"].dropna(subset=["iia"])
-    if train.empty:
-        return None
-    pick = train.sort_values(["iia", "k"], ascending=[False, True]).iloc[0]
-    test = das[das["split"] == "test"]
-    for c in key:
-        test = test[test[c] == pick[c]]
-    return test.iloc[0] if len(test) else None
-
-
 def verdict_numbers(runs) -> pd.DataFrame:
     """One row per (run, variable, trained alignment): the candidate's test IIA and interval,
     the three controls, the verdict and, with several seeds of the model, the interval over
@@ -173,7 +159,7 @@ def verdict_numbers(runs) -> pd.DataFrame:
             test = d[d["split"] == "test"]
             too_few = bool(test["too_few"].any()) if "too_few" in test else False
             for alignment in (a for a in TRAINED if (d["alignment"] == a).any()):
-                cand = _candidate(d[d["alignment"] == alignment])
+                cand = chosen_on_train(d[d["alignment"] == alignment])
                 iia = lo = hi = sd = chance = float("nan")
                 where = ""
                 if cand is not None:

@@ -49,8 +49,8 @@ from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
 from study.tasks.base import IGNORE, Examples, Pairs, Task
-from study.tasks.binding import pairs, roles, views
 from study.tasks.binding import pairs as pairs_mod
+from study.tasks.binding import roles, views
 from study.tasks.binding.generate import Generator
 from study.tasks.binding.vocab import DIGIT0, PAD, VOCAB
 
@@ -198,7 +198,7 @@ class BindingTask(Task):
 
     # --- counterfactual pairs (pairs.py) ----------------------------------------------
     def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
-        return pairs.counterfactuals(self, kind, n, split, seed)
+        return pairs_mod.counterfactuals(self, kind, n, split, seed)
 
     def value_labels(self, pairs: Pairs, values: np.ndarray) -> np.ndarray:
         return pairs_mod.value_labels(pairs, values)
