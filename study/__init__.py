@@ -12,8 +12,8 @@ From Python (`study/run/handle.py`; imported on first use, so `import study` sta
 __version__ = "0.1.0"
 
 _API = ("open_run", "open_runs", "Run", "iia", "pyvene_view", "load_intervenable")
-# finding a run (`study/run/runs.py`); interventions by hand (`study/run/intervene.py`); the similarity
-# measures of the `compare` command (`study/analyses/compare/measures.py`)
+# finding a run (`study/run/runs.py`); interventions by hand (`study/run/intervene.py`); the
+# similarity measures of the `compare` command (`study/analyses/compare/measures.py`)
 _RUNS = ("find_run",)
 _INTERVENE = ("intervenable", "interchange", "site_vectors", "new_alignment", "all_right",
               "answer_loss", "coordinates", "save_intervenable")

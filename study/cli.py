@@ -23,8 +23,9 @@ USAGE = """usage: python -m study COMMAND [key=value ...]
 
 commands:
   list                                   tasks, models (parameter counts), analyses, presets
-  describe task=NAME | model=NAME | analysis=NAME | train=TASK
-                                         every config field with type, default and help
+  describe [task=NAME | model=NAME | analysis=NAME | train=TASK]
+                                         every config field with type, default and help;
+                                         alone: how many settings there are, by group
   sample task=NAME n=N [split=S] [seed=S] [scale=...] [task.FIELD=V ...]
                                          print N examples as JSON lines
   run task=NAME model=NAME [scale=paper|small|smoke] [seed=S] [run_dir=PATH]

@@ -50,11 +50,15 @@ def _fmt_params(n: int) -> str:
 
 def cmd_describe(args):
     kv = split_args(args)
+    if not kv:
+        _count_settings()
+        return
     kinds = (*registry.KINDS, "train")
     groups = [k for k in kv if k in kinds]
     if len(groups) != 1 or len(kv) != 1:
-        raise UsageError("describe takes exactly one of task=NAME, model=NAME, analysis=NAME, "
-                         "train=TASK (training settings with that task's presets)")
+        raise UsageError("describe takes nothing (the count of settings) or exactly one of "
+                         "task=NAME, model=NAME, analysis=NAME, train=TASK (training settings "
+                         "with that task's presets)")
     kind = groups[0]
     if kind == "train":
         entry = registry.get("task", kv[kind])
@@ -71,6 +75,34 @@ def cmd_describe(args):
     if kind == "task":
         print("\ntraining (train.FIELD), presets from this task:")
         _describe_fields(TrainConfig, "train.", entry.obj.train_presets)
+
+
+def _count_settings() -> None:
+    """How many settings the command line takes, by group: those that change what a run
+    computes, the speed-only ones (`runtime=True`: the code chooses them unless given), and
+    where a sweep runs."""
+    import dataclasses
+
+    from study.analyses.compare import CompareConfig
+    from study.core.settings import runtime_fields
+    from study.run.config import TOP_KEYS
+    from study.sweep.options import SWEEP_KEYS, SlurmConfig
+
+    groups = [(f"{kind}.* of {name}", e.config) for kind in registry.KINDS
+              for name, e in registry.entries(kind).items()]
+    groups += [("train.*", TrainConfig), ("compare.*", CompareConfig)]
+    result = runtime = 0
+    for _, cls in groups:
+        speed = len(runtime_fields(cls))
+        runtime += speed
+        result += len(dataclasses.fields(cls)) - speed
+    where = len(dataclasses.fields(SlurmConfig)) + len(SWEEP_KEYS)
+    keys = len(TOP_KEYS)
+    print(f"settings: {result + keys + runtime + where}")
+    print(f"  {result + keys:>4}  what a run computes: {keys} run keys and the fields of "
+          f"{len(groups)} groups (every task, model family and analysis, train, compare)")
+    print(f"  {runtime:>4}  speed only, chosen by the code unless given ([runtime] in describe)")
+    print(f"  {where:>4}  where a sweep runs: its {len(SWEEP_KEYS)} keys and slurm.*")
 
 
 def _describe_fields(cls, prefix: str, presets: dict) -> None:

@@ -134,13 +134,16 @@ def _vectors(net, pairs, kind: str, layer: int, position: int, of: str):
 def new_alignment(name: str, vectors, k: int, seed: int = 0):
     """A fresh DAS alignment of width `vectors.shape[1]`, interchanging k coordinates, with
     its standardisation fitted on `vectors` (n, width) as the das analysis fits it on the
-    sites' vectors [paper code: the authors standardise before the rotation]. name: "oaf"
-    (orthogonal, Geiger et al.'s DAS), "laf" (linear, Grant et al. 2025) or "random" (a
-    fixed random rotation, the control). Pass it to `intervenable`; its parameters train."""
+    sites' vectors [paper code: the authors standardise before the rotation]. name: a
+    registered alignment (`study/analyses/das/alignments/`): "oaf" (orthogonal, Geiger et
+    al.'s DAS), "laf" (linear, Grant et al. 2025, of the rotated form), "laf_sd" (the
+    authors' form) or "random" (a fixed random rotation, the control). Pass it to
+    `intervenable`; its parameters train."""
     from study.analyses.das.alignment import make_alignment
+    from study.analyses.das.alignments import names
 
-    if name not in ("oaf", "laf", "random"):
-        raise UsageError(f"new_alignment: {name!r}; choose from oaf, laf, random")
+    if name not in names():
+        raise UsageError(f"new_alignment: {name!r}; choose from {', '.join(names())}")
     if int(k) < 1 or int(k) > vectors.shape[1]:
         raise UsageError(f"new_alignment: k={k}; choose 1 to the site's width {vectors.shape[1]}")
     inst = make_alignment(name, int(vectors.shape[1]), int(k), int(seed), laf_form="rotated")

@@ -74,7 +74,7 @@ def test_sample_binding_text_is_the_program_format():
     (["run", "task=binding", "model=gru", "oops"], "not of the form key=value"),
     (["sample", "task=binding", "split=nope"], "choose from"),
     (["sample", "task=binding", "n=zero"], "n='zero'"),
-    (["describe"], "exactly one of"),
+    (["describe", "task=counting", "model=gru"], "exactly one of"),
     (["frobnicate"], "unknown command"),
     (["analyze", "/nonexistent/run", "analysis=das"], "not a run directory"),
 ])

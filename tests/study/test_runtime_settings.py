@@ -36,3 +36,21 @@ def test_rerun_with_other_runtime_settings_is_the_same_run(capsys, tmp_path):
     assert env["device"] == "cpu" and env["resume_minutes"] == 1
     assert main([*args, "train.lr=0.5"]) == 2
     assert "different config (train (lr))" in capsys.readouterr().err
+
+
+def test_describe_counts_every_setting_once_and_the_speed_only_ones_apart(capsys):
+    """`describe` alone gives the count of settings; the speed-only group is exactly the
+    fields marked runtime=True (TrainConfig's among them), whose help says so."""
+    import dataclasses
+
+    from study.core import registry
+    assert main(["describe"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    total = int(lines[0].split(":")[1])
+    parts = [int(line.split()[0]) for line in lines[1:]]
+    assert len(parts) == 3 and sum(parts) == total
+    configs = [e.config for kind in registry.KINDS for e in registry.entries(kind).values()]
+    assert parts[1] == sum(len(runtime_fields(c)) for c in [*configs, TrainConfig])
+    assert {"device", "max_minutes", "keep_state"} <= set(runtime_fields(TrainConfig))
+    for f in dataclasses.fields(TrainConfig):
+        assert ("[runtime" in f.metadata["help"]) == (f.name in runtime_fields(TrainConfig))

@@ -34,7 +34,7 @@ from study.run.config import resolve  # noqa: E402
 from study.core import registry  # noqa: E402
 from study.tasks.assign_add.generate import NINE_POOLS  # noqa: E402
 from study.train.evaluate import Evaluator  # noqa: E402
-from study.train.outputs import OutputSpace  # noqa: E402
+from study.core.outputs import Outputs  # noqa: E402
 from study.train.runtime import resolve_runtime  # noqa: E402
 
 SOURCE = ("Exoo et al. 2026, released run (github.com/bexoo/assign-and-add, checkpoints/ at "
@@ -66,7 +66,7 @@ def build(examples: int):
     task = registry.get("task", cfg.task).obj(cfg.task_config)
     model = registry.get("model", cfg.model).obj(cfg.model_config, len(task.vocab), task.seq_len)
     rt = resolve_runtime(cfg.train)
-    outputs = OutputSpace(task.output_ids, len(task.vocab), rt.device)
+    outputs = Outputs.of(task.output_ids, len(task.vocab), rt.device)
     return task, model.eval(), Evaluator(PoolsOnly(task), cfg.train, rt, outputs)
 
 

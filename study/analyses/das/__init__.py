@@ -106,8 +106,10 @@ from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
 
-ALIGNMENTS = ("oaf", "laf", "laf_sd", "random")
-TRAINED = ("oaf", "laf", "laf_sd")  # the searched arms; `random` is never trained
+from study.analyses.das import alignments as _alignments
+
+ALIGNMENTS = _alignments.names()  # every registered kind (study/analyses/das/alignments/)
+TRAINED = _alignments.trained()  # the searched arms; the control (`random`) is never trained
 LAF_FORMS = ("sd", "rotated")  # `laf_form`; the classes are in alignment.py
 CONTROL_K = ("all",)  # `control_k`, besides one k of the ladder
 

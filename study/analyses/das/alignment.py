@@ -261,23 +261,14 @@ def cached_maps(inst):
             yield
 
 
-ALIGNMENTS = ("oaf", "laf", "laf_sd", "random")
 LAF_CLASSES = {"sd": LinearAlignment, "rotated": RotatedLinearAlignment}
 
 
 def make_alignment(name: str, embed_dim: int, k: int, seed: int, laf_form: str = "sd"):
-    """A fresh alignment of the given kind (seeded); `laf_form` picks the class of `laf`
-    (`laf_sd` is always the authors' form)."""
-    if name == "random":
-        return random_oaf(embed_dim, k, seed)
-    if name not in ALIGNMENTS:
-        raise ValueError(f"alignment {name!r}: choose from {', '.join(ALIGNMENTS)}")
-    torch.manual_seed(seed)
-    if name == "laf":
-        return LAF_CLASSES[laf_form](embed_dim, k)
-    if name == "laf_sd":
-        return LinearAlignment(embed_dim, k)
-    return OrthogonalAlignment(embed_dim, k)
+    """A fresh alignment of the registered kind `name` (seeded,
+    `study/analyses/das/alignments/`); `laf_form` picks the class of `laf`."""
+    from study.analyses.das.alignments import get
+    return get(name).make(embed_dim, k, seed, laf_form)
 
 
 def tensors_of(name: str, inst) -> dict[str, torch.Tensor]:

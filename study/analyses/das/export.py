@@ -27,10 +27,10 @@ import json
 import math
 from pathlib import Path
 
+from study.analyses.das.alignments import trained
 from study.core.atomic import atomic_dir
 
 TOLERANCE = 0.01
-TRAINED = ("oaf", "laf", "laf_sd")  # `study.analyses.das.TRAINED`
 
 
 def chosen_k(iia_by_k: dict[int, float]) -> int | None:
@@ -59,7 +59,7 @@ def export(model, rows: list[dict], kept: dict, out_dir, checkpoint: int) -> Non
     groups: dict = {}
     test_iia: dict = {}
     for r in rows:
-        if r["alignment"] in TRAINED:
+        if r["alignment"] in trained():
             key = (r["alignment"], r["variable"], r["site"], int(r["layer"]), int(r["position"]))
             if r["split"] == "train":
                 groups.setdefault(key, {})[int(r["k"])] = r["iia"]

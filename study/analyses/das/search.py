@@ -51,6 +51,7 @@ from study.analyses.common.stats import chance_iia, changed_iia, iia_scores
 from study.analyses.common.interchange import PairTensors, judged, pair_tensors, rows_right
 from study.analyses.das.alignment import (LinearAlignment, OrthogonalAlignment, make_alignment,
                                          tensors_of)
+from study.analyses.das.alignments import get as alignment_kind
 from study.analyses.das.batched import train_restarts
 from study.analyses.das.update import MIN_GAIN, WINDOW, forward_iv, lr_factor, scored_iv
 from study.core.sites import check_site, site_key
@@ -59,8 +60,6 @@ from study.models.sites.capture import gather_site
 from study.models.sites.pyvene_bridge import site_intervenable
 
 
-# seeds per alignment kind (fixed, so that adding a kind changes no other kind's draws)
-ALIGNMENT_INDEX = {"oaf": 0, "laf": 1, "random": 2, "laf_sd": 3}
 
 
 @dataclass
@@ -220,8 +219,9 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
     (False) to float tolerance [ours]."""
     width = data.src_train.shape[1]
     tested = {s: getattr(data, s).tested.cpu().numpy() for s in ("train", "test")}
-    n_restarts = 1 if name == "random" else max(1, cfg.restarts)
-    if name in ("random", "laf_sd"):
+    kind = alignment_kind(name)
+    n_restarts = max(1, cfg.restarts) if kind.trained else 1
+    if not (kind.trained and kind.warm_start):
         warm = None
     insts = []
     for r in range(n_restarts):
@@ -238,14 +238,14 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
         insts.append(inst)
     budget = dict(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, stop_iia=cfg.stop_iia,
                   patience=cfg.patience, lr_floor=cfg.lr_floor)
-    if name == "laf_sd":  # the authors' constant learning rate
-        budget.update(lr=cfg.laf_sd_lr, lr_floor=1.0)
+    if kind.lr_setting is not None:  # a constant learning rate (laf_sd: the authors')
+        budget.update(lr=getattr(cfg, kind.lr_setting), lr_floor=1.0)
     if batched is None:
         batched = getattr(cfg, "batch_restarts", True)
-    if name != "random" and batched and n_restarts > 1:
+    if kind.trained and batched and n_restarts > 1:
         train_restarts(model, data, insts, seeds=[seed + r for r in range(n_restarts)],
                        **budget)
-    elif name != "random":
+    elif kind.trained:
         for r, inst in enumerate(insts):
             train(model, data, inst, seed=seed + r, **budget)
     cands = []
@@ -294,8 +294,8 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
             if progress is not None:
                 progress.update(len(names))
             continue
-        for a_i, name in enumerate(names):
-            a_seed = seed + 7919 * ALIGNMENT_INDEX.get(name, a_i) + k
+        for name in names:
+            a_seed = seed + 7919 * alignment_kind(name).seed_index + k  # per kind, fixed
             got = fit(model, data, name, k, cfg, a_seed, warm.get(name) if cfg.warm_start
                       else None, label, variable)
             for split in ("train", "test"):

@@ -1,0 +1,16 @@
+"""`laf_sd`: the authors' LAF trained as they train it [paper code: grantsrb/mas]: form sd,
+their initialisation, Adam at the constant `das.laf_sd_lr`, every k from a fresh draw (no
+warm start)."""
+from study.analyses.das.alignments import AlignmentKind, register_alignment
+
+
+def make(embed_dim: int, k: int, seed: int, laf_form: str = "sd"):
+    import torch
+    from study.analyses.das.alignment import LinearAlignment
+    torch.manual_seed(seed)
+    return LinearAlignment(embed_dim, k)  # always the authors' form, whatever laf_form
+
+
+register_alignment(AlignmentKind("laf_sd", order=2, seed_index=3, make=make,
+                                 help="the authors' linear alignment trained their way",
+                                 warm_start=False, lr_setting="laf_sd_lr"))
