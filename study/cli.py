@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
+from study.core.diskfull import disk_full
 from study.core.errors import UsageError
 from study.core.logs import to_terminal
 from study.core.signals import exit_code, raising_on_stop_signals, signal_name, signum_of
@@ -121,9 +123,14 @@ def _main(argv: list[str] | None) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:  # a path the file system refused: one line naming it
-        if e.filename is None:
+    except Exception as e:  # noqa: BLE001 - a full disk or a refused path; else raised again
+        full = disk_full(e, Path.cwd())
+        if full is not None:  # in any writer: one line naming the file
+            print(f"error: {full}", file=sys.stderr)
+            return 2
+        if not isinstance(e, OSError) or e.filename is None:
             raise
+        # a path the file system refused: one line naming it
         where = f"{e.filename} -> {e.filename2}" if e.filename2 else f"{e.filename}"
         print(f"error: {where}: {e.strerror or e}; check the path and its permissions",
               file=sys.stderr)
