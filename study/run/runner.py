@@ -131,13 +131,27 @@ def _logged(cfg: RunConfig, rd: RunDir) -> None:
         _log.info(f"{cfg.task} × {cfg.model} seed {cfg.seed} on {socket.gethostname()} "
                   f"(pid {os.getpid()}) → {rd.path}", extra=STAMPED)
         try:
-            with stage_times(_log):
+            with stage_times(_log) as times:
                 _run(cfg, rd)
+            _record_times(rd, times)
         except (KeyboardInterrupt, UsageError):
             raise
         except BaseException as e:  # the traceback stays in run.log (the terminal gets it anyway)
             _log.error(f"failed: {type(e).__name__}: {e}", exc_info=True, extra=LOG_ONLY)
             raise
+
+
+def _record_times(rd: RunDir, times: list[tuple[str, float]]) -> None:
+    """Append this session's stage times (seconds) to `times.json`, which a study's result
+    folder reports as each run's wall time (`python -m study results`)."""
+    try:
+        sessions = rd.read_json("times.json").get("sessions", [])
+    except Exception:  # noqa: BLE001 - none yet, or damaged: this session starts it again
+        sessions = []
+    sessions.append({"host": socket.gethostname(), "ended": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                     "stages": {n: round(s, 3) for n, s in times},
+                     "total_s": round(sum(s for _, s in times), 3)})
+    rd.write_json("times.json", {"sessions": sessions})
 
 
 def _run(cfg: RunConfig, rd: RunDir) -> None:
