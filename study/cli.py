@@ -46,6 +46,10 @@ commands:
   compare RUN_DIR RUN_DIR ... [out=DIR] [compare.FIELD=V ...]
                                          one variable across runs: subspace similarity,
                                          value geometry, stitching (needs das alignments)
+  results SWEEP_DIR|STUDY [out=DIR]      a finished study's tables and manifest.json (default
+                                         results/<study>-<date>/)
+  reproduce RESULT_DIR [work=DIR]        rerun a result folder's study, compare every table
+  results-docs [check=true]              rewrite the docs' result tables from results/
   bench train|das [key=value ...]        speed of the hot loops against a naive baseline
   doctor [task=... model=... seconds=10] torch, CUDA, driver, bf16/compile support, the
                                          settings a run would use, a tokens/s probe
@@ -158,6 +162,9 @@ COMMANDS = {
     "analyze": _lazy("study.commands", "cmd_analyze"),
     "report": _lazy("study.commands", "cmd_report"),
     "compare": _lazy("study.commands", "cmd_compare"),
+    "results": _lazy("study.sweep.results", "cmd_results"),
+    "reproduce": _lazy("study.sweep.reproduce", "cmd_reproduce"),
+    "results-docs": _lazy("study.sweep.docs_tables", "cmd_results_docs"),
     "bench": _lazy("study.checks.bench", "cmd_bench"),
     "doctor": _lazy("study.checks.doctor", "cmd_doctor"),
     "gpu-check": _lazy("study.checks.gpu_check", "cmd_gpu_check"),
