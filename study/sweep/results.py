@@ -118,7 +118,9 @@ def das_best_table(runs) -> pd.DataFrame:
 def comparisons_table(runs, folder: Path | None) -> pd.DataFrame:
     """The sweep's similarity and stitching tables in one long table, runs by their labels."""
     from study.core.tables import COMPARE_SIMILARITY, COMPARE_STITCHING
-    labels = {str(Path(r.path).resolve()): r.label for r in runs}
+    # the comparisons name runs by the paths the sweep gave them (relative to where it ran);
+    # a run directory's name (config hash included) is unique within a sweep
+    labels = {Path(r.path).name: r.label for r in runs}
     guarded = _guarded(runs)
     parts = []
     keys = ["variable", "run", "other_run", "model", "other_model", "site", "other_site",
@@ -141,7 +143,7 @@ def comparisons_table(runs, folder: Path | None) -> pd.DataFrame:
                                             "time_limited"])
     df = pd.concat(parts, ignore_index=True)
     for col in ("run", "other_run"):
-        df[col] = df[col].map(lambda p: labels.get(str(Path(str(p)).resolve()), str(p)))
+        df[col] = df[col].map(lambda p: labels.get(Path(str(p)).name, str(p)))
     df["k"] = df["k"].astype(int)
     df["time_limited"] = df["run"].map(guarded).fillna(False) | df["other_run"].map(guarded).fillna(False)
     return df.sort_values(keys + ["measure"], kind="stable").reset_index(drop=True)
