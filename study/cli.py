@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
+from study.core.diskfull import disk_full
 from study.core.errors import UsageError
 from study.core.logs import to_terminal
 from study.core.signals import exit_code, raising_on_stop_signals, signal_name, signum_of
@@ -45,6 +47,10 @@ commands:
   compare RUN_DIR RUN_DIR ... [out=DIR] [compare.FIELD=V ...]
                                          one variable across runs: subspace similarity,
                                          value geometry, stitching (needs das alignments)
+  results SWEEP_DIR|STUDY [out=DIR]      a finished study's tables and manifest.json (default
+                                         results/<study>-<date>/)
+  reproduce RESULT_DIR [work=DIR]        rerun a result folder's study, compare every table
+  results-docs [check=true]              rewrite the docs' result tables from results/
   bench train|das [key=value ...]        speed of the hot loops against a naive baseline
   doctor [task=... model=... seconds=10] torch, CUDA, driver, bf16/compile support, the
                                          settings a run would use, a tokens/s probe
@@ -122,9 +128,14 @@ def _main(argv: list[str] | None) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:  # a path the file system refused: one line naming it
-        if e.filename is None:
+    except Exception as e:  # noqa: BLE001 - a full disk or a refused path; else raised again
+        full = disk_full(e, Path.cwd())
+        if full is not None:  # in any writer: one line naming the file
+            print(f"error: {full}", file=sys.stderr)
+            return 2
+        if not isinstance(e, OSError) or e.filename is None:
             raise
+        # a path the file system refused: one line naming it
         where = f"{e.filename} -> {e.filename2}" if e.filename2 else f"{e.filename}"
         print(f"error: {where}: {e.strerror or e}; check the path and its permissions",
               file=sys.stderr)
@@ -152,6 +163,9 @@ COMMANDS = {
     "analyze": _lazy("study.commands", "cmd_analyze"),
     "report": _lazy("study.commands", "cmd_report"),
     "compare": _lazy("study.commands", "cmd_compare"),
+    "results": _lazy("study.sweep.results", "cmd_results"),
+    "reproduce": _lazy("study.sweep.reproduce", "cmd_reproduce"),
+    "results-docs": _lazy("study.sweep.docs_tables", "cmd_results_docs"),
     "bench": _lazy("study.checks.bench", "cmd_bench"),
     "doctor": _lazy("study.checks.doctor", "cmd_doctor"),
     "gpu-check": _lazy("study.checks.gpu_check", "cmd_gpu_check"),

@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LONG_FIRST = ("tests/test_registry_grid.py", "tests/study/test_rundir_safety.py",
               "tests/study/test_slurm.py", "tests/study/test_faults.py",
               "tests/study/test_gpu_check.py", "tests/study/test_logs.py", "tests/test_examples.py",
-              "tests/study/test_launch_and_analyze.py", "tests/study/test_runner.py")
+              "tests/study/test_launch_and_analyze.py", "tests/study/test_runner.py",
+              "tests/study/test_results.py", "tests/study/test_nothing_missing.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -10,6 +10,7 @@ writer leaves is recognised by that name and removed by whoever next owns the fo
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -69,10 +70,40 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         fsync_path(tmp)
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the usual mode
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        _name_target(e, target)
         raise
     fsync_path(target.parent)
+
+
+def _name_target(exc: BaseException, target: Path) -> None:
+    """A full disk met mid-write (a write or close on an open file) names no file: raise it
+    again naming the target being written, which is what the user can act on."""
+    if (isinstance(exc, OSError) and exc.filename is None
+            and exc.errno in (errno.ENOSPC, errno.EDQUOT)):
+        raise OSError(exc.errno, exc.strerror, str(target)) from exc
+
+
+@contextlib.contextmanager
+def new_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """Create the folder `path` (and its missing parents) for the block to fill; when the
+    block fails, the folders it created are removed with what was written in them, so a
+    failed writer (a full disk) leaves no empty or half-filled folder behind. A folder that
+    existed before is left as it is."""
+    path = Path(path)
+    top = None
+    for place in (path, *path.parents):
+        if place.exists():
+            break
+        top = place
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    except BaseException:
+        if top is not None:
+            shutil.rmtree(top, ignore_errors=True)
+        raise
 
 
 @contextlib.contextmanager
@@ -98,10 +129,11 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
                                         dir=target.parent))
             os.replace(target, old)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         _remove(tmp)
         if old is not None and not target.exists():
             os.replace(old, target)  # put the old version back
+        _name_target(e, target)
         raise
     fsync_path(target.parent)
     if old is not None:

@@ -17,7 +17,7 @@ from study.core.rundir import MARKER, RunDir
 
 # Everything a run writes at its top level; `force=true` deletes these and nothing else.
 RUN_FILES = ("config.json", "status.json", "metrics.parquet", "summary.json", "env.json",
-             "heuristics.parquet", "report.html", "report.md", "run.log", MARKER)
+             "heuristics.parquet", "report.html", "report.md", "run.log", "times.json", MARKER)
 RUN_DIRS = ("checkpoints", "analyses", "figures")
 KEEP_ON_CLEAR = (".study-claim", ".study-claim.takeover")  # the claim of the process doing the clearing
 

@@ -83,9 +83,22 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     COMPARE_SIMILARITY, COMPARE_STITCHING, COMPARE_GEOMETRY)}
 
 
+# the files other than tables that an analysis always writes beside them, which later
+# analyses read (subspaces and compare read das's learned alignments)
+ARTEFACTS: dict[str, tuple[str, ...]] = {"das": ("alignments.safetensors",)}
+
+
 def of_analysis(analysis: str) -> tuple[Table, ...]:
     """The tables an analysis (or `compare`) writes, in declaration order."""
     return tuple(t for t in TABLES.values() if t.analysis == analysis)
+
+
+def required_files(analysis: str) -> tuple[str, ...]:
+    """The file names an analysis must leave in its folder to count as done: each declared
+    table's `<table>.parquet` and its artefacts; empty for an analysis that declares no
+    tables (one registered outside the toolkit), which is done with any table."""
+    tables = tuple(f"{t.name}.parquet" for t in of_analysis(analysis))
+    return tables + ARTEFACTS.get(analysis, ()) if tables else ()
 
 
 def check(name: str, df) -> None:

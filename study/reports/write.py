@@ -10,6 +10,7 @@ from pathlib import Path
 from study.reports.build import build_report
 from study.reports.html import render
 from study.reports.load import RunTables, load_runs
+from study.core.atomic import new_folder
 from study.core.errors import UsageError
 from study.core.rundir import atomic_write_bytes
 
@@ -28,12 +29,12 @@ def write_runs_report(runs: list[RunTables], out: str | os.PathLike,
         raise UsageError(f"out={out} exists and is not a directory")
     report = build_report(runs)
     page = render(report)
-    out.mkdir(parents=True, exist_ok=True)
-    if markdown:
-        from study.reports.markdown import write_markdown
-        write_markdown(report, out)
-    path = out / "index.html"
-    atomic_write_bytes(path, page.encode())
+    with new_folder(out):  # a failed write (a full disk) leaves no folder of its own behind
+        if markdown:
+            from study.reports.markdown import write_markdown
+            write_markdown(report, out)
+        path = out / "index.html"
+        atomic_write_bytes(path, page.encode())
     return path
 
 

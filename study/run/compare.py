@@ -88,10 +88,11 @@ def compare_runs(runs, out_dir, cfg=None, device=None) -> dict:
 
 
 def _write(tables: dict, folder: Path) -> None:
+    from study.core.atomic import new_folder
     from study.core.rundir import atomic_write_bytes
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, df in tables.items():
-        buf = io.BytesIO()
-        df.reset_index(drop=True).to_parquet(buf, index=False)
-        atomic_write_bytes(folder / f"{name}.parquet", buf.getvalue())
+    with new_folder(folder):  # a failed write (a full disk) leaves no folder of its own behind
+        for name, df in tables.items():
+            buf = io.BytesIO()
+            df.reset_index(drop=True).to_parquet(buf, index=False)
+            atomic_write_bytes(folder / f"{name}.parquet", buf.getvalue())
 

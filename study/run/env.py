@@ -27,7 +27,19 @@ def describe_device() -> dict:
     if torch.cuda.is_available():
         return {"device": "cuda", "name": torch.cuda.get_device_name(0),
                 "count": torch.cuda.device_count(), "cuda": torch.version.cuda}
-    return {"device": "cpu", "threads": torch.get_num_threads(), "name": platform.processor() or platform.machine()}
+    return {"device": "cpu", "threads": torch.get_num_threads(),
+            "name": cpu_model() or platform.processor() or platform.machine()}
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux: /proc/cpuinfo), which `platform` does not give."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return None
 
 
 # where a run was launched from: the SLURM job (and how often it was requeued), the GPU assigned

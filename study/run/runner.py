@@ -131,13 +131,27 @@ def _logged(cfg: RunConfig, rd: RunDir) -> None:
         _log.info(f"{cfg.task} × {cfg.model} seed {cfg.seed} on {socket.gethostname()} "
                   f"(pid {os.getpid()}) → {rd.path}", extra=STAMPED)
         try:
-            with stage_times(_log):
+            with stage_times(_log) as times:
                 _run(cfg, rd)
+            _record_times(rd, times)
         except (KeyboardInterrupt, UsageError):
             raise
         except BaseException as e:  # the traceback stays in run.log (the terminal gets it anyway)
             _log.error(f"failed: {type(e).__name__}: {e}", exc_info=True, extra=LOG_ONLY)
             raise
+
+
+def _record_times(rd: RunDir, times: list[tuple[str, float]]) -> None:
+    """Append this session's stage times (seconds) to `times.json`, which a study's result
+    folder reports as each run's wall time (`python -m study results`)."""
+    try:
+        sessions = rd.read_json("times.json").get("sessions", [])
+    except Exception:  # noqa: BLE001 - none yet, or damaged: this session starts it again
+        sessions = []
+    sessions.append({"host": socket.gethostname(), "ended": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                     "stages": {n: round(s, 3) for n, s in times},
+                     "total_s": round(sum(s for _, s in times), 3)})
+    rd.write_json("times.json", {"sessions": sessions})
 
 
 def _run(cfg: RunConfig, rd: RunDir) -> None:
@@ -152,7 +166,7 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
         log(f"data: {', '.join(f'{k} {v:,}' for k, v in sizes.items())} ({time.time() - t0:.1f} s)")
     write_task_tables(rd, task)
     try:
-        if rd.status() == "done" and _summary_readable(rd):
+        if rd.status() == "done" and _summary_readable(rd) and _checkpoints_readable(rd):
             log(f"{rd.path}: already finished (force=true retrains)")
         else:  # a finished run with a damaged summary.json: training sees it is done, rewrites it
             rd.set_status("running")
@@ -182,6 +196,26 @@ def _summary_readable(rd: RunDir) -> bool:
         return isinstance(json.loads(rd.summary_path.read_text()), dict)
     except (OSError, ValueError):
         return False
+
+
+def _checkpoints_readable(rd: RunDir) -> bool:
+    """Whether every logged checkpoint's weights of a finished run open. A damaged final
+    checkpoint is named and retrained from the training state before it (`train.resume`),
+    to the same weights on CPU; a damaged earlier one, which no kept state can remake, is a
+    CheckpointError naming it."""
+    from study.train import checkpoint as ckpt
+    steps = ckpt.list_checkpoints(rd.path)
+    for step in steps:
+        try:
+            ckpt.check_weights(ckpt.checkpoints_dir(rd.path) / ckpt.dir_name(step))
+        except ckpt.CheckpointError as e:
+            if step != steps[-1]:
+                raise
+            log(f"notice: the final checkpoint's {ckpt.WEIGHTS} is damaged "
+                f"({ckpt.checkpoints_dir(rd.path) / ckpt.dir_name(step) / ckpt.WEIGHTS}: "
+                f"{e.reason}); retraining it from the training state before it")
+            return False
+    return True
 
 
 def write_task_tables(rd: RunDir, task) -> None:
@@ -241,7 +275,13 @@ def _analyses(cfg: RunConfig, rd: RunDir) -> None:
             kept = _supersede(rd, name)
             log(f"analysis {name}: asked with other settings than its tables were made with "
                 f"({change}); recomputing it, the old tables kept in {kept}")
-    todo = tuple(n for n in cfg.analyses if not any(rd.analysis_dir(n).glob("*.parquet")))
+    todo = []
+    for name in cfg.analyses:  # every table it writes, or it runs again whole
+        missing = runstate.missing_outputs(rd, name)
+        if missing and rd.analysis_dir(name).is_dir() and any(rd.analysis_dir(name).iterdir()):
+            log(f"analysis {name}: {', '.join(missing)} missing; recomputing it")
+        if missing:
+            todo.append(name)
     if todo:
         from study.run.analyze import analyze
         analyze(open_run(rd.path), {n: cfg.analysis_configs[n] for n in todo})

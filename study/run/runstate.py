@@ -83,10 +83,25 @@ def settings_change(rd: RunDir, name: str, settings: dict) -> str | None:
     return "; ".join(f"{k}: {old.get(k, '(unset)')} -> {settings[k]}" for k in changed) or None
 
 
+def missing_outputs(rd: RunDir, name: str) -> list[str]:
+    """The files analysis `name` must write (`study.core.tables.required_files`) that its
+    folder lacks or holds unreadable; for an analysis without declared tables, ["*.parquet"]
+    while it has no table at all."""
+    from study.core.damage import readable
+    from study.core.tables import required_files
+    folder = rd.analysis_dir(name)
+    need = required_files(name)
+    if not need:
+        return [] if any(folder.glob("*.parquet")) else ["*.parquet"]
+    return [f for f in need if not (folder / f).is_file() or not readable(folder / f)]
+
+
 def analysed(rd: RunDir, name: str, settings: dict | None = None) -> bool:
-    """Analysis `name` has tables and, given `settings` (its asked settings, JSON-shaped),
-    they were made with those settings (unrecorded settings count as the same)."""
-    if not any(rd.analysis_dir(name).glob("*.parquet")):
+    """Analysis `name` has every table (and artefact) it writes, each readable, and, given
+    `settings` (its asked settings, JSON-shaped), they were made with those settings
+    (unrecorded settings count as the same). One missing or damaged file makes it not done:
+    the analysis runs again whole."""
+    if missing_outputs(rd, name):
         return False
     return settings is None or settings_change(rd, name, settings) is None
 

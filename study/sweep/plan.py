@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import sys
 import time
 import typing
 from dataclasses import dataclass
@@ -149,7 +150,8 @@ def record(plan: Plan, launcher: str, jobs: dict) -> Path:
     path = plan.sweep_dir / SWEEP_FILE
     atomic_write_json(path, {
         "name": plan.name, "launcher": launcher, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "cwd": os.getcwd(), "report_dir": str(plan.report_dir.resolve()), "jobs": jobs,
+        "cwd": os.getcwd(), "argv": sys.argv[1:], "report_dir": str(plan.report_dir.resolve()),
+        "jobs": jobs,
         "runs": [{**run_entry(r), "args": r.args} for r in plan.runs]})
     return path
 

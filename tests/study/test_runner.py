@@ -18,7 +18,7 @@ def test_run_writes_the_layout_and_a_rerun_skips(tmp_path):
     assert any((run_dir / "analyses" / "probes").glob("*.parquet"))
     stamps = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()
               and p.name not in ("status.json", "env.json", "config.json", "report.html",
-                                 "run.log")}  # run.log gains the session's lines
+                                 "run.log", "times.json")}  # both gain the session's lines
 
     again = run_cli(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr

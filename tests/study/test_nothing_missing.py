@@ -1,0 +1,138 @@
+"""Nothing of a finished run goes missing silently: each table or weights file truncated, the
+same `run` command makes the run whole again, equal to the undamaged run; what cannot be
+remade is named; a full disk is one line in every writer, leaving no folder of its own."""
+from __future__ import annotations
+
+import errno
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from study.core.tables import required_files
+from study.train import checkpoint as ckpt
+from tests.conftest import SMALL_DAS, TRAINED_COUNTING
+
+SETTINGS = {**TRAINED_COUNTING, **SMALL_DAS, "model": "gru"}
+
+
+def _rerun(run_dir: Path):
+    from study.run.config import resolve
+    from study.run.runner import run
+    return run(resolve({**SETTINGS, "run_dir": str(run_dir)}))
+
+
+def _truncate(path: Path) -> None:
+    blob = path.read_bytes()
+    path.write_bytes(blob[: len(blob) // 3])
+
+
+def _tables(run_dir: Path) -> dict:
+    return {str(p.relative_to(run_dir)): pd.read_parquet(p)
+            for p in sorted(run_dir.glob("analyses/*/*.parquet"))}
+
+
+def _weights(run_dir: Path) -> dict:
+    return {step: load_file(str(ckpt.checkpoints_dir(run_dir) / ckpt.dir_name(step) / ckpt.WEIGHTS))
+            for step in ckpt.list_checkpoints(run_dir)}
+
+
+def _assert_same(a: Path, b: Path) -> None:
+    ta, tb = _tables(a), _tables(b)
+    assert ta.keys() == tb.keys()
+    for name in ta:
+        pd.testing.assert_frame_equal(ta[name], tb[name], check_exact=True, obj=name)
+    wa, wb = _weights(a), _weights(b)
+    assert wa.keys() == wb.keys()
+    for step in wa:
+        assert wa[step].keys() == wb[step].keys()
+        assert all(torch.equal(wa[step][k], wb[step][k]) for k in wa[step]), step
+    aligned = "analyses/das/alignments.safetensors"
+    la, lb = load_file(str(a / aligned)), load_file(str(b / aligned))
+    assert la.keys() == lb.keys() and all(torch.equal(la[k], lb[k]) for k in la)
+
+
+@pytest.fixture
+def copy_of(trained_runs, tmp_path):
+    original = trained_runs("gru")
+    copy = tmp_path / "run"
+    shutil.copytree(original, copy)
+    return original, copy
+
+
+def test_every_declared_table_and_artefact_is_there_after_a_run(trained_runs):
+    run_dir = trained_runs("gru")
+    for analysis in ("das", "patching"):
+        for name in required_files(analysis):
+            assert (run_dir / "analyses" / analysis / name).is_file(), name
+
+
+@pytest.mark.parametrize("name", [*(f"das/{f}" for f in required_files("das")),
+                                  *(f"patching/{f}" for f in required_files("patching"))])
+def test_a_truncated_table_or_alignment_file_is_recomputed_to_the_same(copy_of, name):
+    original, copy = copy_of
+    target = copy / "analyses" / name
+    _truncate(target)
+    _rerun(copy)
+    assert target.with_name(target.name + ".damaged").exists()
+    _assert_same(original, copy)
+
+
+@pytest.mark.parametrize("name", ["das/das.parquet", "das/alignments.safetensors"])
+def test_a_missing_table_is_recomputed_while_its_siblings_stay(copy_of, name):
+    original, copy = copy_of
+    (copy / "analyses" / name).unlink()
+    _rerun(copy)
+    assert "missing; recomputing it" in (copy / "run.log").read_text()
+    _assert_same(original, copy)
+
+
+def test_a_truncated_final_checkpoint_is_named_and_retrained_to_the_same_weights(copy_of):
+    original, copy = copy_of
+    final = ckpt.list_checkpoints(copy)[-1]
+    weights = ckpt.checkpoints_dir(copy) / ckpt.dir_name(final) / ckpt.WEIGHTS
+    _truncate(weights)
+    _rerun(copy)
+    log = (copy / "run.log").read_text()
+    assert "final checkpoint's model.safetensors is damaged" in log and str(weights) in log
+    assert "already finished" not in log.split("damaged")[-1]
+    _assert_same(original, copy)
+
+
+def test_a_truncated_earlier_checkpoint_is_named_and_force_remakes_the_run(copy_of):
+    from study.core.errors import UsageError
+    original, copy = copy_of
+    steps = ckpt.list_checkpoints(copy)
+    for step in steps[:-1]:  # each earlier one: no kept training state can remake it
+        weights = ckpt.checkpoints_dir(copy) / ckpt.dir_name(step) / ckpt.WEIGHTS
+        kept = weights.read_bytes()
+        _truncate(weights)
+        with pytest.raises(UsageError, match=str(weights)):
+            _rerun(copy)
+        weights.write_bytes(kept)
+    _truncate(ckpt.checkpoints_dir(copy) / ckpt.dir_name(steps[0]) / ckpt.WEIGHTS)
+    from study.run.config import resolve
+    from study.run.runner import run
+    run(resolve({**SETTINGS, "run_dir": str(copy), "force": "true"}))
+    _assert_same(original, copy)
+
+
+def test_report_on_a_full_disk_is_one_line_and_leaves_no_folder(trained_runs, tmp_path,
+                                                                 monkeypatch, capsys):
+    from study.cli import main
+    from study.core import atomic
+    real = atomic.fsync_path
+
+    def full(path):  # the disk fills while the report's files are written
+        if Path(path).name.endswith(".tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path)
+    monkeypatch.setattr(atomic, "fsync_path", full)
+    out = tmp_path / "new" / "report"
+    assert main(["report", str(trained_runs("gru")), f"out={out}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: no space left on device writing {out}"), err
+    assert not (tmp_path / "new").exists()
