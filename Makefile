@@ -65,6 +65,21 @@ wheelhouse:
 	echo $(TORCH_BACKEND) > $(WHEELHOUSE_OUT)/TORCH_BACKEND
 	@echo "$$(ls $(WHEELHOUSE_OUT)/*.whl | wc -l) wheels in $(WHEELHOUSE_OUT)/ (torch: $(TORCH_BACKEND)); install with: make setup WHEELHOUSE=$(WHEELHOUSE_OUT)"
 
+# The wheels of every dependency but torch (and what comes with it), for a GPU node whose own
+# Python provides torch: `make gpu-check` there needs only these (docs/cluster.md). Run where
+# the network is, with the node's Python version; then on the node:
+#   $(PYTHON) -m venv --system-site-packages .venv-node
+#   .venv-node/bin/pip install --no-index --find-links wheelhouse-notorch -r wheelhouse-notorch/requirements.txt
+#   make gpu-check PYTHON=.venv-node/bin/python OUT=DIR
+NOTORCH_OUT ?= wheelhouse-notorch
+.PHONY: wheelhouse-notorch
+wheelhouse-notorch: $(VENV)/.installed
+	mkdir -p $(NOTORCH_OUT)
+	$(BIN)/python tools/notorch_requirements.py > $(NOTORCH_OUT)/requirements.txt
+	$(BIN)/python tools/notorch_requirements.py --pinned > $(NOTORCH_OUT)/pinned.txt
+	$(BIN)/pip wheel -q --no-deps -w $(NOTORCH_OUT) -r $(NOTORCH_OUT)/pinned.txt
+	@echo "$$(ls $(NOTORCH_OUT)/*.whl | wc -l) wheels in $(NOTORCH_OUT)/, no torch"
+
 # The browser tests (tests/reports/test_browser.py) drive Debian's Chromium; where it is missing
 # and we may install packages, install it, else say the tests will be skipped. Never fails.
 browser:

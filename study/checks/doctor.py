@@ -158,7 +158,8 @@ def _settings(kv: dict) -> bool:
                           f"precision={cfg.train.precision}, compile={cfg.train.compile}, "
                           f"fused={cfg.train.fused})")
     s = slots("auto", "auto", 10**6)
-    on = f"one per GPU ({','.join(s.gpus)})" if s.gpus else "one per core"
+    on = (f"up to {s.jobs // len(s.gpus)} per GPU ({','.join(s.gpus)}; jobs_per_gpu=auto "
+          f"packs small networks, gpt12 alone)" if s.gpus else "one per core")
     _line("sweep jobs=auto", f"{s.jobs} runs at once, {on}, {s.threads} torch threads each")
     return True
 

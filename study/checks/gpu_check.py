@@ -4,21 +4,25 @@ with a GPU node and a few minutes.
 It runs, each as one item in its own subprocess with its own time budget (a hang or a crash
 of one item is that item's failure line, never the end of the check):
 
-    doctor            python -m study doctor
+    doctor            python -m study doctor seconds=5
     tests             the tests that exercise CUDA: `pytest -m gpu`, then the GPU-path,
                       doctor, preflight, streams and training-state tests
-    demo              python -m study sweep study=demo
+    demo              python -m study sweep study=demo, each run's training bounded to a minute
     grid              every registered task x model family x analysis that applies, at
                       scale=smoke on the device (`study/checks/gpu_check_grid.py`)
-    bench-train       python -m study bench train model=all
-    bench-das         python -m study bench das
-    binding-paper     binding x gpt12 at scale=paper for two minutes (train.max_minutes=2)
-    assign_add-paper  assign_add x attn2 at scale=paper to the end, pools scored every 100 steps
+    bench-train       python -m study bench train model=all steps=20
+    bench-das         python -m study bench das steps=20
+    binding-paper     binding x gpt12 at scale=paper for 45 s (train.max_minutes=0.75)
+    assign_add-paper  assign_add x attn2 at scale=paper for a minute, pools scored every 100
+                      steps
 
 and writes under OUT: `summary.md` (pass/fail per item with its time, one line per failure
 naming the item and its last error line, the bench tables, steps/s per run, the GPU, torch
-and CUDA versions), `gpu-check.log` (every item's full output) and `runs.tar.gz` (the run
-directories without their weights). The exit status is 1 when any item failed.
+and CUDA versions), `gpu-check.log` (every item's output, each cut to its last lines past a
+size) and `runs.tar.gz` (the run directories without their weights, capped in size): three
+files, each under 16 MiB, so that the whole of OUT comes back from a GPU job that returns at
+most 8 files of 16 MiB. Its budgets add up to 8 minutes of wall time on one GPU
+(`gpu_check_items.WALL_S`). The exit status is 1 when any item failed.
 
     python -m study gpu-check out=DIR [device=cuda|cpu] [quick=true] [scale=paper|small|smoke]
                               [work=DIR] [only=ITEM,ITEM]
@@ -45,7 +49,7 @@ from pathlib import Path
 from study.core.coerce import coerce
 from study.core.errors import UsageError
 from study.core.settings import split_args
-from study.checks.gpu_check_items import BUDGETS, ITEM_NAMES, ROOT, Item, Options, Result
+from study.checks.gpu_check_items import BUDGETS, ITEM_NAMES, ROOT, WALL_S, Item, Options, Result
 from study.checks.gpu_check_summary import (ARCHIVE, LOG, SUMMARY, _duration, _pack, _shown,
                                      _write_log, machine_info, write_summary)
 
@@ -128,11 +132,11 @@ def plan(opts: Options, work: Path) -> list[Item]:
     train_dev = f"train.device={dev}"
     items = [
         Item("doctor", _command("-m", "study", "doctor",
-                               *(("seconds=1", "scale=smoke") if quick else ())),
+                               *(("seconds=1", "scale=smoke") if quick else ("seconds=5",))),
              _budget("doctor", quick), alone=True),
         _tests_item(opts, work),
         Item("demo", _command("-m", "study", "sweep", "study=demo", train_dev,
-                             *(_demo_quick() if quick else ())),
+                             *(_demo_quick() if quick else ("train.max_minutes=1",))),
              _budget("demo", quick), cwd=work / "demo"),
         Item("grid", _command("-m", "study.checks.gpu_check_grid", f"device={dev}",
                              f"quick={str(quick).lower()}", f"work={work / 'grid'}"),
@@ -141,23 +145,26 @@ def plan(opts: Options, work: Path) -> list[Item]:
                                      train_dev, f"out={work / 'bench/train.md'}",
                                      # quick: one small family, not all five
                                      *(("task=assign_add", "model=attn2", "steps=2") if quick
-                                       else ("model=all",))),
+                                       else ("model=all", "steps=20"))),
              _budget("bench-train", quick), alone=True),
         Item("bench-das", _command("-m", "study", "bench", "das", f"scale={scale}", train_dev,
-                                  f"out={work / 'bench/das.md'}", *(("steps=2",) if quick else ())),
+                                  f"out={work / 'bench/das.md'}",
+                                  *(("steps=2",) if quick else ("steps=20",))),
              _budget("bench-das", quick), alone=True),
         Item("binding-paper", _command(
             "-m", "study", "run", "task=binding", "model=gpt12", f"scale={scale}", train_dev,
-            # two minutes of training (evaluations and checkpoints included), then evaluated
-            # and checkpointed as a finished run
-            "train.max_minutes=2", f"run_dir={work / 'paper/binding-gpt12'}",
+            # 45 s of training (evaluations and checkpoints included), then evaluated and
+            # checkpointed as a finished run
+            "train.max_minutes=0.75", f"run_dir={work / 'paper/binding-gpt12'}",
             *(("train.steps=4", "train.checkpoints=2") if quick else ())),
              _budget("binding-paper", quick), alone=True),
         Item("assign_add-paper", _command(
             "-m", "study", "run", "task=assign_add", "model=attn2", f"scale={scale}", train_dev,
             f"run_dir={work / 'paper/assign_add-attn2'}",
-            # the preset scores the pools every 100 steps, as the authors' run did
-            *(("train.steps=6", "train.checkpoints=2", "train.eval_every=2") if quick else ())),
+            # the preset scores the pools every 100 steps, as the authors' run did; a minute
+            # of it (the routing itself is study=gpu-fidelity's)
+            *(("train.steps=6", "train.checkpoints=2", "train.eval_every=2") if quick
+              else ("train.max_minutes=1",))),
              _budget("assign_add-paper", quick), alone=True),
     ]
     return [i for i in items if i.name in opts.only]
@@ -165,6 +172,12 @@ def plan(opts: Options, work: Path) -> list[Item]:
 
 def _budget(name: str, quick: bool) -> float:
     return BUDGETS[name][1 if quick else 0]
+
+
+def wall_budget(items: list[Item], quick: bool = False) -> float:
+    """The check's wall time by its budgets: each group of items side by side costs its
+    longest budget, the groups run one after another."""
+    return sum(max(i.budget_s for i in group) for group in _groups(items, quick))
 
 
 def _tests_item(opts: Options, work: Path) -> Item:
@@ -407,7 +420,8 @@ def cmd_gpu_check(args) -> int:
     opts.out.mkdir(parents=True, exist_ok=True)
     check = _Check(opts, work)
     print(f"gpu-check: {len(check.items)} items on {opts.device} "
-          f"(quick={str(opts.quick).lower()}, scale={opts.scale}); runs in {work}"
+          f"(quick={str(opts.quick).lower()}, scale={opts.scale}; budgets "
+          f"{wall_budget(check.items, opts.quick):.0f} s of wall time); runs in {work}"
           f"{' (removed at the end)' if opts.work is None else ''}; summary in {opts.out}",
           flush=True)
     try:

@@ -1,6 +1,9 @@
 """What `python -m study gpu-check` writes: the machine's description, `summary.md` (an item
-per line, the bench tables, steps/s per run), the full log and the run directories packed
-without their weights (`study/checks/gpu_check.py` runs the items)."""
+per line, the bench tables, steps/s per run), the log and the run directories packed without
+their weights (`study/checks/gpu_check.py` runs the items). A GPU job returns at most 8 files
+of 16 MiB each: the log keeps each item's last `ITEM_LOG_BYTES`, and the archive stops short
+of `ARCHIVE_BYTES`, the small files first (tables, configs, reports), anything over
+`MEMBER_BYTES` left out and named in its `LEFT_OUT.txt`."""
 from __future__ import annotations
 
 import json
@@ -17,6 +20,9 @@ from study.checks.gpu_check_items import ROOT, Item, Options, Result
 
 SUMMARY, LOG, ARCHIVE = "summary.md", "gpu-check.log", "runs.tar.gz"
 PACKED = ("demo", "grid", "paper", "bench")  # the work folders whose run directories are packed
+ITEM_LOG_BYTES = 1 << 20  # the last MiB of each item's output in the log (8 items: < 16 MiB)
+ARCHIVE_BYTES = 14 << 20  # the archive stops before this, under the 16 MiB a job returns
+MEMBER_BYTES = 4 << 20  # a file larger than this is left out of the archive (and named)
 
 
 def _shown(command) -> str:
@@ -173,7 +179,19 @@ def _write_log(path: Path, machine: dict, results: list[Result]) -> None:
         for r in results:
             f.write(f"\n===== {r.item.name}: {'passed' if r.ok else 'FAILED: ' + r.error} "
                     f"({r.seconds:.1f} s) =====\n")
-            f.write(r.output if r.output.endswith("\n") or not r.output else r.output + "\n")
+            f.write(_tail(r.output, ITEM_LOG_BYTES))
+
+
+def _tail(text: str, limit: int) -> str:
+    """`text` ending in a newline, cut to its last `limit` bytes (about) at a line start."""
+    data = text.encode("utf-8", errors="replace")
+    if len(data) > limit:
+        cut = data[-limit:]
+        cut = cut[cut.find(b"\n") + 1:]
+        text = (f"[... the first {len(data) - len(cut):,} bytes of this item's output are left "
+                f"out; the work folder (work=DIR) keeps its whole log ...]\n"
+                + cut.decode("utf-8", errors="replace"))
+    return text if text.endswith("\n") or not text else text + "\n"
 
 
 def _weights(info: tarfile.TarInfo) -> bool:
@@ -182,19 +200,44 @@ def _weights(info: tarfile.TarInfo) -> bool:
     return "checkpoints" in parts[:-1] and info.isfile() and parts[-1] != "meta.json"
 
 
-def _pack(work: Path, archive: Path) -> str | None:
-    """The run directories in one tar.gz without weights; None, or why it failed."""
+def _pack(work: Path, archive: Path, limit: int = ARCHIVE_BYTES,
+          member_limit: int = MEMBER_BYTES) -> str | None:
+    """The run directories in one tar.gz without weights, under `limit` bytes: the small files
+    first, a file over `member_limit` left out, and packing stopped before the limit; what
+    was left out is named in the archive's `LEFT_OUT.txt`. None, or why it failed."""
+    import gzip
+    import io
+
     tmp = archive.with_name(f".{archive.name}.tmp")
+    files = sorted((p for name in PACKED if (work / name).exists()
+                    for p in (work / name).rglob("*") if p.is_file() and not p.is_symlink()),
+                   key=lambda p: (p.stat().st_size, str(p)))
+    left_out: list[str] = []
     try:
-        with tarfile.open(tmp, "w:gz") as tar:
-            for name in PACKED:
-                if (work / name).exists():
-                    tar.add(work / name, arcname=name,
-                            filter=lambda info: None if _weights(info) else info)
+        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb") as gz, \
+                tarfile.open(fileobj=gz, mode="w") as tar:
+            for path in files:
+                arc = str(path.relative_to(work))
+                info = tar.gettarinfo(str(path), arcname=arc)
+                if _weights(info):
+                    continue
+                size = info.size
+                # the compressed bytes so far, and this file at worst uncompressed
+                if size > member_limit or raw.tell() + size + (1 << 20) > limit:
+                    left_out.append(f"{arc} ({size:,} bytes)")
+                    continue
+                with open(path, "rb") as f:
+                    tar.addfile(info, f)
+                gz.flush()  # so that raw.tell() counts what was packed
+            if left_out:
+                note = ("Left out to keep the archive under "
+                        f"{limit >> 20} MiB (work=DIR keeps them):\n" + "\n".join(left_out) + "\n")
+                data = note.encode()
+                info = tarfile.TarInfo("LEFT_OUT.txt")
+                info.size, info.mtime = len(data), int(time.time())
+                tar.addfile(info, io.BytesIO(data))
         tmp.replace(archive)
         return None
     except (OSError, tarfile.TarError) as e:
         tmp.unlink(missing_ok=True)
         return f"packing the run directories failed: {type(e).__name__}: {e}"
-
-

@@ -60,7 +60,7 @@ class RunConfig:
         return {**self._full_identity(), "train": without_runtime(dataclasses.asdict(self.train))}
 
     def _full_identity(self) -> dict:
-        return {"task": self.task, "task_config": dataclasses.asdict(self.task_config),
+        return {"task": self.task, "task_config": _identity_fields(self.task_config),
                 "model": self.model, "model_config": dataclasses.asdict(self.model_config),
                 "train": dataclasses.asdict(self.train), "seed": self.seed}
 
@@ -84,6 +84,16 @@ class RunConfig:
     @property
     def path(self) -> str:
         return self.run_dir or self.default_run_dir()
+
+
+def _identity_fields(config) -> dict:
+    """A task config's fields, less those its class added after runs were made
+    (`unset_outside_identity`) while they are unset (None): older runs keep their hash."""
+    d = dataclasses.asdict(config)
+    for name in getattr(type(config), "unset_outside_identity", ()):
+        if d.get(name) is None:
+            d.pop(name, None)
+    return d
 
 
 def without_runtime(train: dict) -> dict:

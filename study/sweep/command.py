@@ -45,7 +45,8 @@ def cmd_sweep(args):
     slots_ = _check_duration(plan, options)  # before anything is written
     record(plan, "local", {})
     if not slots_.in_process:
-        gpus = f" on GPUs {','.join(slots_.gpus)}" if slots_.gpus else ""
+        gpus = (f" on GPUs {','.join(slots_.gpus)} (jobs_per_gpu={slots_.per_gpu})"
+                if slots_.gpus else "")
         _log.info(f"sweep: {len(plan.runs)} runs, {slots_.jobs} at once{gpus}, "
                   f"{slots_.threads} threads each")
     outcome = run_local(plan.runs, slots_, warm=prepare_finish)
@@ -73,7 +74,7 @@ def _check_duration(plan, options):
     from study.run.preflight import nvidia_driver_loaded
     from study.sweep.launch import slots
 
-    slots_ = slots(options.jobs, options.gpus, len(plan.runs))
+    slots_ = slots(options.jobs, options.gpus, len(plan.runs), per_gpu=options.jobs_per_gpu)
     if options.long:
         return slots_
     gpus_here = bool(slots_.gpus) or nvidia_driver_loaded()

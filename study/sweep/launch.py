@@ -3,10 +3,14 @@
 - `gpus=auto` (all visible GPUs; none on a CPU machine), `gpus=none` or `gpus=0,2`: each run
   gets one GPU of the list through `CUDA_VISIBLE_DEVICES` (it trains on `cuda:0`, its GPU),
   the least busy one when several runs share them.
-- `jobs=N` runs at once; the default is one per GPU, or one on a CPU machine (on 2 cores one
-  small recurrent run with both threads trained 2.6x faster than two with one each);
-  `jobs=auto` is one per GPU, else one per core. Each run gets cores // jobs torch threads,
-  so the machine is never oversubscribed.
+- `jobs_per_gpu=auto|N`: runs sharing one GPU (`study/sweep/packing.py`). `auto` (the
+  default) gives each run a number from its estimated memory and size: a sweep of small
+  networks packs several on each GPU, gpt12 keeps one to itself. A run starts on the GPU
+  with the fewest runs where it fits; the next run waits until one does.
+- `jobs=N` runs at once; the default is the GPUs times the most runs one may hold, or one on
+  a CPU machine (on 2 cores one small recurrent run with both threads trained 2.6x faster
+  than two with one each); `jobs=auto` is the same with GPUs, else one per core. Each run
+  gets cores // jobs torch threads, so the machine is never oversubscribed.
 - One run at a time without a GPU list runs in this process; otherwise each run is a
   `python -m study run ...` process whose output goes to `RUN_DIR/run.log`, and the sweep
   prints a line as each starts and ends.
@@ -33,6 +37,7 @@ from pathlib import Path
 
 from study.run import runstate
 from study.core import placement
+from study.sweep import packing
 from study.core.claim import ClaimedError, describe
 from study.core.errors import UsageError
 from study.core.signals import signum_of
@@ -60,19 +65,34 @@ class Outcome:
 @dataclass(frozen=True)
 class Slots:
     """How a sweep runs here: `jobs` at once, each on one of `gpus` (CUDA_VISIBLE_DEVICES
-    values; empty: no GPU assigned), in this process or in subprocesses."""
+    values; empty: no GPU assigned), in this process or in subprocesses; `per_gpu` runs share
+    a GPU (`auto` or a number: `study/sweep/packing.py`), whose memory is `gpu_bytes` (None:
+    unknown)."""
     jobs: int
     gpus: tuple[str, ...] = ()
     in_process: bool = True
+    per_gpu: str = "auto"
+    gpu_bytes: int | None = None
+
+    def shares(self) -> packing.Shares:
+        """Each run's share of a GPU under these slots."""
+        return packing.Shares(self.per_gpu, self.gpu_bytes, self.cores_per_gpu)
+
+    @property
+    def cores_per_gpu(self) -> int:
+        return max(1, cores() // max(1, len(self.gpus)))
 
     @property
     def threads(self) -> int:
         return max(1, cores() // self.jobs)
 
 
-def slots(jobs_text: str, gpus_text: str, n_runs: int, visible: list[str] | None = None) -> Slots:
-    """Resolve `jobs=` and `gpus=` against this machine, whose GPUs are `visible` (default:
-    looked up; a one-line UsageError when a GPU named is not there)."""
+def slots(jobs_text: str, gpus_text: str, n_runs: int, visible: list[str] | None = None,
+          per_gpu: str = "auto", gpu_bytes: int | None = None) -> Slots:
+    """Resolve `jobs=`, `gpus=` and `jobs_per_gpu=` against this machine, whose GPUs are
+    `visible`, each of `gpu_bytes` of memory (default: both looked up; a one-line UsageError
+    when a GPU named is not there)."""
+    looked_up = visible is None
     if visible is None:
         visible = visible_gpus(required=gpus_text not in ("auto", "none"), setting=f"gpus={gpus_text}")
     if gpus_text == "none":
@@ -86,15 +106,29 @@ def slots(jobs_text: str, gpus_text: str, n_runs: int, visible: list[str] | None
             raise UsageError(f"gpus={gpus_text}: GPU {bad[0]} is not visible; this machine shows "
                              f"{len(visible)} (0..{len(visible) - 1})")
         gpus = [visible[g] for g in wanted]
+    on_gpus = len(gpus) * packing.most_per_gpu(per_gpu, max(1, cores() // max(1, len(gpus))))
     if jobs_text == "auto":
-        jobs = len(gpus) or cores()
+        jobs = on_gpus or cores()
     elif jobs_text:
         jobs = int(jobs_text)
     else:
-        jobs = len(gpus) or 1
+        jobs = on_gpus or 1
     jobs = max(1, min(jobs, n_runs))
     in_process = jobs == 1 and gpus_text in ("auto", "none")
-    return Slots(jobs, tuple(gpus) if not in_process else (), in_process)
+    if gpus and looked_up and gpu_bytes is None and per_gpu == "auto":
+        gpu_bytes = gpu_memory()
+    return Slots(jobs, tuple(gpus) if not in_process else (), in_process, per_gpu,
+                 gpu_bytes if gpus else None)
+
+
+def gpu_memory() -> int | None:
+    """Bytes of memory of the smallest GPU this process sees (None if torch cannot tell)."""
+    try:
+        import torch
+        return min(torch.cuda.get_device_properties(i).total_memory
+                   for i in range(torch.cuda.device_count())) or None
+    except (ImportError, RuntimeError, ValueError):
+        return None
 
 
 def visible_gpus(required: bool = False, setting: str = "gpus") -> list[str]:
@@ -122,6 +156,7 @@ class _Run:
     path: Path
     elsewhere: bool = False  # last seen held by another process
     not_before: float = 0.0  # monotonic time before which it is not looked at again
+    share: float = 1.0  # of a GPU: 1 / the runs per GPU it allows
 
 
 def run_local(planned, slots_: Slots, total: int | None = None, warm=None) -> Outcome:
@@ -131,6 +166,10 @@ def run_local(planned, slots_: Slots, total: int | None = None, warm=None) -> Ou
     that would otherwise wait."""
     runs = deque(_Run(i, p.combo, p.cfg, Path(p.path)) for i, p in enumerate(planned, 1))
     total = total or len(runs)
+    if slots_.gpus and not slots_.in_process:
+        share = slots_.shares()
+        for run in runs:
+            run.share = share(run.cfg)
     if slots_.in_process:
         return _loop(runs, total, _InProcess())
     return _loop(runs, total, _Processes(slots_), warm)
@@ -149,7 +188,7 @@ def _loop(runs: deque, total: int, pool, warm=None) -> Outcome:
                         f"the runs go on")
             now = time.monotonic()
             for run in [r for r in runs if r.not_before <= now]:
-                if not pool.free():
+                if not pool.free(run):  # in order: the next run waits for room on a GPU
                     break
                 runs.remove(run)
                 _consider(run, runs, out, pool, total)
@@ -219,7 +258,7 @@ class _InProcess:
     def __init__(self):
         self._ended: list[tuple[_Run, str | None]] = []
 
-    def free(self) -> bool:
+    def free(self, run: _Run | None = None) -> bool:
         return True
 
     def busy(self) -> bool:
@@ -251,23 +290,29 @@ class _Processes:
         self.slots = slots_
         self.running: dict[subprocess.Popen, tuple[_Run, object, str | None]] = {}
 
-    def free(self) -> bool:
-        return len(self.running) < self.slots.jobs
+    def free(self, run: _Run | None = None) -> bool:
+        """Whether a run may start now (`run`: and whether it fits on a GPU)."""
+        if len(self.running) >= self.slots.jobs:
+            return False
+        return run is None or not self.slots.gpus or self._gpu(run) is not None
 
     def busy(self) -> bool:
         return bool(self.running)
 
-    def _gpu(self) -> str | None:
-        """The GPU with the fewest runs on it."""
+    def _gpu(self, run: _Run) -> str | None:
+        """The GPU with the fewest runs among those `run` fits on (None: none has room)."""
         if not self.slots.gpus:
             return None
-        load = {g: 0 for g in self.slots.gpus}
-        for _, _, g in self.running.values():
-            load[g] += 1
-        return min(self.slots.gpus, key=lambda g: load[g])
+        load = {g: 0.0 for g in self.slots.gpus}
+        count = {g: 0 for g in self.slots.gpus}
+        for r, _, g in self.running.values():
+            load[g] += r.share
+            count[g] += 1
+        room = [g for g in self.slots.gpus if packing.fits(load[g], run.share)]
+        return min(room, key=lambda g: (count[g], load[g])) if room else None
 
     def start(self, run: _Run, tag: str) -> None:
-        gpu = self._gpu()
+        gpu = self._gpu(run)
         env = child_env(self.slots.threads, gpu)
         run.path.mkdir(parents=True, exist_ok=True)
         logf = open(run.path / "run.log", "ab")

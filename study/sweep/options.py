@@ -1,6 +1,6 @@
 """The settings of how a sweep executes, apart from what its runs compute.
 
-`launcher`, `jobs`, `gpus`, `wait`, `dry_run`, `long` and every `slurm.*` key say where and
+`launcher`, `jobs`, `gpus`, `jobs_per_gpu`, `wait`, `dry_run`, `long` and every `slurm.*` key say where and
 how the runs are executed; they are taken out of the key=value pairs before the runs are resolved,
 so they never enter a run's identity (its hash, its directory, the "same run?" check): the
 same sweep on a laptop, a GPU machine or a cluster trains the same runs in the same folders.
@@ -19,7 +19,10 @@ SWEEP_KEYS = {
     "study": "a predefined study (demo, counting, ...) or the path of a .toml study file",
     "launcher": "local (processes on this machine) | slurm (one job array through submitit)",
     "jobs": "runs at once on this machine: auto (one per GPU, else one per core) or N",
-    "gpus": "GPUs this machine's runs may use, one run per GPU: auto (all visible), none, or 0,1,...",
+    "gpus": "GPUs this machine's runs may use: auto (all visible), none, or 0,1,...",
+    "jobs_per_gpu": "runs sharing one GPU: auto (from each run's estimated memory and size: "
+                    "small networks packed, gpt12 alone) or N; with launcher=slurm, runs per "
+                    "array task (each task's slurm.gpus GPUs, or its slurm.cpus on a CPU job)",
     "wait": "launcher=slurm: wait for the jobs and print the report's path (false: return "
             "after submission)",
     "dry_run": "list the runs, their directories and status; run and submit nothing",
@@ -71,6 +74,7 @@ class SweepOptions:
     launcher: Literal["local", "slurm"] = "local"
     jobs: str = ""  # "" = the default, "auto" or a whole number (checked by parse_jobs)
     gpus: str = "auto"  # "auto", "none" or "0,1,..." (checked against the machine by the launcher)
+    jobs_per_gpu: str = "auto"  # "auto" or a whole number (study/sweep/packing.py)
     wait: bool = True
     dry_run: bool = False
     slurm: SlurmConfig = SlurmConfig()
@@ -102,6 +106,12 @@ def split_options(kv: dict[str, str], from_study: frozenset[str] = frozenset()
             ids = [-1]
         if any(g < 0 for g in ids) or len(set(ids)) != len(ids):
             raise UsageError(f"gpus={gpus!r}: expected auto, none or distinct GPU indices like 0,1,2")
+    from study.sweep.packing import check as check_per_gpu
+    per_gpu_given = "jobs_per_gpu" in kv
+    per_gpu = check_per_gpu(kv.pop("jobs_per_gpu", "auto"))
+    if per_gpu_given and per_gpu != "auto" and launcher == "local" and gpus == "none":
+        raise UsageError(f"jobs_per_gpu={per_gpu} given with gpus=none; give GPUs (gpus=auto "
+                         f"or gpus=0,1,...) or leave jobs_per_gpu out")
     wait = coerce("wait", kv.pop("wait"), bool) if "wait" in kv else True
     dry_run = coerce("dry_run", kv.pop("dry_run"), bool) if "dry_run" in kv else False
     long = kv.pop("long", "no")
@@ -122,4 +132,5 @@ def split_options(kv: dict[str, str], from_study: frozenset[str] = frozenset()
         which = "jobs" if jobs else "gpus"
         raise UsageError(f"{which}= is for launcher=local; with launcher=slurm use "
                          f"slurm.array_parallelism and slurm.gpus")
-    return SweepOptions(launcher, jobs, gpus or "none", wait, dry_run, slurm, long == "ok"), kv
+    return SweepOptions(launcher, jobs, gpus or "none", per_gpu, wait, dry_run, slurm,
+                        long == "ok"), kv

@@ -44,8 +44,8 @@ def print_plan(plan, options) -> None:
     if options.launcher == "slurm":
         print(describe_submission(plan, options, todo))
     else:
-        s = slots(options.jobs, options.gpus, max(1, len(runs)))
-        where = f"GPUs {','.join(s.gpus)}" if s.gpus else ("this process" if s.in_process else "CPU processes")
+        s = slots(options.jobs, options.gpus, max(1, len(runs)), per_gpu=options.jobs_per_gpu)
+        where = (f"GPUs {','.join(s.gpus)} (jobs_per_gpu={s.per_gpu})" if s.gpus else ("this process" if s.in_process else "CPU processes"))
         print(f"would run {todo} of {len(runs)} runs here: {s.jobs} at once on {where}, "
               f"{s.threads} threads each")
     print(f"sweep directory: {plan.sweep_dir}; report: {plan.report_dir / 'index.html'}")

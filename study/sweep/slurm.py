@@ -17,6 +17,14 @@ reports the runs that finished. With `wait=true` (the default) the sweep waits f
 and prints what a local sweep prints; with `wait=false` it returns after submission, printing
 the job ids, and `python -m study status SWEEP_DIR` says where the runs stand.
 
+Packing (`jobs_per_gpu`, `study/sweep/packing.py`): an array task may run several runs side by
+side (`PackTask`), each a subprocess with its share of the task's `slurm.cpus` as torch
+threads and one of the task's GPUs. With `slurm.gpus` >= 1, `auto` packs consecutive runs of
+small networks, as many per GPU as the cores per GPU allow (at most 8), and gives gpt12 a task
+of its own; `jobs_per_gpu=N` packs N runs per GPU. A CPU job (`slurm.gpus=0`) packs only when
+told `jobs_per_gpu=N`: N runs share its cores. SLURM's signal reaches every run of the task;
+the requeued task resumes each unfinished one.
+
 Several machines, or a local sweep beside the array, may work on the same runs: a task whose
 run is held by another live process waits for it (`study/core/claim.py`), so no run is
 trained twice.
@@ -56,12 +64,13 @@ class RunTask:
     SLURM's signal, stop the run at a resume point and be requeued."""
 
     def __init__(self, args: list[str], path: str, cwd: str, analyses=(), config_hash=None,
-                 grace_s: float = 60.0, gpus: int = 0):
+                 grace_s: float = 60.0, gpus: int = 0, pack: int = 1, gpu: str | None = None):
         self.args, self.path, self.cwd = list(args), path, cwd
         # analysis names, or name -> asked settings (`RunConfig.analysis_settings`)
         self.analyses = dict(analyses) if isinstance(analyses, dict) else tuple(analyses)
         self.config_hash = config_hash
         self.grace_s, self.gpus = grace_s, gpus
+        self.pack, self.gpu = pack, gpu  # runs in this task, and this run's GPU among its own
         self._proc: subprocess.Popen | None = None
         self._ended: threading.Event | None = None
 
@@ -94,8 +103,8 @@ class RunTask:
             raise RuntimeError(f"{self.path}: the run failed (exit {code}); see {self.path}/run.log")
 
     def _attempt(self) -> int:
-        threads = int(os.environ.get("SLURM_CPUS_PER_TASK", "0") or 0) or 1
-        env = child_env(threads, None)
+        threads = max(1, (int(os.environ.get("SLURM_CPUS_PER_TASK", "0") or 0) or 1) // self.pack)
+        env = child_env(threads, self.gpu if self.gpus else None)
         if not self.gpus:  # a CPU job never trains on a GPU it was not given
             env["CUDA_VISIBLE_DEVICES"] = ""
         # no refusal of a long CPU run here: SLURM's time limit and requeues govern its length
@@ -116,17 +125,67 @@ class RunTask:
         """Called by submitit on SLURM's signal: stop the run at a resume point, then requeue
         this task (which resumes it)."""
         import submitit
+        self.stop()
+        return submitit.helpers.DelayedSubmission(self.again())
+
+    def stop(self) -> None:
+        """Pass SLURM's signal on to the run, and wait for it to write its resume point."""
         proc, ended = self._proc, self._ended
         if proc is not None and proc.poll() is None:
-            _say(f"{time.strftime('%H:%M:%S')} time limit or preemption: stopping the run at a "
-                 f"resume point (signal {FORWARDED.name})")
+            _say(f"{time.strftime('%H:%M:%S')} time limit or preemption: stopping {self.path} "
+                 f"at a resume point (signal {FORWARDED.name})")
             proc.send_signal(FORWARDED)
             if ended is not None and not ended.wait(self.grace_s):
-                _say(f"the run did not stop within {self.grace_s:.0f} s; it resumes from its "
-                     f"last saved state")
-        return submitit.helpers.DelayedSubmission(
-            RunTask(self.args, self.path, self.cwd, self.analyses, self.config_hash, self.grace_s,
-                    self.gpus))
+                _say(f"{self.path} did not stop within {self.grace_s:.0f} s; it resumes from "
+                     f"its last saved state")
+
+    def again(self) -> "RunTask":
+        """The same task, fresh, for the requeued job."""
+        return RunTask(self.args, self.path, self.cwd, self.analyses, self.config_hash,
+                       self.grace_s, self.gpus, self.pack, self.gpu)
+
+
+class PackTask:
+    """One array task of several runs side by side (`jobs_per_gpu`), each a `RunTask` in a
+    thread of its own, run `i` on the task's GPU `i mod slurm.gpus`. It fails when any of its
+    runs failed, after all of them ended."""
+
+    def __init__(self, tasks: list[RunTask]):
+        self.tasks = list(tasks)
+
+    def __call__(self) -> list[str]:
+        visible = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        for i, task in enumerate(self.tasks):
+            task.pack = len(self.tasks)
+            task.gpu = visible[i % len(visible)] if visible and task.gpus else None
+        errors: list[str] = []
+
+        def one(task: RunTask) -> None:
+            try:
+                task()
+            except Exception as e:  # noqa: BLE001 - every run of the task ends before it fails
+                errors.append(str(e))
+
+        threads = [threading.Thread(target=one, args=(t,), daemon=True) for t in self.tasks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(1.0)
+        if errors:
+            raise RuntimeError(f"{len(errors)} of the task's {len(self.tasks)} runs failed: "
+                               + "; ".join(errors))
+        return [t.path for t in self.tasks]
+
+    def checkpoint(self, *args, **kwargs):
+        """SLURM's signal: every run stops at a resume point, then the task is requeued."""
+        import submitit
+        stoppers = [threading.Thread(target=t.stop) for t in self.tasks]
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join()
+        return submitit.helpers.DelayedSubmission(PackTask([t.again() for t in self.tasks]))
 
 
 class ReportTask:
@@ -181,6 +240,18 @@ def _executor(folder: Path, cfg, *, name: str, time_min: int, gpus: int, max_req
     return ex
 
 
+def packed(todo, options) -> list[list[int]]:
+    """Indices of the runs each array task runs (`jobs_per_gpu`): one each unless packed."""
+    cfg = options.slurm
+    if cfg.gpus == 0 and options.jobs_per_gpu == "auto":
+        return [[i] for i in range(len(todo))]
+    from study.sweep.packing import Shares
+    per_gpu = Shares(options.jobs_per_gpu, None, max(1, cfg.cpus // max(1, cfg.gpus)))
+    numbers = [per_gpu.number(r.cfg) * max(1, cfg.gpus) for r in todo]
+    from study.sweep.packing import groups
+    return groups(numbers)
+
+
 def describe_submission(plan, options, todo: int) -> str:
     cfg = options.slurm
     where = ", ".join(f"{k} {getattr(cfg, k)}" for k in ("partition", "account", "qos", "constraint")
@@ -210,10 +281,12 @@ def submit_sweep(plan, options) -> int:
     runs_ex = _executor(folder, cfg, name=f"study-{plan.name}", time_min=cfg.time, gpus=cfg.gpus,
                         max_requeues=cfg.max_requeues)
     try:
+        tasks = [RunTask(r.args, str(r.path.resolve()), cwd, r.cfg.analysis_settings(),
+                         r.cfg.hash8(), grace, cfg.gpus) for r in todo]
+        packs = packed(todo, options)
         with runs_ex.batch():
-            jobs = [runs_ex.submit(RunTask(r.args, str(r.path.resolve()), cwd,
-                                           r.cfg.analysis_settings(), r.cfg.hash8(), grace,
-                                           cfg.gpus)) for r in todo]
+            jobs = [runs_ex.submit(tasks[p[0]] if len(p) == 1 else PackTask([tasks[i] for i in p]))
+                    for p in packs]
         array = jobs[0].job_id.split("_")[0]
         report_ex = _executor(folder, cfg, name=f"study-{plan.name}-report", time_min=cfg.report_time,
                               gpus=0, max_requeues=0, dependency=f"afterany:{array}")
@@ -226,8 +299,9 @@ def submit_sweep(plan, options) -> int:
     record(plan, "slurm", {"array": array, "report": report_job.job_id, "submitted": len(todo),
                            "folder": str(folder)})
     say = print if not options.wait else log  # without waiting, the job ids are the output
-    say(f"submitted {len(todo)} runs as job array {array} (at most {cfg.array_parallelism} "
-        f"at once; {len(plan.runs) - len(todo)} finished already) and the report as job "
+    in_tasks = f" in {len(packs)} tasks" if len(packs) != len(todo) else ""
+    say(f"submitted {len(todo)} runs{in_tasks} as job array {array} (at most "
+        f"{cfg.array_parallelism} at once; {len(plan.runs) - len(todo)} finished already) and the report as job "
         f"{report_job.job_id} after it; logs in {folder}")
     say(f"status: python -m study status {plan.sweep_dir}")
     sys.stdout.flush()

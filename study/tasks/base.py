@@ -136,6 +136,10 @@ class Task(ABC):
     that a preset omits, keeps the `TrainConfig` default."""
     # Splits scored during training (the engine evaluates each, per stratum, at checkpoints).
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
+    # the evaluation splits whose joint rise marks the task's transition (its first
+    # evaluation with every one >= 0.95), which reports set beside the published run's; ()
+    # where the task has none
+    transition_splits: ClassVar[tuple[str, ...]] = ()
     # Causal variables of the symbolic model and the counterfactual kinds pairs can be built for.
     causal_variables: ClassVar[tuple[str, ...]] = ()
     counterfactual_kinds: ClassVar[tuple[str, ...]] = ()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from study.checks import gpu_check, gpu_check_grid
+from study.checks import gpu_check, gpu_check_grid, gpu_check_items, gpu_check_summary
 from study.cli import main
 from study.core import registry
 from study.run.preflight import nvidia_driver_loaded
@@ -57,8 +57,9 @@ def test_the_quick_check_runs_every_item_on_the_cpu_and_passes(quick_check):
 def test_the_check_writes_at_most_eight_files_and_archives_no_weights(quick_check):
     _, _, out = quick_check
     written = [p for p in out.rglob("*") if p.is_file()]
-    assert len(written) <= 8 and {p.name for p in written} == {
+    assert len(written) <= gpu_check_items.MAX_FILES and {p.name for p in written} == {
         gpu_check.SUMMARY, gpu_check.LOG, gpu_check.ARCHIVE}
+    assert all(p.stat().st_size < gpu_check_items.MAX_FILE_BYTES for p in written)
     with tarfile.open(out / gpu_check.ARCHIVE) as tar:
         members = tar.getmembers()
     names = [m.name for m in members]
@@ -174,3 +175,53 @@ def test_the_grid_is_every_task_model_and_applicable_analysis_from_the_registrie
 ])
 def test_the_line_naming_a_failure(text, line):
     assert gpu_check.last_error_line(text) == line
+
+
+def test_the_gpu_check_fits_eight_minutes_of_one_gpu_by_its_budgets(tmp_path):
+    """On a GPU (not quick) the groups' budgets, side by side where items share the machine,
+    add up to at most 480 s: the check ends within one 10-minute job."""
+    opts = gpu_check.Options(tmp_path / "out", device="cuda")
+    items = gpu_check.plan(opts, tmp_path / "work")
+    assert [i.name for i in items] == list(gpu_check.ITEM_NAMES)
+    wall = gpu_check.wall_budget(items)
+    assert wall <= gpu_check_items.WALL_S == 480
+    assert wall < sum(i.budget_s for i in items)  # some items run side by side
+    # every training item is bounded so that it can end within its budget
+    cmd = {i.name: " ".join(i.commands[-1]) for i in items}
+    assert "train.max_minutes=" in cmd["binding-paper"] and "train.max_minutes=" in cmd["assign_add-paper"]
+    assert "train.max_minutes=" in cmd["demo"]
+
+
+def test_the_archive_stops_short_of_its_cap_small_files_first_and_names_what_is_left(tmp_path):
+    import os
+    work = tmp_path / "work"
+    runs = work / "grid" / "run"
+    runs.mkdir(parents=True)
+    for i in range(30):  # small tables: all kept
+        (runs / f"table{i}.json").write_text('{"x": %d}' % i)
+    for i in range(6):  # incompressible 400 KiB files: only some fit under 1.5 MiB
+        (runs / f"big{i}.bin").write_bytes(os.urandom(400 << 10))
+    (runs / "huge.bin").write_bytes(os.urandom(800 << 10))  # over the member cap
+    (work / "grid" / "run" / "checkpoints" / "step-1").mkdir(parents=True)
+    (runs / "checkpoints" / "step-1" / "model.safetensors").write_bytes(b"w" * 100)
+    archive = tmp_path / "runs.tar.gz"
+    assert gpu_check_summary._pack(work, archive, limit=int(1.5 * 2**20),
+                                   member_limit=600 << 10) is None
+    assert archive.stat().st_size < 1.5 * 2**20
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        note = tar.extractfile("LEFT_OUT.txt").read().decode()
+    assert all(f"grid/run/table{i}.json" in names for i in range(30))
+    kept = [n for n in names if "/big" in n]
+    assert 0 < len(kept) < 6
+    assert "grid/run/huge.bin" in note and "grid/run/huge.bin" not in names
+    assert all(f"grid/run/big{i}.bin" in note for i in range(6) if f"grid/run/big{i}.bin" not in names)
+    assert not [n for n in names if n.endswith("model.safetensors")]
+
+
+def test_the_log_keeps_each_items_last_lines_past_its_cap():
+    text = "".join(f"line {i}\n" for i in range(100_000))
+    cut = gpu_check_summary._tail(text, 10_000)
+    assert len(cut.encode()) < 10_300 and cut.endswith("line 99999\n")
+    assert cut.startswith("[... the first ") and "\nline " in cut
+    assert gpu_check_summary._tail("short", 10_000) == "short\n"

@@ -136,9 +136,13 @@ def test_two_sweeps_over_the_same_runs_train_each_once(tmp_path):
 def test_jobs_and_gpus_resolve_against_the_machine():
     shown = ["3", "5", "6"]  # what CUDA_VISIBLE_DEVICES lets this process see
     s = slots("", "0,2", 10, visible=shown)
-    assert s == Slots(jobs=2, gpus=("3", "6"), in_process=False)  # one run per GPU by default
-    assert s.threads == max(1, cores() // 2)
-    assert slots("auto", "auto", 10, visible=shown).jobs == 3
+    # by default each GPU holds up to a run per core it has (jobs_per_gpu=auto), so the
+    # GPUs times that; one run per GPU on a machine of fewer cores than twice the GPUs
+    per_gpu = max(1, min(8, cores() // 2))
+    assert (s.jobs, s.gpus, s.in_process, s.per_gpu) == (2 * per_gpu, ("3", "6"), False, "auto")
+    assert s.threads == max(1, cores() // s.jobs)
+    assert slots("auto", "auto", 10, visible=shown).jobs == min(10, 3 * max(1, min(8, cores() // 3)))
+    assert slots("", "0,2", 10, visible=shown, per_gpu="1").jobs == 2  # one run per GPU
     assert slots("auto", "auto", 2, visible=shown).jobs == 2  # never more than the runs
     assert slots("", "auto", 10, visible=[]) == Slots(jobs=1, in_process=True)
     cpu = slots("auto", "none", 100, visible=[])

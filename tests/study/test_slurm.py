@@ -139,3 +139,22 @@ def test_a_run_past_its_time_limit_is_requeued_and_ends_bit_equal(cluster, tmp_p
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "reference" / "metrics.parquet"),
                                   pd.read_parquet(run_dir / "metrics.parquet"), check_exact=True)
     assert ckpt.list_checkpoints(tmp_path / "reference") == ckpt.list_checkpoints(run_dir)
+
+
+def test_runs_packed_into_one_array_task_share_it_and_finish(cluster, tmp_path):
+    """jobs_per_gpu=2 on a CPU job: the two runs are one array task, side by side, each with
+    its share of the task's cores; both finish and the report lists them."""
+    args = ["sweep", "task=counting", "model=gru,lstm", "scale=smoke", "analyses=",
+            "launcher=slurm", "slurm.cpus=2", "slurm.time=10", "jobs_per_gpu=2"]
+    r = run_cli(*args, cwd=tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = re.search(r"submitted 2 runs in 1 tasks as job array (\d+)", r.stderr)
+    assert m, r.stderr[-2000:]
+    runs = [tmp_path / line for line in r.stdout.strip().splitlines()[:-1]]
+    assert len(runs) == 2
+    for rd in runs:
+        assert json.loads((rd / "status.json").read_text())["status"] == "done"
+    # one task (a one-task array is a plain job: its folder is the job id)
+    logs = list((tmp_path / "runs").glob(f"sweep-*/slurm/{m.group(1)}*/*_log.err"))
+    assert len(logs) == 1, logs
+    assert logs[0].read_text().count("starting: python -m study run") == 2  # both in it

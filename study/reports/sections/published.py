@@ -1,5 +1,7 @@
-"""Section: a run's evaluation splits along training beside a published run's, and the step
-each split crosses 50 % and 95 % in each.
+"""Section: a run's evaluation splits along training beside a published run's, the step
+each split crosses 50 % and 95 % in each, and, where the task names the splits of its
+transition (`Task.transition_splits`; assign_add: the routing of the variable pools), the
+step of that transition in each run as a distribution beside the published run's.
 
 The published curves are written into the run directory by the run where its task has them
 (`reference.parquet`: source, step, split, accuracy; assign_add: Exoo et al.'s released
@@ -63,6 +65,69 @@ def _header(data: pd.DataFrame, curve: str, level: float) -> str:
     return f"{curve}{every}: ≥ {level:.0%}"
 
 
+def transition_splits(runs) -> tuple[str, ...]:
+    """The splits whose joint rise marks the runs' task's transition (asked of the task)."""
+    from study.core import registry
+    try:
+        return tuple(registry.get("task", runs[0].task).obj.transition_splits)
+    except Exception:  # noqa: BLE001 - a run of a task no longer registered: no transition
+        return ()
+
+
+def transition_steps(data: pd.DataFrame, order: list[str], splits, level: float = 0.95
+                     ) -> pd.DataFrame:
+    """curve, kind, step (the first evaluation with every one of `splits` >= `level`; NaN:
+    none), last (its last evaluated step)."""
+    rows = []
+    for curve in order:
+        g = data[(data["curve"] == curve) & (data["split"].isin(splits))]
+        wide = g.pivot_table(index="step", columns="split", values="accuracy").sort_index()
+        wide = wide.reindex(columns=list(splits))
+        hit = wide.index[(wide >= level).all(axis=1)] if len(wide) else []
+        rows.append({"curve": curve, "kind": g["kind"].iloc[0] if len(g) else "",
+                     "step": float(hit[0]) if len(hit) else float("nan"),
+                     "last": int(wide.index.max()) if len(wide) else 0})
+    return pd.DataFrame(rows, columns=["curve", "kind", "step", "last"])
+
+
+def _transition_figures(data, order, splits) -> list[Figure]:
+    steps = transition_steps(data, order, splits)
+    ours = steps[steps["kind"] == "this study"]
+    if len(ours) < 2 or steps["kind"].eq("published").sum() == 0:
+        return []
+    published = steps[steps["kind"] == "published"]
+    routed = ours.dropna(subset=["step"])
+    never = ours[ours["step"].isna()]
+    points = pd.concat([routed.assign(shown=routed["step"]),
+                        never.assign(shown=never["last"].astype(float))], ignore_index=True)
+    points["routed"] = points["step"].notna().map({True: "crossed", False: "not by its last step"})
+    chart = alt.layer(
+        alt.Chart(points).mark_tick(thickness=2, size=28).encode(
+            x=alt.X("shown:Q", title="first evaluation with every split ≥ 0.95 (training step)"),
+            color=alt.Color("routed:N", title=None),
+            tooltip=["curve:N", alt.Tooltip("shown:Q", title="step", format=",.0f"), "routed:N"]),
+        alt.Chart(published.assign(shown=published["step"])).mark_rule(
+            strokeDash=[5, 3], color="black").encode(
+            x="shown:Q", tooltip=["curve:N", alt.Tooltip("shown:Q", title="step", format=",.0f")]),
+    ).properties(width=panel_width(1), height=70)
+    table = pd.DataFrame({
+        "run": list(ours["curve"]) + ["this study: median (range)"] + list(published["curve"]),
+        "step": [f"{int(x):,}" if x == x else f"not by {int(last):,}"
+                 for x, last in zip(ours["step"], ours["last"])]
+        + [(f"{routed['step'].median():,.0f} ({routed['step'].min():,.0f}–"
+            f"{routed['step'].max():,.0f}); {len(routed)} of {len(ours)} crossed")
+           if len(routed) else f"none of {len(ours)} crossed"]
+        + [f"{int(x):,}" if x == x else "—" for x in published["step"]]})
+    names = ", ".join(splits)
+    return [Figure(
+        key="published-transition", title="When each run crosses, beside the published run",
+        caption=(f"The first evaluation at which every one of {names} is at or above 0.95, one "
+                 f"tick per run (a run that never did is drawn at its last step); the dashed "
+                 f"line is the published run's. A step is only as precise as the evaluation "
+                 f"spacing."),
+        chart=chart, table=table)]
+
+
 @section("published", "Beside the published run", order=11)
 def build(runs) -> list[Figure]:
     data, order, splits = curves(runs)
@@ -98,4 +163,5 @@ def build(runs) -> list[Figure]:
                         "transitions come earlier or later than the published run's. A step is "
                         "only as precise as the curve's evaluation spacing (in the header)."),
                table=first_steps(data, order, splits)),
+        *_transition_figures(data, order, transition_splits(runs)),
     ]

@@ -170,8 +170,11 @@ class Generator:
         return _concat(parts)
 
     def train_batch(self, step: int, batch_size: int) -> Examples:
-        """Training batch `step`, sampled afresh from the training distribution."""
-        rng = self.rng("train_batch", step)
+        """Training batch `step`, sampled afresh from the training distribution (from the
+        stream of `batch_seed` where it is set, else of the data seed)."""
+        c = self.config
+        rng = (self.rng("train_batch", step) if c.batch_seed is None else
+               np.random.default_rng(_stream(c.batch_seed, "train_batch", step)))
         return self.encode(self.draw(rng, batch_size, self.train_spec))
 
     def draw(self, rng, n: int, spec: Spec) -> Draw:

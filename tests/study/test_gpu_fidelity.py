@@ -1,0 +1,124 @@
+"""`study=gpu-fidelity`, the runs that need a GPU, end to end at scale=smoke on the CPU: the
+assign_add runs cross initialisations (`seed`) with streams of batches (`task.batch_seed`),
+the counting runs search OAF against the authors' LAF, and the report shows each assign_add
+run's routing step beside the released run's. Also what the settings it relies on mean: a
+batch stream is the batches alone (same pools, same held-out pairs), and leaving it unset
+keeps every earlier run's directory; and the GPU-time estimate's packing arithmetic."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from study.cli import main
+from study.run.build import build_task
+from study.run.config import resolve
+from study.sweep import gpu_time
+from study.sweep.plan import parse
+
+SMOKE = ["scale=smoke", "seed=0", "train.steps=6", "train.checkpoints=2", "jobs=1",
+         "train.eval_examples=64"]
+# the counting part's DAS budget cut to a smoke run's (das.* on the command line would reach
+# the assign_add part too, which runs no analysis)
+DAS_SMOKE = {"das.n_train": "64", "das.n_test": "32", "das.steps": "3", "das.batch_size": "32"}
+
+
+def _smoke_study(tmp_path):
+    from study.sweep.studies import STUDY_DIR
+    text = (STUDY_DIR / "gpu-fidelity.toml").read_text()
+    for key, value in DAS_SMOKE.items():
+        text, n = re.subn(rf'^"{re.escape(key)}" = "[^"]*"$', f'"{key}" = "{value}"', text,
+                          flags=re.M)
+        assert n == 1, key
+    text += '"das.min_changed" = "2"\n'
+    path = tmp_path / "gpu-fidelity.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_study_crosses_initialisations_with_batch_streams_and_searches_both_lafs():
+    plan, options = parse(["study=gpu-fidelity"])
+    add = [r.cfg for r in plan.runs if r.cfg.task == "assign_add"]
+    assert len(add) >= 16 and {(c.seed, c.task_config.batch_seed) for c in add} == {
+        (s, b) for s in range(4) for b in range(4)}
+    assert all(c.scale == "paper" and c.train.steps == 8000 and c.train.eval_every == 100
+               for c in add)
+    das = [r.cfg for r in plan.runs if r.cfg.task == "counting"]
+    assert {(c.model, c.seed) for c in das} == {(m, s) for m in ("gru", "lstm") for s in range(3)}
+    d = das[0].analysis_configs["das"]
+    assert (d.alignments, d.steps, d.n_train, d.lr, d.batch_size, d.standardize) == (
+        ("oaf", "laf_sd"), 20_000, 10_000, 1e-3, 128, False)
+    assert options.jobs_per_gpu == "auto"
+
+
+def test_a_batch_stream_changes_the_batches_only_and_unset_keeps_the_run_directories():
+    base = {"task": "assign_add", "model": "attn2", "scale": "smoke"}
+    plain, same, other = (resolve({**base, **extra}) for extra in (
+        {}, {"task.batch_seed": "42"}, {"task.batch_seed": "7"}))
+    t_plain, t_same, t_other = map(build_task, (plain, same, other))
+    assert np.array_equal(t_plain.train_batch(3, 8).ids, t_same.train_batch(3, 8).ids)
+    assert not np.array_equal(t_plain.train_batch(3, 8).ids, t_other.train_batch(3, 8).ids)
+    for split in ("var1_seen_allowed", "test"):  # the pools and held-out pairs are the same
+        assert np.array_equal(t_plain.split(split).ids, t_other.split(split).ids)
+    assert np.array_equal(t_plain.held, t_other.held)
+    assert len({plain.hash8(), same.hash8(), other.hash8()}) == 3
+    # unset, the setting is no part of the identity: earlier runs keep their hash
+    assert "batch_seed" not in plain.identity()["task_config"]
+    assert "batch_seed" in other.identity()["task_config"]
+
+
+def test_packed_runs_wait_for_room_and_the_gpu_bounds_the_wave():
+    small = [gpu_time.RunTime(f"r{i}", 100.0, 1.0, 4) for i in range(8)]
+    assert gpu_time.packed_seconds(small) == 200.0  # two waves of four
+    big = gpu_time.RunTime("gpt12", 50.0, 40.0, 1)
+    assert gpu_time.packed_seconds([big, *small[:4]]) == 150.0  # alone, then the four
+    busy = [gpu_time.RunTime(f"b{i}", 10.0, 9.0, 4) for i in range(4)]
+    assert gpu_time.packed_seconds(busy) == 36.0  # the GPU itself is the limit
+
+
+def test_das_updates_count_every_searched_alignment_k_and_control():
+    plan, _ = parse(["study=gpu-fidelity"])
+    cfg = next(r.cfg for r in plan.runs if r.cfg.task == "counting")
+    assert gpu_time.das_updates(cfg) == 2 * 20_000  # OAF and LAF at k = 2, no controls
+    more = resolve({"task": "counting", "model": "gru", "scale": "small", "analyses": "das",
+                    "das.alignments": "oaf,laf,random", "das.k": "1,2", "das.steps": "10",
+                    "das.variables": "up_down:count", "das.controls": "true"})
+    assert gpu_time.das_updates(more) == 2 * 10 * (2 + 2)  # two k, two controls at the max
+
+
+@pytest.mark.slow  # the calibration trains a paper-scale attn2 step on the CPU: minutes here
+def test_the_gpu_time_of_each_part_is_estimated():
+    parts = gpu_time.estimate(["study=gpu-fidelity"])
+    assert [len(times) for _, times, _ in parts] == [16, 6]
+    assert all(wall > 0 for *_, wall in parts)
+
+
+def test_the_study_runs_end_to_end_at_smoke_scale_and_reports_the_routing_steps(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["sweep", f"study={_smoke_study(tmp_path)}", *SMOKE]) == 0
+    lines = printed.getvalue().strip().splitlines()
+    runs = [tmp_path / line for line in lines[:-1]]
+    assert len(runs) == 4 + 2 and lines[-1] == "report: runs/study-gpu-fidelity/index.html"
+    streams = set()
+    for rd in runs:
+        cfg = json.loads((rd / "config.json").read_text())
+        assert json.loads((rd / "status.json").read_text())["status"] == "done"
+        if cfg["task"] == "assign_add":
+            streams.add(cfg["task_config"]["batch_seed"])
+        else:
+            das = pd.read_parquet(rd / "analyses" / "das" / "das.parquet")
+            assert set(das["alignment"]) >= {"oaf", "laf_sd"} and set(das["k"]) == {2}
+    assert streams == {0, 1, 2, 3}
+    page = (tmp_path / lines[-1].removeprefix("report: ")).read_text()
+    assert "When each run crosses, beside the published run" in page
+    # the released run's routing step (every transition pool >= 0.95) and each smoke run's
+    assert "5,401" in page
+    assert len(re.findall(r"not by \d+", page)) >= 4
