@@ -36,6 +36,9 @@ def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
     last = re.findall(r"step 60/60 loss \S+ acc (\S+) tokens/s", r.stderr)[-1]
     final = json.loads((run_dir / "summary.json").read_text())["accuracy"]["val"]["all"]
     assert last == f"{final:.3f}"
+    # a smoke run that did not learn says that it was not meant to
+    acc = json.loads((run_dir / "summary.json").read_text())["test_accuracy"]
+    assert ("smoke scale: not meant to learn" in log) == (acc < 0.9)
 
 
 def test_the_last_progress_line_shows_the_evaluation_after_the_last_log_row(caplog):
