@@ -298,3 +298,25 @@ def test_a_near_miss_key_is_refused_with_the_right_spelling(command, wrong, righ
 def test_runs_list_of_valid_keys_includes_long():
     r = run_cli("run", "task=counting", "model=gru", "bogus=1")
     assert r.returncode == 2 and "long" in r.stderr.split("valid keys:")[1]
+
+
+def test_running_md_lists_every_command_with_every_key_its_help_names():
+    """docs/running.md's command list has a line for each command, and each plain key the
+    command's --help names appears as `key=` on one of that command's lines."""
+    import re
+
+    from study.cli import COMMANDS
+    from study.usage import HELP
+    assert set(HELP) == set(COMMANDS)
+    text = (ROOT / "docs" / "running.md").read_text()
+    block = text.split("## Command line", 1)[1].split("```")[1]
+    missing = []
+    for command, h in HELP.items():
+        lines = [line for line in block.splitlines()
+                 if re.match(rf"python -m study {re.escape(command)}(\s|$)", line)]
+        if not lines:
+            missing.append(command)
+        keys = [part for key, _, _ in h.keys for part in key.split(", ")
+                if re.fullmatch(r"[a-z_]+", part)]
+        missing += [f"{command} {k}=" for k in keys if not any(f"{k}=" in line for line in lines)]
+    assert not missing, f"docs/running.md lacks: {', '.join(missing)}"
