@@ -3,7 +3,7 @@
 From Python (`study/run/handle.py`; imported on first use, so `import study` stays light):
 
     import study
-    run = study.open_run("runs/counting-gru-s0-1a2b3c4d")
+    run = study.open_run("runs/try")                     # the README's quick start makes it
     run = study.find_run(task="counting", model="gru")   # or: the best trained one under runs/
     iv = run.intervenable("up_down:count")     # pyvene.IntervenableModel, trained alignment
     study.iia(iv, run.pairs("up_down:count"))  # the das table's test IIA

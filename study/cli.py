@@ -25,9 +25,10 @@ USAGE = """usage: python -m study COMMAND [key=value ...]
 
 commands:
   list                                   tasks, models (parameter counts), analyses, presets
-  describe [task=NAME | model=NAME | analysis=NAME | train=TASK]
-                                         every config field with type, default and help;
-                                         alone: how many settings there are, by group
+  describe [task=NAME | model=NAME | analysis=NAME | train=TASK] [scale=S]
+                                         every config field with type, value at the scale
+                                         (paper unless given) and help; alone: how many
+                                         settings there are, by group
   sample task=NAME n=N [split=S] [seed=S] [scale=...] [task.FIELD=V ...]
                                          print N examples as JSON lines
   run task=NAME model=NAME [scale=paper|small|smoke] [seed=S] [run_dir=PATH]
@@ -60,6 +61,7 @@ commands:
                                          runs): summary.md, a log and the runs without weights
 
 scales: paper (the published setup, GPU), small (minutes on a laptop CPU), smoke (seconds)
+python -m study COMMAND --help: that command's keys, their defaults and an example
 """
 
 
@@ -118,7 +120,12 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: unknown command {command!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     if any(a in ("-h", "--help") for a in args):
-        print(USAGE, end="")
+        from study.usage import command_help  # the command's forms, keys and an example
+        try:
+            print(command_help(command, [a for a in args if a not in ("-h", "--help")]), end="")
+        except UsageError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         return 0
     to_terminal()
     try:

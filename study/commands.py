@@ -13,9 +13,8 @@ from pathlib import Path
 from study.core import registry
 from study.core.coerce import coerce
 from study.run.config import check_scale, resolve
-from study.core.settings import split_args, split_dirs_and_args
+from study.core.settings import did_you_mean, split_args, split_dirs_and_args
 from study.core.errors import UsageError
-from study.core.settings import describe_fields
 from study.train.config import TrainConfig
 
 HOME_TASK = "binding"  # parameter counts in `list` are shown for each task's vocabulary
@@ -50,6 +49,7 @@ def _fmt_params(n: int) -> str:
 
 def cmd_describe(args):
     kv = split_args(args)
+    scale = check_scale(kv.pop("scale", "paper"))  # the values shown: what a run would use
     if not kv:
         _count_settings()
         return
@@ -58,12 +58,13 @@ def cmd_describe(args):
     if len(groups) != 1 or len(kv) != 1:
         raise UsageError("describe takes nothing (the count of settings) or exactly one of "
                          "task=NAME, model=NAME, analysis=NAME, train=TASK (training settings "
-                         "with that task's presets)")
+                         "with that task's presets), and optionally scale=")
     kind = groups[0]
     if kind == "train":
         entry = registry.get("task", kv[kind])
-        print(f"training settings (train.FIELD), presets from task {entry.name}:")
-        _describe_fields(TrainConfig, "train.", entry.obj.train_presets)
+        print(f"training settings (train.FIELD), presets from task {entry.name}, values at "
+              f"scale={scale}:")
+        _describe_fields(TrainConfig, "train.", entry.obj.train_presets, scale)
         return
     entry = registry.get(kind, kv[kind])
     print(f"{kind} {entry.name}: {entry.help}")
@@ -71,10 +72,11 @@ def cmd_describe(args):
         print(f"capabilities: {', '.join(sorted(entry.capabilities))}")
     if entry.requires:
         print(f"requires: {', '.join(sorted(entry.requires))}")
-    _describe_fields(entry.config, entry.prefix + ".", entry.presets)
+    print(f"values at scale={scale} (scale= shows another), each scale's preset in brackets:")
+    _describe_fields(entry.config, entry.prefix + ".", entry.presets, scale)
     if kind == "task":
         print("\ntraining (train.FIELD), presets from this task:")
-        _describe_fields(TrainConfig, "train.", entry.obj.train_presets)
+        _describe_fields(TrainConfig, "train.", entry.obj.train_presets, scale)
 
 
 def _count_settings() -> None:
@@ -105,13 +107,10 @@ def _count_settings() -> None:
     print(f"  {where:>4}  where a sweep runs: its {len(SWEEP_KEYS)} keys and slurm.*")
 
 
-def _describe_fields(cls, prefix: str, presets: dict) -> None:
-    """Type, default, per-scale preset and declared help of every field."""
-    for f in describe_fields(cls):
-        per_scale = "; ".join(f"{s}: {presets[s][f.name]!r}" for s in registry.SCALES
-                              if f.name in presets.get(s, {}))
-        print(f"  {prefix}{f.name} ({f.type}) = {f.default!r}"
-              + (f"  [{per_scale}]" if per_scale else "") + (f"\n      {f.help}" if f.help else ""))
+def _describe_fields(cls, prefix: str, presets: dict, scale: str) -> None:
+    """Type, value at `scale`, per-scale preset and declared help of every field."""
+    from study.usage import field_lines
+    print("\n".join(field_lines(cls, prefix, presets, scale)))
 
 
 def cmd_sample(args):
@@ -171,8 +170,13 @@ def cmd_analyze(args):
     if not args or "=" in args[0]:
         raise UsageError("usage: analyze RUN_DIR analysis=NAME[,NAME] [checkpoint=final|STEP,..|all] [NAME.FIELD=V]")
     from study.run.handle import open_run
-    run = open_run(args[0])
     kv = split_args(args[1:])
+    for key in kv:  # a near miss (run's analyses=) is named before the run is opened
+        if "." not in key and key not in ("analysis", "checkpoint"):
+            raise UsageError(f"unknown key {key!r} for analyze"
+                             f"{did_you_mean(key, ('analysis', 'checkpoint'))}; valid: "
+                             f"analysis, checkpoint, <analysis>.<field>")
+    run = open_run(args[0])
     names = tuple(a for a in kv.pop("analysis", "").split(",") if a)
     if not names:
         raise UsageError(f"analysis= is required; choose from {', '.join(registry.entries('analysis'))}")

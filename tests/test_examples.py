@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import re
 
 import nbformat
 import pytest
@@ -91,6 +92,118 @@ def test_notebook_uses_the_public_api_only(path):
     assert not bad, f"{path.name}: {', '.join(bad)}"
 
 
+PYTHON_MD = (ROOT / "docs" / "python.md").read_text(encoding="utf-8")
+RUN_MAKERS = ("find_run", "open_run")
+
+
+def _study_call(node, names) -> bool:
+    """`study.NAME(...)` for NAME in names."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "study"
+            and node.func.attr in names)
+
+
+def notebook_names(source: str) -> set[str]:
+    """What a notebook's code uses of the toolkit, as python.md writes it: `study.NAME`, and
+    `.attr` for every attribute read off a run (`study.find_run`/`open_run`, an element of a
+    list of them), off its `.config` and `.task`, off its pairs (`run.pairs(...)`), off an
+    alignment it returns (`run.alignment(...)`) and off an intervenable (`run.intervenable`,
+    `study.intervenable`, `study.load_intervenable`); and every name starting with `_` but a
+    dunder."""
+    tree = ast.parse(source)
+    runs, lists, pairs, alignments, ivs = set(), set(), set(), set(), set()
+
+    def is_run(node) -> bool:
+        return ((isinstance(node, ast.Name) and node.id in runs)
+                or (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                    and node.value.id in lists))
+
+    def method_of_run(node, name) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == name and is_run(node.func.value))
+
+    for _ in range(2):  # names bound from names bound earlier
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                target, value = node.targets[0], node.value
+                if isinstance(target, ast.Name):
+                    if _study_call(value, RUN_MAKERS):
+                        runs.add(target.id)
+                    elif (_study_call(value, ("open_runs",)) or isinstance(value, ast.ListComp)
+                          and _study_call(value.elt, RUN_MAKERS)):
+                        lists.add(target.id)
+                    elif method_of_run(value, "pairs"):
+                        pairs.add(target.id)
+                    elif (method_of_run(value, "intervenable")
+                          or _study_call(value, ("intervenable", "load_intervenable"))):
+                        ivs.add(target.id)
+                elif isinstance(target, ast.Tuple) and method_of_run(value, "alignment"):
+                    alignments.add(target.elts[0].id)
+            elif (isinstance(node, ast.For) and isinstance(node.iter, ast.Name)
+                  and node.iter.id in lists and isinstance(node.target, ast.Name)):
+                runs.add(node.target.id)
+    used = set()
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if isinstance(name, str) and name.startswith("_") and not name.startswith("__"):
+            used.add(name)
+        if not isinstance(node, ast.Attribute):
+            continue
+        v = node.value
+        if isinstance(v, ast.Name) and v.id == "study":
+            used.add(f"study.{node.attr}")
+        elif (is_run(v) or (isinstance(v, ast.Attribute) and v.attr in ("config", "task")
+                            and is_run(v.value))
+              or (isinstance(v, ast.Name) and v.id in pairs | alignments | ivs)):
+            used.add(f".{node.attr}")
+    return used
+
+
+def test_the_name_check_sees_internals():
+    """The check below would catch what the notebooks once reached into."""
+    found = notebook_names(
+        'run = study.find_run(task="counting", model="gru")\n'
+        'cfg = run.config.analysis_configs["patching"]\n'
+        'runs = [study.find_run(task="counting", model=m) for m in ("gru", "lstm")]\n'
+        'runs[0].task.fingerprint()\n'
+        'p = run.pairs("x")\n'
+        'p.strata\n'
+        'iv = run.intervenable("x")\n'
+        'list(iv.interventions.values())[0]._k\n'
+        'study.new_alignment\n')
+    assert {".analysis_configs", ".fingerprint", ".strata", ".interventions", "_k",
+            "study.new_alignment", ".config", ".task", ".pairs"} <= found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_name_a_notebook_uses_is_public_and_in_python_md(path):
+    """No name starting with `_`, and every `study.NAME` and every attribute of a run, its
+    config, task, pairs and alignments that a notebook uses is documented in docs/python.md."""
+    source = "\n".join(c.source for c in code_cells(nbformat.read(path, as_version=4)))
+    used = notebook_names(source)
+    private = sorted(n for n in used if n.startswith("_"))
+    assert not private, f"{path.name} uses internals: {', '.join(private)}"
+    missing = sorted(n for n in used if not re.search(re.escape(n) + r"\b", PYTHON_MD))
+    assert not missing, f"{path.name} uses names docs/python.md does not list: {', '.join(missing)}"
+
+
+def test_python_md_lists_every_public_name_with_an_example():
+    """Each name `study` exports has a row in docs/python.md: the name, one line, an example
+    that uses it."""
+    rows = {m.group(1): m.group(3) for m in
+            re.finditer(r"^\| `(study\.\w+)` \| ([^|]+) \| `([^|]+)` \|$", PYTHON_MD, re.M)}
+    missing = [f"study.{n}" for n in study.__all__ if n != "__version__" and f"study.{n}" not in rows]
+    assert not missing, f"docs/python.md has no row for {', '.join(missing)}"
+    bad = [n for n, example in rows.items() if n.split(".")[1] not in example]
+    assert not bad, f"examples that do not use their name: {', '.join(bad)}"
+
+
+def test_a_notebook_shows_run_cache():
+    sources = ["\n".join(c.source for c in code_cells(nbformat.read(p, as_version=4)))
+               for p in NOTEBOOKS]
+    assert any(".cache(" in s for s in sources)
+
+
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory):
     """The runs of examples/smoke.toml, trained once for this file's notebooks, in a
@@ -155,6 +268,6 @@ def test_find_run_without_a_match_names_the_command_that_makes_one(tmp_path):
         study.find_run(task="counting", model="gru", analyses=["das"], root=tmp_path)
     message = str(e.value)
     assert "\n" not in message and str(tmp_path) in message
-    assert "`python -m study run task=counting model=gru analyses=das`" in message
+    assert "`python -m study run task=counting model=gru scale=small analyses=das`" in message
     with pytest.raises(UsageError, match="unknown model 'grux'"):
         study.find_run(task="counting", model="grux", root=tmp_path)

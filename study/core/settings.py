@@ -56,6 +56,13 @@ def split_args(args: list[str]) -> dict[str, str]:
     return out
 
 
+def did_you_mean(key: str, valid) -> str:
+    """" (did you mean analyses=?)" for a key a letter or two off a valid one, else ""."""
+    import difflib
+    match = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.75)
+    return f" (did you mean {match[0]}=?)" if match else ""
+
+
 def split_dirs_and_args(args: list[str]) -> tuple[list[str], dict[str, str]]:
     """['runs/a', 'out=x', 'runs/b'] -> (['runs/a', 'runs/b'], {'out': 'x'}): the run
     directories (bare words, or existing directories whose name holds '=') and the key=value

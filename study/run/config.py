@@ -24,7 +24,7 @@ from typing import Any, Optional
 from study.core import registry
 from study.core.coerce import coerce
 from study.core.errors import UsageError
-from study.core.settings import fields_of, from_json, resolve_group
+from study.core.settings import did_you_mean, fields_of, from_json, resolve_group
 from study.train.config import TrainConfig
 
 TOP_KEYS = {
@@ -166,8 +166,10 @@ def resolve(kv: dict[str, str]) -> RunConfig:
     for key in kv:
         head = key.split(".", 1)[0]
         if "." not in key or head not in set(GROUPS) | analysis_names:
-            valid = ", ".join(list(TOP_KEYS) + [g + ".<field>" for g in GROUPS] + ["<analysis>.<field>"])
-            raise UsageError(f"unknown key {key!r}; valid keys: {valid}")
+            valid = ", ".join([*TOP_KEYS, "long"] + [g + ".<field>" for g in GROUPS]
+                              + ["<analysis>.<field>"])
+            raise UsageError(f"unknown key {key!r}{did_you_mean(key, [*TOP_KEYS, 'long'])}; "
+                             f"valid keys: {valid}")
 
     task_cfg = task_entry.make_config(scale, fields_of(kv, "task"))
     model_cfg = model_entry.make_config(scale, fields_of(kv, "model"))

@@ -10,7 +10,7 @@
 `open_run(path)` -> `Run`: `.config` (the resolved `RunConfig`), `.task`,
 `.model(checkpoint, device)`, `.checkpoints`, `.metrics`, `.summary`, `.table(name)`,
 `.run_tables` (the torch-free view reports read), `.analysis_configs(names)`,
-`.pairs(variable, split, n)`, `.alignment(...)`, `.intervenable(...)`,
+`.settings(analysis)`, `.pairs(variable, split, n, analysis="das")`, `.alignment(...)`, `.intervenable(...)`,
 `.cache(inputs, sites)` (logits and every site's activations, attention patterns included),
 `.tokenizer()` and `.to_transformers(checkpoint)` (TransformerLens and nnsight recipes:
 docs/interop.md). `open_runs(paths)` opens several (each once). Everything a run
@@ -207,14 +207,29 @@ class Run:
     @cached_property
     def das_config(self):
         """The das analysis's settings for this run (recorded, or its scale's preset)."""
-        recorded = self.config.analysis_configs
-        return recorded["das"] if "das" in recorded else self.analysis_configs(("das",))["das"]
+        return self.settings("das")
 
-    def pairs(self, variable: str, split: str = "test", n: int | None = None,
-              seed: int | None = None):
+    def settings(self, analysis: str):
+        """An analysis's settings for this run: those its tables were made with (recorded in
+        config.json), else its scale's preset."""
+        recorded = self.config.analysis_configs
+        return recorded[analysis] if analysis in recorded else self.analysis_configs((analysis,))[analysis]
+
+    def pairs(self, variable: str, split: str | None = None, n: int | None = None,
+              seed: int | None = None, analysis: str = "das"):
         """Counterfactual pairs of a causal variable or counterfactual kind (`study.tasks.base.Pairs`).
-        Defaults are the das analysis's: n = das.n_test (test) or das.n_train (other splits),
-        seed = the run's seed + das.seed, so `pairs(v)` are the pairs its test IIA is on."""
+        Defaults are those of `analysis`, so that they are the pairs it scored: "das": split
+        test, n = das.n_test (test) or das.n_train (other splits), seed = the run's seed +
+        das.seed; "patching": its split, n = patching.n_pairs, seed = the run's seed +
+        patching.seed."""
+        if analysis == "patching":
+            cfg = self.settings("patching")
+            split = cfg.split if split is None else split
+            n = cfg.n_pairs if n is None else n
+            seed = self.config.seed + cfg.seed if seed is None else seed
+        elif analysis != "das":
+            raise UsageError(f"pairs: analysis={analysis!r}; choose from das, patching")
+        split = "test" if split is None else split
         task = self.task
         known = tuple(dict.fromkeys((*task.causal_variables, *task.counterfactual_kinds)))
         if variable not in known:

@@ -251,7 +251,18 @@ def _train(cfg: RunConfig, rd: RunDir, task) -> None:
     model_entry = registry.get("model", cfg.model)
     summary = train(rd, task, model_entry, cfg.model_config, cfg.train, cfg.seed)
     acc = summary.get("test_accuracy")
-    log(f"trained {cfg.model} on {cfg.task}: " + (f"test accuracy {acc:.4f}" if acc is not None else "done"))
+    log(f"trained {cfg.model} on {cfg.task}: " + (f"test accuracy {acc:.4f}" if acc is not None else "done")
+        + _smoke_note(cfg, acc))
+
+
+def _smoke_note(cfg: RunConfig, acc) -> str:
+    """Said after a smoke run's accuracy when it did not learn: smoke presets check that the
+    code runs, in seconds; they are not meant to learn (examples/smoke.toml's settings do)."""
+    from study.reports.sections._compare import LEARNED_ACC
+    if cfg.scale != "smoke" or acc is None or acc >= LEARNED_ACC:
+        return ""
+    return (" (smoke scale: not meant to learn; the README's quick start and "
+            "examples/smoke.toml give settings that do)")
 
 
 def _supersede(rd: RunDir, name: str) -> Path:

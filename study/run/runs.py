@@ -95,7 +95,7 @@ def _nothing_found(task, model, root, analyses, scale) -> str:
         registry.get(kind, name)  # a name that is none: "unknown model 'x'; known models: ..."
     what = f"{task} x {model} run" + (f" at scale={scale}" if scale else "")
     holding = f" with {' and '.join(analyses)} tables" if analyses else ""
-    command = f"python -m study run task={task} model={model}"
-    command += f" scale={scale}" if scale else ""
+    # without a scale asked for, the laptop one: the default (paper) is refused on a CPU
+    command = f"python -m study run task={task} model={model} scale={scale or 'small'}"
     command += f" analyses={','.join(analyses)}" if analyses else ""
     return f"no finished {what}{holding} under {root}: `{command}` makes one"

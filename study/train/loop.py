@@ -157,8 +157,10 @@ def _train_step(s: _Session, step: int) -> None:
     evaluate = checkpoint or s.cadence.is_eval(step)
     if evaluate or s.cadence.is_log(step):
         _log(s, lr)
-    if evaluate and _evaluate(s):
-        checkpoint = True
+    if evaluate:
+        reached_target = _evaluate(s)
+        s.bar.evaluated(state.accuracy)  # the progress line shows this evaluation
+        checkpoint = checkpoint or reached_target
     if checkpoint or step == cfg.steps:
         state.finished = state.stopped_early or step == cfg.steps
         _checkpoint(s, resume=False)

@@ -35,13 +35,23 @@ class Progress:
         if self.tty:
             self.bar.update(step - self.bar.n)
             self.bar.set_postfix(loss=f"{loss:.4f}", acc=_fmt_acc(acc), tok_s=f"{tokens_per_s:.3g}")
-        self.step = step
+        self.step, self._loss, self._tokens_per_s = step, loss, tokens_per_s
         self.line = (f"loss {loss:.4f} acc {_fmt_acc(acc)} tokens/s {tokens_per_s:.3g}")
         now = time.monotonic()
         if self.every_s and now - self.last >= self.every_s:
             self.last = now
             self._emit(f"{self.name} step {step}/{self.total} ({100 * step / self.total:.0f}%) "
                        f"{self.line} ETA {self.eta(now)}")
+
+    def evaluated(self, acc: dict[str, float]) -> None:
+        """An evaluation just ended: the next line (the last one, at the end of training)
+        shows its accuracy, not the one before it."""
+        if not self.line:
+            return
+        if self.tty:
+            self.bar.set_postfix(loss=f"{self._loss:.4f}", acc=_fmt_acc(acc),
+                                 tok_s=f"{self._tokens_per_s:.3g}")
+        self.line = f"loss {self._loss:.4f} acc {_fmt_acc(acc)} tokens/s {self._tokens_per_s:.3g}"
 
     def eta(self, now: float) -> str:
         """Time left at this session's pace."""

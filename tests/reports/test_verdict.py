@@ -143,6 +143,27 @@ def test_a_run_that_did_not_learn_the_task_gets_no_verdict_but_keeps_its_numbers
     assert table.loc[table["seed"] == "all", "count"].item().startswith("no seed learned the task")
 
 
+def test_runs_that_did_not_learn_and_scored_nothing_get_one_line_each_not_a_table(planted):
+    """A smoke run at test accuracy 0 has no scored IIA: the section says so in one line per
+    run, with no verdict table of dashes; beside a learned run, the learned run keeps its
+    table and the other its line."""
+    nan = float("nan")
+    flat = []
+    for model in ("gru", "lstm"):
+        run = _run(model, [*_rows(20, "oaf", 2, nan, nan, nan, nan, too_few=True),
+                           *_rows(20, "random", 2, nan, nan, nan, nan, too_few=True)], [], [])
+        run.summary["test_accuracy"] = 0.0
+        flat.append(run)
+    figs = build(flat)
+    assert [f.key for f in figs] == ["verdict-not-learned"]
+    assert [r.split(" (")[0] for r in figs[0].table["run"]] == ["gru s0", "lstm s0"]
+    assert all(v.startswith("none: did not learn") for v in figs[0].table["verdict"])
+    assert len(figs[0].caption.split()) < 30
+    figs = {f.key: f for f in build([planted[0], flat[1]])}
+    assert set(figs["verdict"].table["model"]) == {"gru"}
+    assert [r.split(" (")[0] for r in figs["verdict-not-learned"].table["run"]] == ["lstm s0"]
+
+
 def test_too_few_changed_pairs_is_reported_not_scored(planted):
     nan = float("nan")
     run = _run("gru", [*_rows(20, "oaf", 2, nan, nan, nan, nan, too_few=True),

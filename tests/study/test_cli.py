@@ -244,3 +244,79 @@ def test_describe_prints_type_default_presets_and_declared_help(what, line, help
     lines = r.stdout.splitlines()
     i = next(i for i, text in enumerate(lines) if line in text)
     assert help_text in lines[i + 1]
+
+
+@pytest.mark.parametrize("command,line,field", [
+    (["run"], "long=no", None),
+    (["run", "task=counting", "model=gru", "scale=smoke"], "scale=paper",
+     "train.steps (int) = 20  [paper: 50000; small: 2000; smoke: 20]"),
+    (["run", "task=counting", "model=gru"], "run_dir=", "train.steps (int) = 50000"),
+    (["sample", "task=counting"], "scale=smoke", "task.n_train (int) = 64"),
+    (["analyze"], "checkpoint=final", None),
+    (["sweep"], "dry_run=false", "slurm.time (int) = 60"),
+    (["status"], "status SWEEP_DIR", None),
+    (["report"], "markdown=true", None),
+    (["compare"], "out=", "compare.site (comma-separated strs) = ('best',)"),
+    (["describe"], "scale=paper", None),
+    (["doctor"], "seconds=10", None),
+    (["gpu-check"], "device=cuda", None),
+    (["bench"], "steps=30", None),
+    (["list"], "usage: list", None),
+])
+def test_each_command_has_its_own_help(command, line, field):
+    """`COMMAND --help` prints that command's forms, its keys with their defaults (fields at the
+    scale the command would use where task= and model= are given) and one example, not the
+    global usage."""
+    r = run_cli(*command, "--help")
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    assert r.stdout.startswith(f"usage: {command[0]}") and "commands:" not in r.stdout
+    assert line in r.stdout
+    assert f"example:\n  python -m study {command[0]}" in r.stdout
+    if field is not None:
+        assert field in r.stdout
+
+
+def test_describe_shows_values_at_the_scale_a_run_would_use():
+    """The default scale is paper: describe shows paper's values unless scale= says another."""
+    r = run_cli("describe", "task=counting")
+    assert "train.steps (int) = 50000  [paper: 50000" in r.stdout and "scale=paper" in r.stdout
+    r = run_cli("describe", "task=counting", "scale=smoke")
+    assert "train.steps (int) = 20  [paper: 50000" in r.stdout
+
+
+@pytest.mark.parametrize("command,wrong,right", [
+    (["run", "task=counting", "model=gru"], "analysis=das", "analyses="),
+    (["run", "task=counting", "model=gru"], "sead=1", "seed="),
+    (["analyze", "runs/none"], "analyses=das", "analysis="),
+])
+def test_a_near_miss_key_is_refused_with_the_right_spelling(command, wrong, right):
+    r = run_cli(*command, wrong)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"did you mean {right}?" in r.stderr
+
+
+def test_runs_list_of_valid_keys_includes_long():
+    r = run_cli("run", "task=counting", "model=gru", "bogus=1")
+    assert r.returncode == 2 and "long" in r.stderr.split("valid keys:")[1]
+
+
+def test_running_md_lists_every_command_with_every_key_its_help_names():
+    """docs/running.md's command list has a line for each command, and each plain key the
+    command's --help names appears as `key=` on one of that command's lines."""
+    import re
+
+    from study.cli import COMMANDS
+    from study.usage import HELP
+    assert set(HELP) == set(COMMANDS)
+    text = (ROOT / "docs" / "running.md").read_text()
+    block = text.split("## Command line", 1)[1].split("```")[1]
+    missing = []
+    for command, h in HELP.items():
+        lines = [line for line in block.splitlines()
+                 if re.match(rf"python -m study {re.escape(command)}(\s|$)", line)]
+        if not lines:
+            missing.append(command)
+        keys = [part for key, _, _ in h.keys for part in key.split(", ")
+                if re.fullmatch(r"[a-z_]+", part)]
+        missing += [f"{command} {k}=" for k in keys if not any(f"{k}=" in line for line in lines)]
+    assert not missing, f"docs/running.md lacks: {', '.join(missing)}"

@@ -7,6 +7,7 @@ or route with the standard logging API."""
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
 import sys
@@ -31,6 +32,25 @@ def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
     log = (run_dir / "run.log").read_text()
     assert [int(m.group(1)) for m in LINE.finditer(log)] == steps
     assert "trained gru on counting" in log and "training from step 0 to 60" in log
+    # the last line shows the final evaluation, the one summary.json reports
+    last = re.findall(r"step 60/60 loss \S+ acc (\S+) tokens/s", r.stderr)[-1]
+    final = json.loads((run_dir / "summary.json").read_text())["accuracy"]["val"]["all"]
+    assert last == f"{final:.3f}"
+    # a smoke run that did not learn says that it was not meant to
+    acc = json.loads((run_dir / "summary.json").read_text())["test_accuracy"]
+    assert ("smoke scale: not meant to learn" in log) == (acc < 0.9)
+
+
+def test_the_last_progress_line_shows_the_evaluation_after_the_last_log_row(caplog):
+    """Training logs a row, then evaluates at the same step: the line written at the end
+    carries that evaluation's accuracy, not the previous one's."""
+    from study.train.progress import Progress
+    bar = Progress(total=10, initial=0, task="counting", model="gru", every_s=1e9)
+    bar.show(10, loss=0.05, acc={"val": 0.0}, tokens_per_s=100.0)
+    bar.evaluated({"val": 1.0, "test": 0.5})
+    with caplog.at_level(logging.INFO, logger="study.train.progress"):
+        bar.close()
+    assert "step 10/10 loss 0.0500 acc 1.000 tokens/s" in caplog.text
 
 
 def test_no_progress_lines_when_asked_for_none(tmp_path):

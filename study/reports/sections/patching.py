@@ -5,7 +5,8 @@ matter most.
 
 Flip rates are over the pairs that test the intervention (`value`); a counterfactual kind with
 no such pair (one whose answer must stay, e.g. binding's `distractor`) shows the rate over
-all pairs (`value_all`: the answer kept), and its facet label says so."""
+all pairs (`value_all`: the answer kept); its facet label says so, and its heat-map rows are
+drawn apart in greys, so that keeping the answer does not read as a flip."""
 from __future__ import annotations
 
 import altair as alt
@@ -71,6 +72,28 @@ def site_order(labels) -> list[str]:
     return sorted(set(labels), key=lambda s: -int(s.split("[")[1][:-1]) if "[" in s else 0)
 
 
+def shaded(d: pd.DataFrame, x: alt.X, y: alt.Y, tooltip: list, width: int, height: int):
+    """The flip-rate heat map, one row of panels per counterfactual kind. Kinds whose answer
+    must stay (`KEPT`: no pair tests a flip, e.g. binding's distractor) are drawn apart in
+    greys on their own legend: a dark cell there means the answer was kept, not flipped."""
+    header = alt.Header(labelAngle=0, labelAlign="left", labelOrient="left")
+    kept = d["counterfactual"].str.endswith(KEPT)
+    charts = []
+    for part, scheme, title in ((d[~kept], "blues", "flip rate"),
+                                (d[kept], "greys", "answer kept")):
+        if part.empty:
+            continue
+        tip = [t if "flip rate" not in str(t) else alt.Tooltip("value:Q", format=".3f",
+                                                                 title=title) for t in tooltip]
+        charts.append(heatmap(part, x, y, "value", title=title, scheme=scheme, tooltip=tip,
+                              width=width, height=height).facet(
+            # labels read horizontally: a rotated one longer than its row overlaps the next
+            row=alt.Row("counterfactual:N", title=None, header=header)))
+    if len(charts) == 1:
+        return charts[0]
+    return alt.vconcat(*charts).resolve_scale(color="independent")
+
+
 def role_data(run) -> pd.DataFrame | None:
     """Rows of the flip-rate grid (site x role) of non-head sites over every pair that has the
     role (stratum "all"); roles no pair has are left out. Roles keep the table's order."""
@@ -92,16 +115,14 @@ def _role_heatmap(run) -> list[Figure]:
         return []
     order = list(dict.fromkeys(d["role"]))
     layers = site_order(d["site_layer"])
-    chart = heatmap(
+    chart = shaded(
         d, alt.X("role:N", sort=order, title="token role (each pair's own position)",
                  axis=alt.Axis(labelAngle=0, labelLimit=90)),
-        alt.Y("site_layer:N", sort=layers, title="site"), "value", title="flip rate",
-        scheme="blues", tooltip=["counterfactual:N", "site_layer:N", "role:N",
-                                 alt.Tooltip("value:Q", format=".3f", title="flip rate"),
-                                 alt.Tooltip("n_pairs:Q", title="pairs with the role")],
-        width=max(WIDTH // 2, 80 * len(order)), height=max(60, 16 * len(layers))
-    ).facet(row=alt.Row("counterfactual:N", title=None,
-                        header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="left")))
+        alt.Y("site_layer:N", sort=layers, title="site"),
+        tooltip=["counterfactual:N", "site_layer:N", "role:N",
+                 alt.Tooltip("value:Q", format=".3f", title="flip rate"),
+                 alt.Tooltip("n_pairs:Q", title="pairs with the role")],
+        width=max(WIDTH // 2, 80 * len(order)), height=max(60, 16 * len(layers)))
     return [Figure(
         key=slug("patching-roles", run.label), title=f"Role-aligned patching: {run.label}",
         caption=("The same flip rate with each pair patched where the role sits in its own "
@@ -138,22 +159,21 @@ def build(runs) -> list[Figure]:
         order = list(dict.fromkeys(d.sort_values("position")["label"]))
         layers = site_order(d["site_layer"])
         rnn = set(d["site_layer"]) == {"state"}
-        chart = heatmap(
+        chart = shaded(
             d, alt.X("label:N", sort=order, title="time step" if rnn else "position (token)",
                      axis=alt.Axis(labelAngle=-60, labelFontSize=8)),
-            alt.Y("site_layer:N", sort=layers, title="site"), "value", title="flip rate",
-            scheme="blues", tooltip=["counterfactual:N", "site_layer:N", "label:N",
-                                     alt.Tooltip("value:Q", format=".3f", title="flip rate")],
-            width=min(PLOT_WIDTH, max(WIDTH, 9 * len(order))), height=max(60, 16 * len(layers))
-        ).facet(
-            # labels read horizontally: a rotated one longer than its row overlaps the next
-            row=alt.Row("counterfactual:N", title=None,
-                        header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="left")))
+            alt.Y("site_layer:N", sort=layers, title="site"),
+            tooltip=["counterfactual:N", "site_layer:N", "label:N",
+                     alt.Tooltip("value:Q", format=".3f", title="flip rate")],
+            width=min(PLOT_WIDTH, max(WIDTH, 9 * len(order))), height=max(60, 16 * len(layers)))
         figs.append(Figure(
             key=slug("patching", r.label), title=f"Patching heatmap: {r.label}",
             caption=("Share of the pairs that test the intervention that flip to the "
                      "counterfactual answer when this site takes the source's activation: dark cells are where the variable "
-                     "is carried, and how they move across layers traces its route."),
+                     "is carried, and how they move across layers traces its route."
+                     + (" Kinds whose answer must stay (\"answer kept\") are drawn apart in "
+                        "greys: dark there means the answer was kept."
+                        if d["counterfactual"].str.endswith(KEPT).any() else "")),
             chart=chart))
         figs += _role_heatmap(r)
     pairs = pair_site_data(runs)

@@ -35,7 +35,8 @@ not aligned otherwise. A variable with too few tested test pairs is "too few pai
 the random or the shuffled control, "no control".
 
 A run whose test accuracy is below `LEARNED_ACC` gets "did not learn" instead of a verdict,
-its numbers still shown [ours]: the question is whether the network computes the task's
+its numbers still shown (a run that did not learn and has no scored IIA gets one line instead
+of a row of dashes) [ours]: the question is whether the network computes the task's
 variable, and a network that does not do the task can still score high where the readout
 reads the answer (binding's 2-layer attention-only transformer, on the shallow rules'
 plateau at test 0.55, reaches OAF 0.85-0.93 in its last residual stream at `:`: a subspace
@@ -292,11 +293,31 @@ def _comparison_links(runs, numbers: pd.DataFrame) -> tuple[tuple[str, str], ...
     return tuple(links)
 
 
+def _unscored_and_unlearned(numbers: pd.DataFrame) -> pd.DataFrame:
+    """One row per run that did not learn the task and has no scored IIA either (a table of
+    its cells would hold only dashes): the run and why there is no verdict."""
+    rows = []
+    for run, g in numbers.groupby("run", sort=True):
+        if (g["verdict"] == "did not learn").all() and g["iia"].isna().all():
+            rows.append({"run": run, "verdict": f"none: did not learn the task (test "
+                                                f"accuracy {_num(g['acc_test'].iloc[0])} < "
+                                                f"{LEARNED_ACC}), no IIA scored"})
+    return pd.DataFrame(rows, columns=["run", "verdict"])
+
+
 @section("verdict", "Verdict: which variables are aligned", order=-10)
 def build(runs) -> list[Figure]:
     numbers = verdict_numbers(runs)
     if numbers.empty:
         return []
+    unlearned = _unscored_and_unlearned(numbers)
+    lines = [Figure(key="verdict-not-learned", title="Runs that did not learn the task",
+                    caption=("One line per run below test accuracy "
+                             f"{LEARNED_ACC} with no scored IIA: nothing to judge."),
+                    table=unlearned)] if len(unlearned) else []
+    numbers = numbers[~numbers["run"].isin(unlearned["run"])]
+    if numbers.empty:
+        return lines
     figs = [Figure(
         key="verdict", title="Verdict per architecture, causal variable and alignment",
         caption=("Each cell: the verdict, the test IIA on the pairs that test the "
@@ -314,6 +335,7 @@ def build(runs) -> list[Figure]:
                  "verdict (its numbers are shown: where the readout reads the answer, a "
                  "network scores there whether or not it computes the variable)."),
         table=verdict_table(numbers), links=_comparison_links(runs, numbers)),
+        *lines,
         Figure(key="verdict-rule", title="Verdict rule",
                caption="How a cell's verdict follows from its numbers; a variable whose test "
                        "split has too few tested pairs is not scored; without the random or "
