@@ -24,6 +24,7 @@ def test_the_list_holds_every_dependency_but_torch_and_its_stack():
                    "safetensors", "scikit-learn", "transformers"):
         assert needed in names, needed
     assert not [n for n in names if nr.TORCH_STACK.match(n)]
+    assert "setuptools" in names  # torch requires it, and a fresh venv has none
 
 
 @pytest.mark.slow  # builds a venv and installs a hundred wheels: minutes
