@@ -25,7 +25,6 @@ time. Every number printed is such an estimate until a GPU run measures it.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 from dataclasses import dataclass
 
