@@ -24,6 +24,7 @@ def test_the_list_holds_every_dependency_but_torch_and_its_stack():
                    "safetensors", "scikit-learn", "transformers"):
         assert needed in names, needed
     assert not [n for n in names if nr.TORCH_STACK.match(n)]
+    assert "setuptools" in names  # torch requires it, and a fresh venv has none
 
 
 @pytest.mark.slow  # builds a venv and installs a hundred wheels: minutes
@@ -42,17 +43,20 @@ def test_a_node_python_with_torch_installs_the_rest_from_wheels_and_runs_the_che
         pytest.skip(f"the wheels could not be collected here: {got.stderr[-300:]}")
     node = tmp_path / "node"
     venv.create(node, with_pip=True)
-    import torch
+    from importlib import metadata
     site = next((node / "lib").glob("python*/site-packages"))
-    torch_dir = os.path.dirname(os.path.dirname(torch.__file__))
-    # only torch and its stack from this environment: a directory of links to them
+    # only torch's compiled stack from this environment (every top-level entry its
+    # distributions installed: torch, functorch, torchgen, triton, nvidia, their dist-info),
+    # as a node's module provides it
     own = tmp_path / "node-torch"
     own.mkdir()
-    for entry in os.listdir(torch_dir):
-        if nr.TORCH_STACK.match(nr._norm(entry.split("-")[0])) or entry.startswith(
-                ("torch", "triton", "nvidia", "sympy", "mpmath", "networkx", "filelock",
-                 "fsspec", "jinja2", "markupsafe", "typing_extensions")):
-            os.symlink(os.path.join(torch_dir, entry), own / entry)
+    for dist in metadata.distributions():
+        if not nr.TORCH_STACK.match(nr._norm(dist.metadata["Name"])):
+            continue
+        for top in {f.parts[0] for f in dist.files or () if f.parts[0] != ".."}:
+            src = dist.locate_file(top)
+            if src.exists() and not (own / top).exists():
+                os.symlink(src, own / top)
     (site / "node_torch.pth").write_text(str(own) + "\n")
     py = node / "bin" / "python"
     names = tmp_path / "requirements.txt"

@@ -1,7 +1,8 @@
-"""The package's dependencies, and theirs, that a GPU node's own Python and torch lack: every
-distribution the installed `comparative-interp` needs (with its `test` extra), less torch and
-what comes with it (triton, nvidia-*, and torch's own dependencies where nothing else of ours
-needs them). One name a line, unpinned, so that `pip install --no-index --find-links DIR -r`
+"""The package's dependencies, and theirs, that a GPU node's own Python and torch may lack:
+every distribution the installed `comparative-interp` needs (with its `test` extra), torch's
+own pure-Python dependencies included (setuptools, sympy, ...: a venv made with
+--system-site-packages may lack some), less torch's compiled stack (torch, triton, nvidia-*),
+which the node provides. One name a line, unpinned, so that `pip install --no-index --find-links DIR -r`
 keeps what the node already has and installs only what is missing, from the wheels.
 
     python tools/notorch_requirements.py [--pinned]    # run in the venv of `make setup`
@@ -43,15 +44,20 @@ def closure(root: str, extras=(), skip=TORCH_STACK) -> dict[str, str]:
     they need left out."""
     seen: dict[str, str] = {}
     todo = _requires(root, extras)
+    walked: set[str] = set()
     while todo:
         name = todo.pop()
-        if name in seen or skip.match(name):
+        if name in walked:
             continue
+        walked.add(name)
         try:
-            seen[name] = metadata.version(name)
+            version = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue  # a marker-less optional one not installed here
-        todo += _requires(name)
+        if not skip.match(name):
+            seen[name] = version
+        if name == "torch" or not skip.match(name):  # torch's own dependencies count
+            todo += _requires(name)
     return seen
 
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from study.core.coerce import coerce
 from study.core.errors import UsageError
 from study.core.settings import split_args
-from study.checks.gpu_check_items import BUDGETS, ITEM_NAMES, ROOT, WALL_S, Item, Options, Result
+from study.checks.gpu_check_items import BUDGETS, ITEM_NAMES, ROOT, Item, Options, Result
 from study.checks.gpu_check_summary import (ARCHIVE, LOG, SUMMARY, _duration, _pack, _shown,
                                      _write_log, machine_info, write_summary)
 

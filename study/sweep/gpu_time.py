@@ -25,7 +25,6 @@ time. Every number printed is such an estimate until a GPU run measures it.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 from dataclasses import dataclass
 
@@ -40,6 +39,7 @@ MFU = 0.3  # [ours] of the peak that matmul-heavy work reaches
 KERNEL_S = 3e-6  # [ours] GPU time of one small kernel
 START_S = 30.0  # [ours] per run: imports, CUDA context, torch.compile, final evaluation
 CORES = 16  # a GPU node's cores (the H100/H200 nodes here have 16)
+JOB_S = 480.0  # what one GPU job gives a study: 8 of its 10 minutes
 
 
 class _Ops(TorchDispatchMode):
@@ -238,7 +238,8 @@ def main(args: list[str]) -> int:
         total += wall
     whole = packed_seconds([t for _, times, _ in parts for t in times])
     print(f"in all: {whole:.0f} s ({duration(whole)}) as one sweep packs them "
-          f"({total:.0f} s one part after another)")
+          f"({total:.0f} s one part after another); "
+          + ("within" if whole <= JOB_S else "over") + f" the {JOB_S:.0f} s of one GPU job")
     return 0
 
 

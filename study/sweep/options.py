@@ -18,7 +18,8 @@ from study.core.settings import fields_of, resolve_group, setting
 SWEEP_KEYS = {
     "study": "a predefined study (demo, counting, ...) or the path of a .toml study file",
     "launcher": "local (processes on this machine) | slurm (one job array through submitit)",
-    "jobs": "runs at once on this machine: auto (one per GPU, else one per core) or N",
+    "jobs": "runs at once on this machine: auto (the GPUs times the runs each holds, else one "
+            "per core) or N",
     "gpus": "GPUs this machine's runs may use: auto (all visible), none, or 0,1,...",
     "jobs_per_gpu": "runs sharing one GPU: auto (from each run's estimated memory and size: "
                     "small networks packed, gpt12 alone) or N; with launcher=slurm, runs per "
@@ -45,7 +46,8 @@ class SlurmConfig:
                             "requeued at the limit and resumes")
     setup: str = setting("", "shell lines run before each job (module load ...; source "
                              "venv/bin/activate), separated by ';' or newlines")
-    array_parallelism: int = setting(64, "at most this many runs of the array at once")
+    array_parallelism: int = setting(64, "at most this many array tasks at once (a task runs "
+                                         "one run, or several packed: jobs_per_gpu)")
     signal_delay_s: int = setting(120, "SLURM signals a job this many seconds before its "
                                        "limit: the run writes a resume point and is requeued")
     max_requeues: int = setting(20, "time-limit requeues per run before it counts as failed")

@@ -96,6 +96,9 @@ def test_the_gpu_time_of_each_part_is_estimated():
     parts = gpu_time.estimate(["study=gpu-fidelity"])
     assert [len(times) for _, times, _ in parts] == [16, 6]
     assert all(wall > 0 for *_, wall in parts)
+    add = parts[0]
+    assert all(t.per_gpu == 8 for t in add[1])  # small networks, packed 8 to the GPU
+    assert add[2] <= gpu_time.JOB_S  # the routing part fits one job by the estimate
 
 
 def test_the_study_runs_end_to_end_at_smoke_scale_and_reports_the_routing_steps(
