@@ -108,7 +108,9 @@ def rerun(manifest: dict, work: Path) -> Path:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     with open(log, "w") as f:
-        r = subprocess.run([sys.executable, "-m", "study", *argv, "long=ok"], cwd=work, env=env,
+        # long=ok: the study ran once already; the rerun is asked for, whatever it costs
+        extra = [] if any(a.startswith("long=") for a in argv) else ["long=ok"]
+        r = subprocess.run([sys.executable, "-m", "study", *argv, *extra], cwd=work, env=env,
                            stdout=f, stderr=subprocess.STDOUT)
     if r.returncode != 0:
         tail = log.read_text().strip().splitlines()[-1:] or ["(no output)"]

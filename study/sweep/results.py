@@ -55,7 +55,8 @@ TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
     "phases": {"level": (0.05, 0), "start_step": (0, 0.25)},
 }
 # numbers compared as keys (exactly, on any build): what the study asked, not what it measured
-EXACT = {"seed", "steps", "k", "layer", "n_params", "phase", "too_few", "time_limited"}
+EXACT = {"seed", "steps", "k", "layer", "position", "n_params", "phase", "too_few",
+         "time_limited"}
 
 
 def ended(summary: dict) -> str:
