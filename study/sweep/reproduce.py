@@ -107,6 +107,9 @@ def rerun(manifest: dict, work: Path) -> Path:
     print(f"rerunning: {manifest.get('command')} in {work} (log: {log})", flush=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    threads = (manifest.get("build") or {}).get("threads") if isinstance(manifest.get("build"), dict) else None
+    if isinstance(threads, int):  # the committed runs' torch threads (a run in the sweep's process)
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     with open(log, "w") as f:
         # long=ok: the study ran once already; the rerun is asked for, whatever it costs
         extra = [] if any(a.startswith("long=") for a in argv) else ["long=ok"]
