@@ -7,7 +7,7 @@ In a Markdown page under docs/, a table between the markers
     ...
     <!-- /results -->
 
-is rewritten from `results/FOLDER/TABLE.csv` (`study/sweep/results.py`): the columns asked (all
+is rewritten from `results/FOLDER/TABLE.csv` (`study/sweep/result_tables.py`): the columns asked (all
 but `time_limited` by default), the rows whose COLUMN is one of the VALUEs (`where` may be
 given more than once), numbers to N decimals (3 by default). A line under the table names the
 file and the command and commit that made it. A run that the time guard stopped is marked
@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from study.core.errors import UsageError
-from study.sweep.results import RESULTS_ROOT, read_manifest, read_table
+from study.sweep.result_tables import RESULTS_ROOT, read_manifest, read_table
 
 DOCS = RESULTS_ROOT.parent / "docs"
 BLOCK = re.compile(r"(<!-- results:(?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results -->)",

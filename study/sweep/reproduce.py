@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from study.core.errors import UsageError
-from study.sweep.results import EXACT, TABLES, read_manifest, read_table, write_results
+from study.sweep.plan import find_sweep
+from study.sweep.result_tables import EXACT, TABLES, read_manifest, read_table, write_results
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: study paths in manifests are relative to it
 
@@ -127,7 +128,6 @@ def rerun(manifest: dict, work: Path) -> Path:
 def reproduce(folder: Path, work: Path) -> bool:
     """Rerun the study of result folder `folder` in `work` and print a verdict per table;
     True when every table agrees."""
-    from study.sweep.status import find_sweep
     manifest = read_manifest(folder)
     work.mkdir(parents=True, exist_ok=True)
     sweep_dir = rerun(manifest, work)
