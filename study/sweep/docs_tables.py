@@ -43,7 +43,7 @@ def _cell(v, digits: int) -> str:
     if isinstance(v, float):
         return f"{v:.{digits}f}"
     if isinstance(v, int):
-        return f"{v:,}" if abs(v) >= 10000 else str(v)
+        return f"{v:,}"
     return str(v).replace("|", "\\|")
 
 
@@ -92,10 +92,12 @@ def render(spec: str, root: Path = RESULTS_ROOT) -> str:
             cells = [c + GUARDED if col in ("run", "other_run") else c
                      for c, col in zip(cells, columns)]
         lines.append("| " + " | ".join(cells) + " |")
-    commit = manifest.get("commit")
-    commit = commit[:10] if isinstance(commit, str) else "several commits"
+    commit = manifest.get("commit")  # the runs' commits, one or a list (runs started later)
+    commits = [commit] if isinstance(commit, str) else [c for c in commit or [] if c]
+    made_at = (f"commit {commits[0][:10]}" if len(commits) == 1 else
+               f"commits {', '.join(c[:10] for c in commits)}" if commits else "an unrecorded commit")
     lines += ["", f"*From `results/{folder}/{table}.csv`: `{manifest.get('command')}` at "
-                  f"commit {commit}.*"]
+                  f"{made_at}.*"]
     return "\n".join(lines) + "\n"
 
 
