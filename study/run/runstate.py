@@ -116,4 +116,19 @@ def complete(path, analyses=(), config_hash: str | None = None) -> bool:
     if config_hash is not None and (rd.marker() or {}).get("hash") != config_hash:
         return False
     asked = analyses if isinstance(analyses, dict) else dict.fromkeys(analyses)
-    return state_of(path) == "done" and all(analysed(rd, a, s) for a, s in asked.items())
+    return (state_of(path) == "done" and all(analysed(rd, a, s) for a, s in asked.items())
+            and final_weights_readable(rd))
+
+
+def final_weights_readable(rd: RunDir) -> bool:
+    """Whether the newest logged checkpoint's weights open: a finished run whose final
+    checkpoint is damaged is not finished (its `run` names the file and retrains it)."""
+    from study.train import checkpoint as ckpt
+    steps = ckpt.list_checkpoints(rd.path)
+    if not steps:  # none to read (a run kept without weights): its status decides
+        return True
+    try:
+        ckpt.check_weights(ckpt.checkpoints_dir(rd.path) / ckpt.dir_name(steps[-1]))
+    except ckpt.CheckpointError:
+        return False
+    return True

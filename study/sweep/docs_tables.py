@@ -7,7 +7,7 @@ In a Markdown page under docs/, a table between the markers
     ...
     <!-- /results -->
 
-is rewritten from `results/FOLDER/TABLE.csv` (`study/sweep/results.py`): the columns asked (all
+is rewritten from `results/FOLDER/TABLE.csv` (`study/sweep/result_tables.py`): the columns asked (all
 but `time_limited` by default), the rows whose COLUMN is one of the VALUEs (`where` may be
 given more than once), numbers to N decimals (3 by default). A line under the table names the
 file and the command and commit that made it. A run that the time guard stopped is marked
@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from study.core.errors import UsageError
-from study.sweep.results import RESULTS_ROOT, read_manifest, read_table
+from study.sweep.result_tables import RESULTS_ROOT, read_manifest, read_table
 
 DOCS = RESULTS_ROOT.parent / "docs"
 BLOCK = re.compile(r"(<!-- results:(?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results -->)",
@@ -43,7 +43,7 @@ def _cell(v, digits: int) -> str:
     if isinstance(v, float):
         return f"{v:.{digits}f}"
     if isinstance(v, int):
-        return f"{v:,}" if abs(v) >= 10000 else str(v)
+        return f"{v:,}"
     return str(v).replace("|", "\\|")
 
 
@@ -92,10 +92,12 @@ def render(spec: str, root: Path = RESULTS_ROOT) -> str:
             cells = [c + GUARDED if col in ("run", "other_run") else c
                      for c, col in zip(cells, columns)]
         lines.append("| " + " | ".join(cells) + " |")
-    commit = manifest.get("commit")
-    commit = commit[:10] if isinstance(commit, str) else "several commits"
+    commit = manifest.get("commit")  # the runs' commits, one or a list (runs started later)
+    commits = [commit] if isinstance(commit, str) else [c for c in commit or [] if c]
+    made_at = (f"commit {commits[0][:10]}" if len(commits) == 1 else
+               f"commits {', '.join(c[:10] for c in commits)}" if commits else "an unrecorded commit")
     lines += ["", f"*From `results/{folder}/{table}.csv`: `{manifest.get('command')}` at "
-                  f"commit {commit}.*"]
+                  f"{made_at}.*"]
     return "\n".join(lines) + "\n"
 
 

@@ -60,9 +60,9 @@ def portable_argv(argv, cwd: str | None) -> list[str]:
     return out
 
 
-def manifest(record: dict, runs, tables: dict) -> dict:
-    """The manifest of a result folder made from `record`'s runs (loaded, labelled)."""
-    from study.sweep.results import TOLERANCES
+def manifest(record: dict, runs, tables: dict, tolerances: dict) -> dict:
+    """The manifest of a result folder made from `record`'s runs (loaded, labelled), with
+    the tolerance per table (column pattern -> (abs, rel)) a rerun is held to."""
     envs = [_json(Path(r.path) / "env.json") for r in runs]
     argv = portable_argv(record.get("argv") or ["sweep", f"study={record.get('name', '?')}"],
                          record.get("cwd"))
@@ -97,6 +97,6 @@ def manifest(record: dict, runs, tables: dict) -> dict:
         "tables": {name: {"file": f"{name}.csv", "rows": int(len(df))}
                    for name, df in tables.items()},
         "tolerances": {name: {col: {"abs": a, "rel": rl} for col, (a, rl) in cols.items()}
-                       for name, cols in TOLERANCES.items()},
+                       for name, cols in tolerances.items()},
         "runs": per_run,
     }

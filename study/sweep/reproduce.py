@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from study.core.errors import UsageError
-from study.sweep.results import EXACT, TABLES, read_manifest, read_table, write_results
+from study.sweep.plan import find_sweep
+from study.sweep.result_tables import EXACT, TABLES, read_manifest, read_table, write_results
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: study paths in manifests are relative to it
 
@@ -107,8 +108,13 @@ def rerun(manifest: dict, work: Path) -> Path:
     print(f"rerunning: {manifest.get('command')} in {work} (log: {log})", flush=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    threads = (manifest.get("build") or {}).get("threads") if isinstance(manifest.get("build"), dict) else None
+    if isinstance(threads, int):  # the committed runs' torch threads (a run in the sweep's process)
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     with open(log, "w") as f:
-        r = subprocess.run([sys.executable, "-m", "study", *argv, "long=ok"], cwd=work, env=env,
+        # long=ok: the study ran once already; the rerun is asked for, whatever it costs
+        extra = [] if any(a.startswith("long=") for a in argv) else ["long=ok"]
+        r = subprocess.run([sys.executable, "-m", "study", *argv, *extra], cwd=work, env=env,
                            stdout=f, stderr=subprocess.STDOUT)
     if r.returncode != 0:
         tail = log.read_text().strip().splitlines()[-1:] or ["(no output)"]
@@ -122,7 +128,6 @@ def rerun(manifest: dict, work: Path) -> Path:
 def reproduce(folder: Path, work: Path) -> bool:
     """Rerun the study of result folder `folder` in `work` and print a verdict per table;
     True when every table agrees."""
-    from study.sweep.status import find_sweep
     manifest = read_manifest(folder)
     work.mkdir(parents=True, exist_ok=True)
     sweep_dir = rerun(manifest, work)

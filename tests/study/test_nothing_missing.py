@@ -136,3 +136,14 @@ def test_report_on_a_full_disk_is_one_line_and_leaves_no_folder(trained_runs, tm
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"error: no space left on device writing {out}"), err
     assert not (tmp_path / "new").exists()
+
+
+def test_a_sweep_does_not_count_a_run_with_a_damaged_final_checkpoint_as_finished(copy_of):
+    from study.run import runstate
+    from study.run.config import resolve
+    _, copy = copy_of
+    cfg = resolve({**SETTINGS, "run_dir": str(copy)})
+    assert runstate.complete(copy, cfg.analysis_settings(), cfg.hash8())
+    final = ckpt.list_checkpoints(copy)[-1]
+    _truncate(ckpt.checkpoints_dir(copy) / ckpt.dir_name(final) / ckpt.WEIGHTS)
+    assert not runstate.complete(copy, cfg.analysis_settings(), cfg.hash8())

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from study.sweep import docs_tables
 from study.sweep.reproduce import compare_table
-from study.sweep.results import MANIFEST, RESULTS_ROOT, TABLES, TOLERANCES, read_table, write_results
+from study.sweep.result_tables import MANIFEST, RESULTS_ROOT, TABLES, TOLERANCES, read_table, write_results
 from tests.conftest import ROOT, run_cli
 
 

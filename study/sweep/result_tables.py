@@ -1,0 +1,239 @@
+"""A study's results as data: the tables `python -m study results SWEEP [out=DIR]` writes.
+
+SWEEP is a sweep directory (holding `sweep.json`) or a study's name or file, as `status`
+takes it. The command writes a small folder of tables, read from the sweep's finished runs
+and its comparisons (no checkpoints), each a CSV with one row per measured value and its keys
+first; the default folder is `results/<study>-<date>/` at the repository's root, where such
+folders are committed:
+
+- `summary.csv`: per run, its update budget (`train.steps`), the updates it made, how it
+  ended (`target accuracy`, `all steps`, or `time guard` where `train.max_minutes` stopped it
+  first), the accuracy on every scored split, the last training loss.
+- `verdicts.csv`: per run, variable and trained alignment, the verdict and its numbers, as the
+  report's verdict section gives them (`study/reports/sections/verdict.py`).
+- `das_best.csv`: per run, variable and alignment, the best test IIA over sites and k (ties:
+  the smaller k), where it was reached and its interval over the tested pairs.
+- `comparisons.csv`: the cross-run similarity measures and stitching IIAs (`study compare`),
+  one row per (variable, pair of runs, site, alignment, k, measure).
+- `phases.csv`: per run, the plateaus of its accuracy trajectory and the update each starts at
+  (`study/reports/phases.py`).
+
+Every table has a `time_limited` column: a run that the time guard stopped trained a network
+the update budget did not decide, and is no study result. `manifest.json` says what made the
+tables: the commit, the exact command, each run's settings, the versions of torch, numpy and
+the other libraries, the machine (CPU or GPU model, threads), each run's wall time, and the
+tolerance per table that `python -m study reproduce` holds a rerun to (`TOLERANCES`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from study.core.errors import UsageError
+
+MANIFEST = "manifest.json"
+RESULTS_ROOT = Path(__file__).resolve().parents[2] / "results"
+TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases")
+
+# What a rerun must match, per table: key columns (strings, integer settings) always exactly;
+# each numeric column to within `abs + rel * |committed|` when the rerun's build differs
+# (another torch, device or thread count: floating-point sums then round differently, and
+# training follows another path), and exactly on the same build, where training and the
+# analyses are bit-identical on a CPU (one thread per run). [ours] The margins are those the
+# docs' sentences rely on: an accuracy to 0.02, an IIA or a similarity to 0.05.
+TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
+    "summary": {"steps_done": (0, 0.25), "acc_*": (0.02, 0), "train_loss": (0, 0.5)},
+    "verdicts": {"iia*": (0.05, 0), "random": (0.05, 0), "shuffled": (0.05, 0),
+                 "step0": (0.05, 0), "restart_sd": (0.05, 0), "seeds_*": (0.05, 0),
+                 "acc_test": (0.02, 0), "n_seeds": (0, 0)},
+    "das_best": {"iia*": (0.05, 0), "n_tested": (0, 0.2)},
+    "comparisons": {"value": (0.05, 0), "baseline": (0.05, 0), "random_subspace": (0.05, 0)},
+    "phases": {"level": (0.05, 0), "start_step": (0, 0.25)},
+}
+# numbers compared as keys (exactly, on any build): what the study asked, not what it measured
+EXACT = {"seed", "steps", "k", "layer", "position", "n_params", "phase", "too_few",
+         "time_limited"}
+
+
+def ended(summary: dict) -> str:
+    """How a run's training ended: the time guard, its target accuracy, or all its updates."""
+    if summary.get("time_limited"):
+        return "time guard"
+    return "target accuracy" if summary.get("stopped_early") else "all steps"
+
+
+def _guarded(runs) -> dict[str, bool]:
+    return {r.label: bool(r.summary.get("time_limited")) for r in runs}
+
+
+def summary_table(runs) -> pd.DataFrame:
+    rows = []
+    splits = sorted({s for r in runs for s in (r.summary.get("accuracy") or {})},
+                    key=lambda s: (s != "test", s))
+    for r in runs:
+        s = r.summary
+        row = {"run": r.label, "task": r.task, "model": r.model, "seed": r.seed,
+               "scale": r.scale, "steps": s.get("steps"), "steps_done": s.get("steps_done"),
+               "ended": ended(s), "time_limited": bool(s.get("time_limited"))}
+        for split in splits:
+            acc = (s.get("accuracy") or {}).get(split) or {}
+            row[f"acc_{split}"] = acc.get("all", math.nan)
+        row["train_loss"] = s.get("train_loss", math.nan)
+        row["n_params"] = s.get("n_params")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdicts_table(runs) -> pd.DataFrame:
+    from study.reports.sections.verdict import verdict_numbers
+    df = verdict_numbers(runs)
+    guarded = _guarded(runs)
+    df.insert(0, "run", df.pop("run").map(lambda label: label.split(" (")[0]))
+    df["time_limited"] = df["run"].map(guarded).fillna(False).astype(bool)
+    return df.reset_index(drop=True)
+
+
+def das_best_table(runs) -> pd.DataFrame:
+    from study.core.tables import DAS
+    rows = []
+    for r in runs:
+        das = r.final(DAS.name)
+        if das is None:
+            continue
+        test = das[das["split"] == "test"].dropna(subset=["iia"])
+        for (variable, alignment), g in test.groupby(["variable", "alignment"], sort=True):
+            best = g.sort_values(["iia", "k"], ascending=[False, True], kind="stable").iloc[0]
+            rows.append({"run": r.label, "model": r.model, "seed": r.seed, "variable": variable,
+                         "alignment": alignment, "site": best["site"], "layer": int(best["layer"]),
+                         "position": str(best["position"]), "k": int(best["k"]),
+                         "iia": float(best["iia"]), "iia_lo": float(best["iia_lo"]),
+                         "iia_hi": float(best["iia_hi"]), "n_tested": int(best["n_tested"]),
+                         "time_limited": bool(r.summary.get("time_limited"))})
+    return pd.DataFrame(rows)
+
+
+def comparisons_table(runs, folder: Path | None) -> pd.DataFrame:
+    """The sweep's similarity and stitching tables in one long table, runs by their labels."""
+    from study.core.tables import COMPARE_SIMILARITY, COMPARE_STITCHING
+    # the comparisons name runs by the paths the sweep gave them (relative to where it ran);
+    # a run directory's name (config hash included) is unique within a sweep
+    labels = {Path(r.path).name: r.label for r in runs}
+    guarded = _guarded(runs)
+    parts = []
+    keys = ["variable", "run", "other_run", "model", "other_model", "site", "other_site",
+            "alignment", "k"]
+    if folder is not None and (folder / f"{COMPARE_SIMILARITY.name}.parquet").is_file():
+        sim = pd.read_parquet(folder / f"{COMPARE_SIMILARITY.name}.parquet")
+        if len(sim):
+            parts.append(sim[keys + ["measure", "value", "baseline", "random_subspace"]])
+    if folder is not None and (folder / f"{COMPARE_STITCHING.name}.parquet").is_file():
+        st = pd.read_parquet(folder / f"{COMPARE_STITCHING.name}.parquet")
+        for measure, baseline, control in (("stitched_iia", "own_iia", "random_subspace_iia"),
+                                           ("shuffled_map_iia", None, None)):
+            if len(st):
+                parts.append(st[keys].assign(
+                    measure=measure, value=st["iia" if measure == "stitched_iia" else measure],
+                    baseline=st[baseline] if baseline else math.nan,
+                    random_subspace=st[control] if control else math.nan))
+    if not parts:
+        return pd.DataFrame(columns=keys + ["measure", "value", "baseline", "random_subspace",
+                                            "time_limited"])
+    df = pd.concat(parts, ignore_index=True)
+    for col in ("run", "other_run"):
+        df[col] = df[col].map(lambda p: labels.get(Path(str(p)).name, str(p)))
+    df["k"] = df["k"].astype(int)
+    df["time_limited"] = df["run"].map(guarded).fillna(False) | df["other_run"].map(guarded).fillna(False)
+    return df.sort_values(keys + ["measure"], kind="stable").reset_index(drop=True)
+
+
+def phases_table(runs) -> pd.DataFrame:
+    from study.reports.phases import detect
+    from study.reports.sections.trajectory import accuracy_curves, eval_split
+    rows = []
+    for r in runs:
+        curves = accuracy_curves(r)
+        overall = curves[curves["stratum"] == "all"]
+        if overall.empty:
+            continue
+        ph = detect(overall["step"], overall["accuracy"])
+        starts = (int(overall["step"].min()), *ph.boundaries)
+        for i, (level, start) in enumerate(zip(ph.levels, starts)):
+            rows.append({"run": r.label, "split": eval_split(r), "phase": i + 1,
+                         "level": level, "start_step": start,
+                         "time_limited": bool(r.summary.get("time_limited"))})
+    return pd.DataFrame(rows)
+
+
+def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
+    """Every table of `TABLES` from loaded, labelled runs (`study.reports.load`) and the
+    sweep's comparisons folder."""
+    return {"summary": summary_table(runs), "verdicts": verdicts_table(runs),
+            "das_best": das_best_table(runs), "comparisons": comparisons_table(runs, comparisons),
+            "phases": phases_table(runs)}
+
+
+# --- reading and writing a result folder --------------------------------------------------
+
+def write_table(df: pd.DataFrame, path: Path) -> None:
+    df.to_csv(path, index=False, lineterminator="\n")
+
+
+def read_table(folder: Path, name: str) -> pd.DataFrame:
+    """A committed table; a missing or unreadable one is a one-line error naming it."""
+    path = Path(folder) / f"{name}.csv"
+    try:
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except FileNotFoundError:
+        raise UsageError(f"{path} is missing; a result folder holds {', '.join(TABLES)} "
+                         f"and {MANIFEST} (python -m study results SWEEP out=DIR)") from None
+    except (OSError, ValueError, pd.errors.ParserError) as e:
+        raise UsageError(f"{path} is damaged ({' '.join(str(e).split())[:120]}); restore it "
+                         f"from git") from None
+
+
+def read_manifest(folder: Path) -> dict:
+    path = Path(folder) / MANIFEST
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or "argv" not in data:
+            raise ValueError("no 'argv'")
+        return data
+    except FileNotFoundError:
+        raise UsageError(f"{folder} holds no {MANIFEST}: not a result folder (python -m study "
+                         f"results SWEEP out=DIR writes one)") from None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path} is damaged ({e}); restore it from git") from None
+
+
+def write_results(record: dict, out: Path) -> Path:
+    """Write the result folder of a sweep's record (`sweep.json`) to `out`, whole or not at
+    all; returns it. Every run must be finished."""
+    from study.core.atomic import atomic_dir
+    from study.reports.load import labelled, load_runs
+    from study.run import runstate
+    from study.sweep.manifest import manifest
+
+    paths = [Path(r["path"]) for r in record["runs"]]
+    unfinished = [str(p) for p in paths if runstate.state_of(p) != "done"]
+    if unfinished:
+        raise UsageError(f"{len(unfinished)} of {len(paths)} runs are not finished "
+                         f"({', '.join(unfinished[:3])}{' ...' if len(unfinished) > 3 else ''}); "
+                         f"finish the sweep first (re-run it), then write its results")
+    runs = labelled(load_runs(paths))
+    report_dir = Path(record.get("report_dir") or "")
+    comparisons = report_dir / "comparisons" if record.get("report_dir") else None
+    tables = result_tables(runs, comparisons)
+    with atomic_dir(out) as tmp:
+        for name, df in tables.items():
+            write_table(df, tmp / f"{name}.csv")
+        data = manifest(record, runs, tables, TOLERANCES)
+        (tmp / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
+    return out
+
+
+def default_out(name: str) -> Path:
+    return RESULTS_ROOT / f"{Path(name).stem}-{time.strftime('%Y-%m-%d')}"
