@@ -106,8 +106,9 @@ def rewrite(text: str, root: Path = RESULTS_ROOT) -> str:
     return BLOCK.sub(lambda m: m.group(1) + render(m.group("spec"), root) + m.group(4), text)
 
 
-def pages(docs: Path = DOCS) -> list[Path]:
-    return sorted(p for p in docs.rglob("*.md") if "<!-- results:" in p.read_text())
+def pages(docs: Path | None = None) -> list[Path]:
+    """The Markdown pages under `docs` (docs/ by default) that hold a results block."""
+    return sorted(p for p in (docs or DOCS).rglob("*.md") if "<!-- results:" in p.read_text())
 
 
 def cmd_results_docs(args):
