@@ -108,6 +108,18 @@ HELP = {
          ("work", "a temporary folder", "where the runs go"),
          ("only", "every item", "the items to run")),
         "python -m study gpu-check out=gpu-check device=cpu quick=true"),
+    "results": Help(
+        ("results SWEEP_DIR|STUDY [out=DIR]",),
+        (("out", "results/<study>-<date>", "the result folder: tables and manifest.json"),),
+        "python -m study results demo"),
+    "reproduce": Help(
+        ("reproduce RESULT_DIR [work=DIR]",),
+        (("work", "a temporary folder", "where the study is rerun"),),
+        "python -m study reproduce results/demo-2026-11-27"),
+    "results-docs": Help(
+        ("results-docs [check=true]",),
+        (("check", "false", "true: rewrite nothing, exit 1 where a docs table differs"),),
+        "python -m study results-docs check=true"),
 }
 
 

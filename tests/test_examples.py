@@ -11,10 +11,14 @@ import json
 import re
 
 import nbformat
+import numpy as np
+import pandas as pd
 import pytest
+from safetensors.numpy import save_file
 
 import study
 from study.core.errors import UsageError
+from study.core.tables import required_files
 from tests.conftest import ROOT
 
 NOTEBOOKS = sorted((ROOT / "examples").glob("*.ipynb"))
@@ -236,9 +240,14 @@ def _fake_run(path, task, model, scale, analyses=(), status="done"):
         {"task": task, "model": model, "seed": 0, "scale": scale, "task_config": {},
          "model_config": {}, "train": {}}))
     (path / "status.json").write_text(json.dumps({"status": status}))
-    for name in analyses:
-        (path / "analyses" / name).mkdir(parents=True)
-        (path / "analyses" / name / f"{name}.parquet").write_bytes(b"")
+    for name in analyses:  # every file the analysis must leave, each readable
+        folder = path / "analyses" / name
+        folder.mkdir(parents=True)
+        for file in required_files(name) or (f"{name}.parquet",):
+            if file.endswith(".safetensors"):
+                save_file({"x": np.zeros(1, dtype=np.float32)}, str(folder / file))
+            else:
+                pd.DataFrame({"x": [0]}).to_parquet(folder / file)
     return path
 
 

@@ -121,12 +121,14 @@ def das_update(cfg, task) -> Cost:
 
 def das_updates(cfg) -> int:
     """Alignment updates the run's DAS makes at most: each trained alignment at each k, and
-    its two control searches at the controls' k (restarts train together: one update)."""
+    its two control searches, each climbing the search's ladder up to `das.control_k`
+    (restarts train together: one update)."""
     if "das" not in cfg.analyses:
         return 0
     das = cfg.analysis_configs["das"]
     trained = [a for a in das.alignments if a != "random"]
-    control_ks = (len(das.k) if das.control_k == "all" else 1) if das.controls else 0
+    from study.analyses.das.controls import control_ks as ladder
+    control_ks = len(ladder(das)) if das.controls else 0
     restarts = 1 if das.batch_restarts else das.restarts
     variables = max(1, len(das.variables)) if das.variables and das.variables[0] not in (
         "main", "all") else 1

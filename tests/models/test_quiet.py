@@ -28,8 +28,8 @@ def test_loading_a_das_export_through_our_helper_prints_nothing(tmp_path):
     _, model, _ = frozen_smoke_model("counting", "gru")
     torch.manual_seed(0)
     inst = OrthogonalAlignment(model.d_state, k=2)
-    rows = [dict(split="test", alignment="oaf", variable="up_down:count", site="state",
-                 layer=0, position=-1, k=2, iia=0.5)]
+    rows = [dict(split=split, alignment="oaf", variable="up_down:count", site="state",
+                 layer=0, position=-1, k=2, iia=0.5) for split in ("train", "test")]
     export(model, rows, {("oaf", "up_down:count", site_key("state", 0, -1), 2): inst},
            tmp_path, checkpoint=7)
     (entry,) = json.loads((tmp_path / "pyvene" / "index.json").read_text())

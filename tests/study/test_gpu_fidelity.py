@@ -88,7 +88,13 @@ def test_das_updates_count_every_searched_alignment_k_and_control():
     more = resolve({"task": "counting", "model": "gru", "scale": "small", "analyses": "das",
                     "das.alignments": "oaf,laf,random", "das.k": "1,2", "das.steps": "10",
                     "das.variables": "up_down:count", "das.controls": "true"})
-    assert gpu_time.das_updates(more) == 2 * 10 * (2 + 2)  # two k, two controls at the max
+    assert gpu_time.das_updates(more) == 2 * 10 * (2 + 2 * 2)  # two k; two controls, each
+    # climbing both k of the ladder
+    fewer = resolve({"task": "counting", "model": "gru", "scale": "small", "analyses": "das",
+                     "das.alignments": "oaf,laf,random", "das.k": "1,2", "das.steps": "10",
+                     "das.variables": "up_down:count", "das.controls": "true",
+                     "das.control_k": "1"})
+    assert gpu_time.das_updates(fewer) == 2 * 10 * (2 + 2 * 1)  # the controls stop at k = 1
 
 
 @pytest.mark.slow  # the calibration trains a paper-scale attn2 step on the CPU: minutes here

@@ -49,7 +49,7 @@ class _Pool:
     def __init__(self, jobs):
         self.jobs, self.running, self.started = jobs, {}, 0
 
-    def free(self):
+    def free(self, run=None):
         return len(self.running) < self.jobs
 
     def busy(self):
