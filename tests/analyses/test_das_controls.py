@@ -166,10 +166,11 @@ def test_the_controls_share_the_searchs_warm_start_chain_restarts_and_seeds(tmp_
     task, model, _ = _smoke("counting", "gru")
     torch.manual_seed(5)
     _, untrained, _ = _smoke("counting", "gru")
-    calls, real = [], search_mod.fit
+    calls, real, alive = [], search_mod.fit, []
 
     def record(model_, data, name, k, cfg, seed, warm=None, *a, **kw):
         got = real(model_, data, name, k, cfg, seed, warm, *a, **kw)
+        alive.append((data, got))  # the ids below name these objects only while they live
         calls.append(dict(data=id(data), name=name, k=k, seed=seed, restarts=cfg.restarts,
                           warm=None if warm is None else id(warm), inst=id(got.inst)))
         return got
