@@ -17,6 +17,10 @@ folders are committed:
   one row per (variable, pair of runs, site, alignment, k, measure).
 - `phases.csv`: per run, the plateaus of its accuracy trajectory and the update each starts at
   (`study/reports/phases.py`).
+- `alignment_gaps.csv`: per model, variable and k, each alignment's test IIA against OAF's
+  on the same run, paired by run (seed): the mean difference over runs and its 95 % t
+  interval, each run's difference beside (Grant et al.'s LAF − OAF, over seeds). Each run's
+  site is the one with the best training IIA for that alignment and k.
 - `shared.csv`: per variable and ordered pair of architectures (A into B) at the pairs'
   matched k: the stitched IIA, B's own IIA, the input and answer codes written into B, the
   chance level, B's shuffled control (letter-matched for binding's letters) and the stitched
@@ -44,7 +48,8 @@ from study.core.errors import UsageError
 
 MANIFEST = "manifest.json"
 RESULTS_ROOT = Path(__file__).resolve().parents[2] / "results"
-TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases", "shared")
+TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases", "shared",
+          "alignment_gaps")
 
 # What a rerun must match, per table: key columns (strings, integer settings) always exactly;
 # each numeric column to within `abs + rel * |committed|` when the rerun's build differs
@@ -61,6 +66,7 @@ TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
     "comparisons": {"value": (0.05, 0), "baseline": (0.05, 0), "random_subspace": (0.05, 0)},
     "phases": {"level": (0.05, 0), "start_step": (0, 0.25)},
     "shared": {"*iia*": (0.05, 0), "over_*": (0.05, 0)},
+    "alignment_gaps": {"iia*": (0.05, 0), "gap*": (0.05, 0)},
 }
 # numbers compared as keys (exactly, on any build): what the study asked, not what it measured
 EXACT = {"seed", "steps", "k", "layer", "position", "n_params", "phase", "too_few", "n_runs",
@@ -202,12 +208,64 @@ def shared_table(runs) -> pd.DataFrame:
     return out[columns].reset_index(drop=True)
 
 
+def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> pd.DataFrame:
+    """Per (model, variable, k, alignment other than `reference`): the paired difference of
+    test IIA (alignment − reference) over the runs that scored both, its mean and t interval
+    over runs (none with one run), and each run's difference."""
+    from scipy import stats
+
+    from study.core.tables import DAS
+    columns = ["model", "variable", "k", "alignment", "reference", "n_runs", "iia",
+               "iia_reference", "gap", "gap_lo", "gap_hi", "gaps", "time_limited"]
+    picked = []
+    for r in runs:
+        das = r.final(DAS.name)
+        if das is None:
+            continue
+        for (variable, alignment, k), g in das.groupby(["variable", "alignment", "k"]):
+            train = g[g["split"] == "train"].dropna(subset=["iia"])
+            test = g[g["split"] == "test"].dropna(subset=["iia"])
+            if train.empty or test.empty:
+                continue
+            best = train.sort_values("iia", ascending=False, kind="stable").iloc[0]
+            at = test[(test["site"] == best["site"]) & (test["layer"] == best["layer"])
+                      & (test["position"] == best["position"])]
+            if len(at):
+                picked.append({"run": r.label, "model": r.model, "variable": variable,
+                               "alignment": alignment, "k": int(k),
+                               "iia": float(at["iia"].iloc[0]),
+                               "time_limited": bool(r.summary.get("time_limited"))})
+    if not picked:
+        return pd.DataFrame(columns=columns)
+    df = pd.DataFrame(picked)
+    ref = df[df["alignment"] == reference].set_index(["run", "variable", "k"])["iia"]
+    rows = []
+    for (model, variable, k, alignment), g in df[df["alignment"] != reference].groupby(
+            ["model", "variable", "k", "alignment"], sort=True):
+        g = g[[(run, variable, k) in ref.index for run in g["run"]]]
+        if g.empty:
+            continue
+        base = ref.loc[[(run, variable, k) for run in g["run"]]].to_numpy()
+        gaps = g["iia"].to_numpy() - base
+        n = len(gaps)
+        half = (stats.t.ppf(0.5 + level / 2, n - 1) * gaps.std(ddof=1) / math.sqrt(n)
+                if n > 1 else math.nan)
+        rows.append({"model": model, "variable": variable, "k": int(k), "alignment": alignment,
+                     "reference": reference, "n_runs": n, "iia": float(g["iia"].mean()),
+                     "iia_reference": float(base.mean()), "gap": float(gaps.mean()),
+                     "gap_lo": float(gaps.mean() - half), "gap_hi": float(gaps.mean() + half),
+                     "gaps": " ".join(f"{run}: {d:+.3f}" for run, d in zip(g["run"], gaps)),
+                     "time_limited": bool(g["time_limited"].any())})
+    return pd.DataFrame(rows, columns=columns)
+
+
 def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
     """Every table of `TABLES` from loaded, labelled runs (`study.reports.load`) and the
     sweep's comparisons folder."""
     return {"summary": summary_table(runs), "verdicts": verdicts_table(runs),
             "das_best": das_best_table(runs), "comparisons": comparisons_table(runs, comparisons),
-            "phases": phases_table(runs), "shared": shared_table(runs)}
+            "phases": phases_table(runs), "shared": shared_table(runs),
+            "alignment_gaps": alignment_gaps_table(runs)}
 
 
 # --- reading and writing a result folder --------------------------------------------------
