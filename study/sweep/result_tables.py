@@ -17,6 +17,17 @@ folders are committed:
   one row per (variable, pair of runs, site, alignment, k, measure).
 - `phases.csv`: per run, the plateaus of its accuracy trajectory and the update each starts at
   (`study/reports/phases.py`).
+- `alignment_gaps.csv`: per model, variable and k, each alignment's test IIA against OAF's
+  on the same run, paired by run (seed): the mean difference over runs and its 95 % t
+  interval, each run's difference beside (Grant et al.'s LAF − OAF, over seeds). Each run's
+  site is the one with the best training IIA for that alignment and k.
+- `shared.csv`: per variable and ordered pair of architectures (A into B) at the pairs'
+  matched k: the stitched IIA, B's own IIA, the input and answer codes written into B, the
+  chance level, B's shuffled control (letter-matched for binding's letters) and the stitched
+  IIA minus each code, each a mean with a 95 % interval from resampling runs (each run counted
+  once), and the verdict (computation, input copy, output code, not shared, not captured), as
+  the report's "what the architectures share" tables give them
+  (`study/reports/sections/compare_stitching.py`).
 
 Every table has a `time_limited` column: a run that the time guard stopped trained a network
 the update budget did not decide, and is no study result. `manifest.json` says what made the
@@ -37,7 +48,8 @@ from study.core.errors import UsageError
 
 MANIFEST = "manifest.json"
 RESULTS_ROOT = Path(__file__).resolve().parents[2] / "results"
-TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases")
+TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases", "shared",
+          "alignment_gaps")
 
 # What a rerun must match, per table: key columns (strings, integer settings) always exactly;
 # each numeric column to within `abs + rel * |committed|` when the rerun's build differs
@@ -53,9 +65,12 @@ TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
     "das_best": {"iia*": (0.05, 0), "n_tested": (0, 0.2)},
     "comparisons": {"value": (0.05, 0), "baseline": (0.05, 0), "random_subspace": (0.05, 0)},
     "phases": {"level": (0.05, 0), "start_step": (0, 0.25)},
+    "shared": {"*iia*": (0.05, 0), "over_*": (0.05, 0)},
+    "alignment_gaps": {"iia*": (0.05, 0), "gap*": (0.05, 0)},
 }
 # numbers compared as keys (exactly, on any build): what the study asked, not what it measured
-EXACT = {"seed", "steps", "k", "layer", "position", "n_params", "phase", "too_few",
+EXACT = {"seed", "steps", "k", "layer", "position", "n_params", "phase", "too_few", "n_runs",
+         "n_other_runs", "n_pairs",
          "time_limited"}
 
 
@@ -168,12 +183,89 @@ def phases_table(runs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def shared_table(runs) -> pd.DataFrame:
+    """`shared_stats` of every compared variable over the runs' stitching tables; a pair
+    of architectures is time-limited where a run of either is."""
+    from study.core.tables import COMPARE_STITCHING
+    from study.reports.sections._compare import cross_table, learnt_pairs, with_receiver_control
+    from study.reports.sections.compare_stitching import STATS, shared_stats
+    columns = ["variable", "model", "other_model", "n_runs", "n_other_runs", "n_pairs", "k",
+               *(f"{c}{end}" for c in STATS for end in ("", "_lo", "_hi")), "verdict",
+               "time_limited"]
+    df = cross_table(runs, COMPARE_STITCHING.name)
+    needed = {"input_code_iia", "output_code_iia", "chance_iia", "matched_k", "val_iia"}
+    if df is None or df.empty or not needed <= set(df.columns):
+        return pd.DataFrame(columns=columns)
+    df = with_receiver_control(df, runs)
+    parts = [shared_stats(learnt_pairs(df[df["variable"] == v]))
+             for v in dict.fromkeys(df["variable"])]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    out = pd.concat(parts, ignore_index=True)
+    guarded = {r.model for r in runs if r.summary.get("time_limited")}
+    out["time_limited"] = out["model"].isin(guarded) | out["other_model"].isin(guarded)
+    return out[columns].reset_index(drop=True)
+
+
+def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> pd.DataFrame:
+    """Per (model, variable, k, alignment other than `reference`): the paired difference of
+    test IIA (alignment − reference) over the runs that scored both, its mean and t interval
+    over runs (none with one run), and each run's difference."""
+    from scipy import stats
+
+    from study.core.tables import DAS
+    columns = ["model", "variable", "k", "alignment", "reference", "n_runs", "iia",
+               "iia_reference", "gap", "gap_lo", "gap_hi", "gaps", "time_limited"]
+    picked = []
+    for r in runs:
+        das = r.final(DAS.name)
+        if das is None:
+            continue
+        for (variable, alignment, k), g in das.groupby(["variable", "alignment", "k"]):
+            train = g[g["split"] == "train"].dropna(subset=["iia"])
+            test = g[g["split"] == "test"].dropna(subset=["iia"])
+            if train.empty or test.empty:
+                continue
+            best = train.sort_values("iia", ascending=False, kind="stable").iloc[0]
+            at = test[(test["site"] == best["site"]) & (test["layer"] == best["layer"])
+                      & (test["position"] == best["position"])]
+            if len(at):
+                picked.append({"run": r.label, "model": r.model, "variable": variable,
+                               "alignment": alignment, "k": int(k),
+                               "iia": float(at["iia"].iloc[0]),
+                               "time_limited": bool(r.summary.get("time_limited"))})
+    if not picked:
+        return pd.DataFrame(columns=columns)
+    df = pd.DataFrame(picked)
+    ref = df[df["alignment"] == reference].set_index(["run", "variable", "k"])["iia"]
+    rows = []
+    for (model, variable, k, alignment), g in df[df["alignment"] != reference].groupby(
+            ["model", "variable", "k", "alignment"], sort=True):
+        g = g[[(run, variable, k) in ref.index for run in g["run"]]]
+        if g.empty:
+            continue
+        base = ref.loc[[(run, variable, k) for run in g["run"]]].to_numpy()
+        gaps = g["iia"].to_numpy() - base
+        n = len(gaps)
+        half = (stats.t.ppf(0.5 + level / 2, n - 1) * gaps.std(ddof=1) / math.sqrt(n)
+                if n > 1 else math.nan)
+        rows.append({"model": model, "variable": variable, "k": int(k), "alignment": alignment,
+                     "reference": reference, "n_runs": n, "iia": float(g["iia"].mean()),
+                     "iia_reference": float(base.mean()), "gap": float(gaps.mean()),
+                     "gap_lo": float(gaps.mean() - half), "gap_hi": float(gaps.mean() + half),
+                     "gaps": " ".join(f"{run}: {d:+.3f}" for run, d in zip(g["run"], gaps)),
+                     "time_limited": bool(g["time_limited"].any())})
+    return pd.DataFrame(rows, columns=columns)
+
+
 def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
     """Every table of `TABLES` from loaded, labelled runs (`study.reports.load`) and the
     sweep's comparisons folder."""
     return {"summary": summary_table(runs), "verdicts": verdicts_table(runs),
             "das_best": das_best_table(runs), "comparisons": comparisons_table(runs, comparisons),
-            "phases": phases_table(runs)}
+            "phases": phases_table(runs), "shared": shared_table(runs),
+            "alignment_gaps": alignment_gaps_table(runs)}
 
 
 # --- reading and writing a result folder --------------------------------------------------

@@ -108,3 +108,51 @@ def test_each_pair_is_shown_at_its_matched_k_and_every_k_in_the_ratio_chart():
     ks = {row["k"] for rows in data.values() for row in rows}
     assert ks == {1, 2, 4, 8}
     assert set(fig.table["matched k"]) == {"2", "8"}
+
+
+def test_the_shared_table_holds_each_pair_s_means_intervals_and_verdict():
+    """The numbers the report formats are the numbers the result folder keeps: per ordered
+    pair, each measure's mean and interval over runs, and the same verdict."""
+    from study.reports.sections.compare_stitching import STATS, shared_stats
+    rows = _rows({"y0": 0.9, "y1": 0.5, "y2": 0.5})
+    stats = shared_stats(rows)
+    shown = verdicts(rows)
+    assert list(stats["verdict"]) == list(shown["verdict"])
+    xy = stats[(stats["model"] == "x") & (stats["other_model"] == "y")].iloc[0]
+    assert xy["iia"] == pytest.approx(0.95) and xy["k"] == "4"
+    assert xy["input_code_iia_lo"] <= xy["input_code_iia"] <= xy["input_code_iia_hi"]
+    assert xy["over_input"] == pytest.approx(xy["iia"] - xy["input_code_iia"])
+    assert np.isnan(xy["shuffled_iia"])  # no receiver control in these rows
+    assert {f"{c}{e}" for c in STATS for e in ("", "_lo", "_hi")} <= set(stats.columns)
+
+
+class _Run:
+    """A loaded run as the report sections see it: a label, a summary and its tables."""
+
+    def __init__(self, label, shuffled):
+        self.label, self.summary, self._t = label, {"test_accuracy": 1.0}, shuffled
+
+    def final(self, name):
+        return self._t if name == "das_shuffled" else None
+
+
+def test_b_s_shuffled_control_is_read_at_b_s_site_alignment_and_k():
+    """The control beside a stitched IIA is the receiving run's own shuffled search at the
+    site the stitching wrote into, the same alignment and k, on test pairs: not another
+    site's, k's or split's."""
+    from study.reports.sections._compare import with_receiver_control
+
+    def row(site, layer, k, split, iia, alignment="oaf"):
+        return dict(checkpoint=100, variable="query", site=site, layer=layer, position=-1,
+                    alignment=alignment, k=k, split=split, iia=iia)
+    table = pd.DataFrame([row("resid", 2, 4, "test", 0.11), row("resid", 2, 4, "train", 0.5),
+                          row("resid", 1, 4, "test", 0.7), row("resid", 2, 8, "test", 0.8),
+                          row("resid", 2, 4, "test", 0.9, alignment="laf")])
+    runs = [_Run("a s0", table.assign(iia=0.99)), _Run("b s0", table)]
+    df = pd.DataFrame([dict(run="a s0", other_run="b s0", variable="query", alignment="oaf",
+                            k=4, other_site="resid[2]@pair"),
+                       dict(run="b s0", other_run="a s0", variable="query", alignment="oaf",
+                            k=16, other_site="resid[2]@pair")])
+    out = with_receiver_control(df, runs)
+    assert out["shuffled_iia"].iloc[0] == pytest.approx(0.11)
+    assert np.isnan(out["shuffled_iia"].iloc[1])  # a k b saved no control at

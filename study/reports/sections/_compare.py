@@ -142,3 +142,29 @@ def sites_note(df: pd.DataFrame) -> str:
         return f" Every run is read at {next(iter(by_site))}."
     return " Sites read: " + "; ".join(f"{site} in {', '.join(runs)}"
                                        for site, runs in by_site.items()) + "."
+
+
+def with_receiver_control(df: pd.DataFrame, runs, table: str = "das_shuffled",
+                          column: str = "shuffled_iia") -> pd.DataFrame:
+    """`df` (a `cross_table` of stitching rows) with `column`: B's own search on its control
+    `table` (`das_shuffled`: the variable's values shuffled across pairs within each value
+    stratum, for binding's letters the letter-matched null) at B's site, the alignment and k
+    of the row, on B's test pairs; NaN where B saved no such row."""
+    from study.core.sites import site_key
+    controls = {}
+    for r in runs:
+        t = r.final(table)
+        if t is None or t.empty:
+            continue
+        t = t[(t["split"] == "test")]
+        controls[display_label(r)] = {
+            (v, a, int(k), site_key(s, int(layer), int(pos))): float(iia)
+            for v, a, k, s, layer, pos, iia in t[["variable", "alignment", "k", "site", "layer",
+                                                    "position", "iia"]].itertuples(index=False)}
+    base = lambda label: str(label).split(" @")[0]  # noqa: E731 (a run compared at a step)
+    out = df.copy()
+    out[column] = [controls.get(base(b), {}).get((v, a, int(k), site), float("nan"))
+                   for b, v, a, k, site in out[["other_run", "variable", "alignment", "k",
+                                                "other_site"]].itertuples(index=False)]
+    return out
+

@@ -18,7 +18,7 @@ from study.reports.sections import section
 from study.reports.sections._common import PLOT_WIDTH
 from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, at_matched_k,
                                               cross_table, k_note, learnt_pairs, run_order,
-                                              sites_note)
+                                              sites_note, with_receiver_control)
 from study.reports.sections._heatmap import heatmap, matrix_size
 from study.reports.sections._intervals import LEVEL, by_architecture, interval_text
 
@@ -33,6 +33,7 @@ def build(runs) -> list:
     df = cross_table(runs, COMPARE_STITCHING.name)
     if df is None or df.empty:
         return []
+    df = with_receiver_control(df, runs)
     figs = []
     for variable in dict.fromkeys(df["variable"]):
         every_k = df[df["variable"] == variable]
@@ -138,8 +139,11 @@ SHARED_NOTE = (
     "and minus the answer code both clear the margin; \"input copy\" or \"output code\" "
     "where one of the codes comes that close (the nearer one); \"not shared\" where "
     "stitching minus the chance level does not clear the margin; \"not captured\" where most "
-    "pairs of runs hold a run below the validation bar at the matched k. The chart gives "
-    "every k: stitched over own IIA, the mean over pairs of runs, the matched k ringed.")
+    "pairs of runs hold a run below the validation bar at the matched k. \"B shuffled\": B's "
+    "own search trained with the variable's values shuffled across pairs of the same value "
+    "(for a letter, the same letter), at B's site and the same k, the null of B's own "
+    "interchange. The chart gives every k: stitched over own IIA, the mean over pairs of "
+    "runs, the matched k ringed.")
 
 
 def _shared(df: pd.DataFrame) -> Figure | None:
@@ -174,11 +178,22 @@ def _shared(df: pd.DataFrame) -> Figure | None:
                   chart=chart, table=verdicts(pairs))
 
 
-def verdicts(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Per ordered architecture pair at the matched k: runs, stitched IIA, own IIA, the codes
-    and the chance level, each a mean [interval over runs], and the verdict."""
+# the columns of `shared_stats`, each a mean with its interval over runs, and their names
+STATS = {"iia": "stitched IIA", "own_iia": "B own IIA", "input_code_iia": "input code",
+         "output_code_iia": "answer code", "chance_iia": "chance",
+         "shuffled_iia": "B shuffled", "over_input": "stitched − input code",
+         "over_output": "stitched − answer code"}
+
+
+def shared_stats(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per ordered architecture pair at the matched k (`pairs`: `learnt_pairs` of one
+    variable's stitching rows): model, other_model, n_runs, n_other_runs, n_pairs, k (the
+    matched k, comma-separated where the pairs of runs differ), each of `STATS` as mean, _lo
+    and _hi over runs (`by_architecture`), and the verdict."""
     at = pairs[pairs["k"] == pairs["matched_k"]]
-    cols = ["iia", "own_iia", "input_code_iia", "output_code_iia", "chance_iia"]
+    if "shuffled_iia" not in at.columns:
+        at = at.assign(shuffled_iia=float("nan"))
+    cols = ["iia", "own_iia", "input_code_iia", "output_code_iia", "chance_iia", "shuffled_iia"]
     stats = by_architecture(at, cols, OVER)
     rows = []
     for r in stats.to_dict("records"):
@@ -186,15 +201,25 @@ def verdicts(pairs: pd.DataFrame) -> pd.DataFrame:
         bar, margin = float(g["k_bar"].iloc[0]), float(g["margin"].iloc[0])
         captured = bool((g[["val_iia", "other_val_iia"]].min(axis=1) >= bar).mean() >= 0.5)
         ks = sorted(set(int(k) for k in g["k"]))
-        rows.append({"A": r["model"], "B": r["other_model"],
-                     "runs": f"{r['n_runs']} × {r['n_other_runs']}",
-                     "matched k": ", ".join(map(str, ks)),
-                     **{name: interval_text(r, c) for name, c in (
-                         ("stitched IIA", "iia"), ("B own IIA", "own_iia"),
-                         ("input code", "input_code_iia"), ("answer code", "output_code_iia"),
-                         ("chance", "chance_iia"), ("stitched − input code", "over_input"),
-                         ("stitched − answer code", "over_output"))},
+        rows.append({"variable": g["variable"].iloc[0], "model": r["model"],
+                     "other_model": r["other_model"], "n_runs": r["n_runs"],
+                     "n_other_runs": r["n_other_runs"], "n_pairs": r["n_pairs"],
+                     "k": ", ".join(map(str, ks)),
+                     **{f"{c}{end}": r[f"{c}{end}"] for c in STATS for end in ("", "_lo", "_hi")},
                      "verdict": _verdict(r, captured, margin)})
+    return pd.DataFrame(rows)
+
+
+def verdicts(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per ordered architecture pair at the matched k: runs, stitched IIA, own IIA, the codes,
+    the chance level and B's shuffled control, each a mean [interval over runs], and the
+    verdict."""
+    rows = []
+    for r in shared_stats(pairs).to_dict("records"):
+        rows.append({"A": r["model"], "B": r["other_model"],
+                     "runs": f"{r['n_runs']} × {r['n_other_runs']}", "matched k": r["k"],
+                     **{name: interval_text(r, c) for c, name in STATS.items()},
+                     "verdict": r["verdict"]})
     return pd.DataFrame(rows)
 
 
