@@ -127,10 +127,7 @@ class DasConfig:
         (-1,),
         "-1 = the pair's positions (answer position if aligned)")
     alignments: tuple[str, ...] = setting(
-        ALIGNMENTS, "oaf (orthogonal); laf (linear, of form laf_form, our search); laf_sd (the "
-        "authors' linear alignment trained as they train it: form sd, their initialisation, "
-        "constant lr laf_sd_lr, each k from a fresh draw); random (an untrained rotation, the "
-        "control)")
+        ALIGNMENTS, "; ".join(f"{k.name}: {k.help}" for k in _alignments.kinds().values()))
     k: tuple[int, ...] = setting(
         (1, 2, 4, 16, 32), "subspace sizes swept: dims taken from the source [paper]")
     n_train: int = setting(10_000, "counterfactual pairs the alignment is trained on [paper]")
