@@ -383,7 +383,7 @@ def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None,
     an intervenable from `Run.intervenable`, else every token)."""
     from study.analyses.common.interchange import judged, pair_tensors
     from study.analyses.common.stats import changed_iia
-    from study.analyses.das.search import pairs_right
+    from study.analyses.das import pairs_right
     from study.models.sites.pyvene_bridge import where
     from study.models.sites.capture import device_of, gather_site
 

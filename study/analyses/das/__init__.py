@@ -400,3 +400,14 @@ def _step0(ctx):
         import warnings
         warnings.warn(f"das: no step-0 checkpoint ({e}); no trained control")
         return None
+
+
+def __getattr__(name: str):
+    """The package's public entries that need torch, imported on first use so that the
+    command line reads the settings above without it: `pairs_right(iv, pt, src, batch_size)`,
+    (n,) bool, each pair's every scored output under an intervenable is the counterfactual
+    one (the das table's IIA counts these; `study.iia` scores a run's pairs with it)."""
+    if name == "pairs_right":
+        from study.analyses.das.search import pairs_right
+        return pairs_right
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
