@@ -283,7 +283,7 @@ class RecurrentLM(nn.Module):
         return torch.where(before, clean, torch.where(at, h_new, after))
 
     def _fusable(self) -> bool:
-        return not self.sites.hooked("state") and not torch.compiler.is_compiling()
+        return not torch.compiler.is_compiling() and not self.sites.hooked("state")
 
     def _fused(self, x: torch.Tensor) -> torch.Tensor:
         """x (batch, pos, d_embed) -> h at every step (batch, pos, d_hidden), float32, by

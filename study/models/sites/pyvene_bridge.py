@@ -93,7 +93,6 @@ pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn_pyvene
 from __future__ import annotations
 
 import dataclasses
-import types
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,19 +158,14 @@ def register(model: nn.Module) -> PyveneView:
     return PyveneView(model, site_widths(model))
 
 
-def _drop_pyvene_hooks(model: nn.Module, modules=None) -> None:
-    """Remove the hooks pyvene registered on `model` (or only on `modules`, the ones it hooks)
-    and leave every other hook in place."""
+def _drop_pyvene_hooks(sites) -> None:
+    """Remove the hooks pyvene registered on `sites` (the `Site`s it hooks), through the
+    handles each site keeps, and leave every other hook in place."""
     own = pyvene().models.intervenable_base.__name__  # where pyvene's hook callbacks live
-    for m in (model.modules() if modules is None else modules):
-        for hooks, extras in (
-            (m._forward_hooks, (m._forward_hooks_with_kwargs, m._forward_hooks_always_called)),
-            (m._forward_pre_hooks, (m._forward_pre_hooks_with_kwargs,)),
-        ):
-            for key in [k for k, fn in hooks.items() if getattr(fn, "__module__", None) == own]:
-                del hooks[key]
-                for extra in extras:
-                    extra.pop(key, None)
+    for site in sites:
+        for handle, hook in site.hooks():
+            if getattr(hook, "__module__", None) == own:
+                handle.remove()
 
 
 def _make_intervention(intervention: Any, embed_dim: int, kwargs: dict):
@@ -230,8 +224,7 @@ def _guard(iv) -> None:
       representation and call (quadratic in the step kind's representations); our networks
       are stateless to pyvene, where that check is a no-op by construction: skipped."""
     hooked = list({id(h.__self__): h.__self__ for h in iv.intervention_hooks.values()}.values())
-    iv._remove_forward_hooks = types.MethodType(
-        lambda self: _drop_pyvene_hooks(self.model, hooked), iv)
+    iv._remove_forward_hooks = lambda: _drop_pyvene_hooks(hooked)
     if iv.is_model_stateless:
         iv._tidy_stateful_activations = lambda: None
     forward = iv.forward
