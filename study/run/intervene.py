@@ -80,8 +80,7 @@ def interchange(iv, pairs, *, rows=None, sources=None, base_pos=None, source_pos
     not run again: a loop training an alignment reads them once. base_pos, source_pos: one
     position per pair of `pairs` to act at instead of the pair's own. Gradients reach a
     trainable intervention (an alignment); the network itself is frozen."""
-    from study.models.sites.pyvene_run import interchange as run_interchange
-    from study.models.sites.pyvene_run import interchange_vectors
+    from study.models.sites.pyvene_run import interchange_ids, interchange_vectors
 
     pt = _tensors(iv, pairs)
     device = pt.base_ids.device
@@ -99,7 +98,7 @@ def interchange(iv, pairs, *, rows=None, sources=None, base_pos=None, source_pos
                 raise ValueError("source_pos says where to read the sources; sources= are "
                                  "read already")
             return interchange_vectors(iv, pt.base_ids, pt.base_pos, sources.to(device))
-        return run_interchange(iv, pt.base_ids, pt.source_ids, base_pos=pt.base_pos,
+        return interchange_ids(iv, pt.base_ids, pt.source_ids, base_pos=pt.base_pos,
                                source_pos=pt.source_pos)
     except ValueError as e:  # positions out of range, sources of the wrong size
         raise UsageError(f"interchange: {e}") from None
