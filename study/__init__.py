@@ -15,7 +15,7 @@ _API = ("open_run", "open_runs", "Run", "iia", "pyvene_view", "load_intervenable
 # finding a run (`study/run/runs.py`); interventions by hand (`study/run/intervene.py`); the
 # similarity measures of the `compare` command (`study/analyses/compare/measures.py`)
 _RUNS = ("find_run",)
-_INTERVENE = ("intervenable", "interchange", "site_vectors", "new_alignment", "all_right",
+_INTERVENE = ("site_intervenable", "interchange", "site_vectors", "new_alignment", "all_right",
               "answer_loss", "coordinates", "save_intervenable")
 _MEASURES = ("linear_cka", "procrustes_similarity", "shuffled_baseline")
 __all__ = ["__version__", *_API, *_RUNS, *_INTERVENE, *_MEASURES]

@@ -112,7 +112,7 @@ def notebook_names(source: str) -> set[str]:
     `.attr` for every attribute read off a run (`study.find_run`/`open_run`, an element of a
     list of them), off its `.config` and `.task`, off its pairs (`run.pairs(...)`), off an
     alignment it returns (`run.alignment(...)`) and off an intervenable (`run.intervenable`,
-    `study.intervenable`, `study.load_intervenable`); and every name starting with `_` but a
+    `study.site_intervenable`, `study.load_intervenable`); and every name starting with `_` but a
     dunder."""
     tree = ast.parse(source)
     runs, lists, pairs, alignments, ivs = set(), set(), set(), set(), set()
@@ -139,7 +139,7 @@ def notebook_names(source: str) -> set[str]:
                     elif method_of_run(value, "pairs"):
                         pairs.add(target.id)
                     elif (method_of_run(value, "intervenable")
-                          or _study_call(value, ("intervenable", "load_intervenable"))):
+                          or _study_call(value, ("site_intervenable", "load_intervenable"))):
                         ivs.add(target.id)
                 elif isinstance(target, ast.Tuple) and method_of_run(value, "alignment"):
                     alignments.add(target.elts[0].id)

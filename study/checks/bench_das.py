@@ -34,8 +34,8 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     from study.analyses.das.search import site_data, step
     from study.analyses.common.interchange import pair_tensors
     from study.models.base import build_model
-    from study.models.sites.pyvene_bridge import intervenable
-    from study.models.sites.pyvene_run import interchange
+    from study.models.sites.pyvene_bridge import module_intervenable
+    from study.models.sites.pyvene_run import interchange_ids
     from study.models.sites import default_sites
 
     from study.train.runtime import resolve_device
@@ -77,7 +77,7 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
 
     # pyvene: source forward every step
     inst = OrthogonalAlignment(width, min(4, width)).to(dev)
-    iv = intervenable(model, kind, index, inst)
+    iv = module_intervenable(model, kind, index, inst)
     opt = torch.optim.Adam([p for p in inst.parameters() if p.requires_grad], lr=1e-3)
     pt = data.train
     for i, idx in enumerate(batches):
@@ -86,8 +86,9 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
             t0 = time.perf_counter()
         idx = idx.to(dev)
         bpos, spos = pt.base_pos[idx], pt.source_pos[idx]
-        logits = interchange(iv, pt.base_ids[idx], pt.source_ids[idx],
-                             base_pos=[[int(p)] for p in bpos], source_pos=[[int(p)] for p in spos])
+        logits = interchange_ids(iv, pt.base_ids[idx], pt.source_ids[idx],
+                                 base_pos=[[int(p)] for p in bpos],
+                                 source_pos=[[int(p)] for p in spos])
         loss = pt.outputs.loss(logits.flatten(0, 1), pt.cf_labels[idx].flatten())  # as `step`
         opt.zero_grad(set_to_none=True)
         loss.backward()

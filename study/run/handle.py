@@ -334,8 +334,7 @@ class Run:
                      site: str | None = None, checkpoint="final", device="cpu"):
         """A `pyvene.IntervenableModel` over the run's network at `checkpoint` holding the
         trained alignment (`alignment` for its arguments). `study.iia(iv, run.pairs(variable))`
-        gives the das table's test IIA; `study.models.sites.pyvene_run.interchange` runs it on
-        any (base, source) batch."""
+        gives the das table's test IIA; `study.interchange(iv, pairs)` runs it on any pairs."""
         from study.models.sites.pyvene_bridge import place, site_intervenable
 
         inst, kind, layer, position = self.alignment(variable, alignment, k, site, checkpoint)
@@ -383,7 +382,7 @@ def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None,
     an intervenable from `Run.intervenable`, else every token)."""
     from study.analyses.common.interchange import judged, pair_tensors
     from study.analyses.common.stats import changed_iia
-    from study.analyses.das.search import pairs_right
+    from study.analyses.das import pairs_right
     from study.models.sites.pyvene_bridge import where
     from study.models.sites.capture import device_of, gather_site
 

@@ -5,13 +5,13 @@ itself (`examples/03_patch_one_site.ipynb` patches a site, `02_das_through_pyven
 trains an alignment):
 
     net, pairs = run.model(), run.pairs("up_down:count")
-    iv = study.intervenable(net, "state")           # pyvene.IntervenableModel: a vanilla interchange
+    iv = study.site_intervenable(net, "state")      # pyvene.IntervenableModel: a vanilla interchange
     logits = study.interchange(iv, pairs)           # (n, seq, vocab), each pair at its own position
     flips = study.all_right(logits, pairs.cf_labels, run.task)   # (n,) bool
 
     src = study.site_vectors(net, pairs, "state", of="source")   # (n, width), read once
     oaf = study.new_alignment("oaf", src, k=2)      # DAS's orthogonal alignment, standardised on src
-    iv = study.intervenable(net, "state", oaf)
+    iv = study.site_intervenable(net, "state", oaf)
     loss = study.answer_loss(study.interchange(iv, pairs, sources=src), pairs.cf_labels, run.task)
 
 Pairs are a task's `Pairs` (`Run.pairs`): numpy arrays of (base, source) sequences, their
@@ -42,18 +42,18 @@ def _site(site: str) -> tuple[str, int]:
     return kind, layer
 
 
-def intervenable(net, site: str = "state", intervention="patch"):
+def site_intervenable(net, site: str = "state", intervention="patch"):
     """A `pyvene.IntervenableModel` over `net` (e.g. `run.model()`) acting at `site`, each
     example at its own position (`interchange`). `intervention`: "patch" (a vanilla
     interchange of the whole site vector), an alignment (`new_alignment`, `Run.alignment`), or
     a pyvene intervention class or instance that accepts per-step row masks at the state."""
-    from study.models.sites.pyvene_bridge import site_intervenable
+    from study.models.sites.pyvene_bridge import site_intervenable as build
 
     kind, layer = _site(site)
     try:
-        return site_intervenable(net, kind, layer, intervention)
+        return build(net, kind, layer, intervention)
     except ValueError as e:  # no such site on this network, an unfit intervention
-        raise UsageError(f"intervenable: {e}") from None
+        raise UsageError(f"site_intervenable: {e}") from None
 
 
 def _tensors(iv, pairs):
@@ -80,8 +80,7 @@ def interchange(iv, pairs, *, rows=None, sources=None, base_pos=None, source_pos
     not run again: a loop training an alignment reads them once. base_pos, source_pos: one
     position per pair of `pairs` to act at instead of the pair's own. Gradients reach a
     trainable intervention (an alignment); the network itself is frozen."""
-    from study.models.sites.pyvene_run import interchange as run_interchange
-    from study.models.sites.pyvene_run import interchange_vectors
+    from study.models.sites.pyvene_run import interchange_ids, interchange_vectors
 
     pt = _tensors(iv, pairs)
     device = pt.base_ids.device
@@ -99,7 +98,7 @@ def interchange(iv, pairs, *, rows=None, sources=None, base_pos=None, source_pos
                 raise ValueError("source_pos says where to read the sources; sources= are "
                                  "read already")
             return interchange_vectors(iv, pt.base_ids, pt.base_pos, sources.to(device))
-        return run_interchange(iv, pt.base_ids, pt.source_ids, base_pos=pt.base_pos,
+        return interchange_ids(iv, pt.base_ids, pt.source_ids, base_pos=pt.base_pos,
                                source_pos=pt.source_pos)
     except ValueError as e:  # positions out of range, sources of the wrong size
         raise UsageError(f"interchange: {e}") from None
@@ -138,7 +137,7 @@ def new_alignment(name: str, vectors, k: int, seed: int = 0):
     registered alignment (`study/analyses/das/alignments/`): "oaf" (orthogonal, Geiger et
     al.'s DAS), "laf" (linear, Grant et al. 2025, of the rotated form), "laf_sd" (the
     authors' form) or "random" (a fixed random rotation, the control). Pass it to
-    `intervenable`; its parameters train."""
+    `site_intervenable`; its parameters train."""
     from study.analyses.das.alignment import make_alignment
     from study.analyses.das.alignments import names
 
@@ -200,6 +199,6 @@ def coordinates(run, variable: str, pairs, alignment: str = "oaf", k: int | None
 def save_intervenable(iv, directory) -> None:
     """pyvene's own `IntervenableModel.save` into `directory` (made if missing), without its
     prints; `study.load_intervenable(directory, net)` reads it back."""
-    from study.models.sites.pyvene_bridge import save_pyvene
+    from study.models.sites.pyvene_bridge import save_intervenable as save
 
-    save_pyvene(iv, directory)
+    save(iv, directory)

@@ -126,8 +126,9 @@ def das_updates(cfg) -> int:
     if "das" not in cfg.analyses:
         return 0
     das = cfg.analysis_configs["das"]
-    trained = [a for a in das.alignments if a != "random"]
+    from study.analyses.das import TRAINED
     from study.analyses.das.controls import control_ks as ladder
+    trained = [a for a in das.alignments if a in TRAINED]
     control_ks = len(ladder(das)) if das.controls else 0
     restarts = 1 if das.batch_restarts else das.restarts
     variables = max(1, len(das.variables)) if das.variables and das.variables[0] not in (

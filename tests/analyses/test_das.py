@@ -19,8 +19,8 @@ from study.analyses.das.search import forward, search, site_data
 from study.analyses.common.interchange import pair_tensors
 from study.analyses.common.context import AnalysisContext
 from study.analyses.das import DasConfig
-from study.models.sites.pyvene_bridge import intervenable
-from study.models.sites.pyvene_run import interchange
+from study.models.sites.pyvene_bridge import module_intervenable
+from study.models.sites.pyvene_run import interchange_ids
 from tests.models.hook_reference import intervene
 from study.models.sites.modules import Sites
 from study.core.registry import get
@@ -284,9 +284,9 @@ def test_cached_source_path_equals_pyvenes_source_forward_on_a_transformer(name)
     pt = data.test
     with torch.no_grad():
         ours = forward(model, data, inst, pt, data.src_test)
-        iv = intervenable(model, "resid", 1, inst)
-        theirs = interchange(iv, pt.base_ids, pt.source_ids, base_pos=pt.base_pos.tolist(),
-                             source_pos=pt.source_pos.tolist())
+        iv = module_intervenable(model, "resid", 1, inst)
+        theirs = interchange_ids(iv, pt.base_ids, pt.source_ids, base_pos=pt.base_pos.tolist(),
+                                 source_pos=pt.source_pos.tolist())
     T = ours.shape[1]
     assert torch.allclose(ours, theirs[:, :T], atol=1e-5)
     plain = model(pt.base_ids[:, :T])
@@ -304,9 +304,9 @@ def test_cached_source_path_equals_pyvenes_source_forward_and_hooks_on_the_recur
         step = int(pt.base_pos.mode().values)  # pyvene: one module, so one step per call
         rows = (pt.base_pos == step).nonzero().flatten()
         sub = pt.take(rows)
-        iv = intervenable(model, "state", step, inst)
-        theirs = interchange(iv, sub.base_ids, sub.source_ids, base_pos=sub.base_pos.tolist(),
-                             source_pos=sub.source_pos.tolist())
+        iv = module_intervenable(model, "state", step, inst)
+        theirs = interchange_ids(iv, sub.base_ids, sub.source_ids, base_pos=sub.base_pos.tolist(),
+                                 source_pos=sub.source_pos.tolist())
     T = ours.shape[1]
     assert len(rows) >= 2
     assert torch.allclose(ours[rows], theirs[:, :T], atol=1e-5)
@@ -332,8 +332,8 @@ def test_a_state_intervention_at_step_t_leaves_every_earlier_output_unchanged(ba
             plain = model(ids)
         with intervene(model, "state", 0, pos, lambda rows, v: inst(v, src[rows])):
             ours = model(ids)
-        iv = intervenable(model, "state", t, inst)
-        theirs = interchange(iv, ids, ids)  # source state = its own state at t
+        iv = module_intervenable(model, "state", t, inst)
+        theirs = interchange_ids(iv, ids, ids)  # source state = its own state at t
     assert torch.equal(ours[:, :t], plain[:, :t])
     assert not torch.allclose(ours[:, t], plain[:, t], atol=1e-4)
     assert torch.allclose(theirs, plain, atol=1e-5)  # self-interchange is the identity

@@ -11,8 +11,8 @@ import torch
 from study.analyses.common.context import AnalysisContext
 from study.analyses.common.interchange import all_right, logit_diff, pair_tensors
 from study.analyses.patching.sweep import sweep, tables
-from study.models.sites.pyvene_bridge import intervenable
-from study.models.sites.pyvene_run import interchange
+from study.models.sites.pyvene_bridge import module_intervenable
+from study.models.sites.pyvene_run import interchange_ids
 from study.models.sites.capture import capture
 from tests.models.hook_reference import intervene, replace_fn
 from study.core.registry import get
@@ -88,10 +88,10 @@ def test_hook_patches_equal_pyvene_interchanges():
             fs = feats if feats is not None else slice(None)
             with intervene(model, kind, 1, bpos, replace_fn(values[:, fs], feats)):
                 ours = model(base)
-            iv = intervenable(model, kind, 1, "vanilla")
+            iv = module_intervenable(model, kind, 1, "vanilla")
             sub = None if feats is None else [list(range(16, 32))] * 4
-            theirs = interchange(iv, base, src, base_pos=bpos.tolist(), source_pos=spos.tolist(),
-                                 subspaces=sub)
+            theirs = interchange_ids(iv, base, src, base_pos=bpos.tolist(),
+                                     source_pos=spos.tolist(), subspaces=sub)
             assert torch.allclose(ours, theirs, atol=1e-5), kind
     _, gru, _ = _smoke("counting", "gru")
     ids = torch.as_tensor(task.split("test").ids[:3, :20]).long() % 9
@@ -100,7 +100,7 @@ def test_hook_patches_equal_pyvene_interchanges():
     with torch.no_grad():
         with intervene(gru, "state", 0, torch.full((3,), 6), replace_fn(acts[("state", 0)][:, 6])):
             ours = gru(ids)
-        theirs = interchange(intervenable(gru, "state", 6, "vanilla"), ids, other)
+        theirs = interchange_ids(module_intervenable(gru, "state", 6, "vanilla"), ids, other)
     assert torch.allclose(ours, theirs, atol=1e-5)
 
 

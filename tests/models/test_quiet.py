@@ -40,13 +40,13 @@ def test_loading_a_das_export_through_our_helper_prints_nothing(tmp_path):
     got = _run_fresh("""
         import sys
         import study
-        from study.models.sites.pyvene_bridge import load_intervenable, save_pyvene
+        from study.models.sites.pyvene_bridge import load_intervenable, save_intervenable
         from tests.conftest import frozen_smoke_model
         task, net, _ = frozen_smoke_model("counting", "gru")
         iv = load_intervenable(sys.argv[1], net)
         value = study.iia(iv, task.counterfactuals("up_down:count", 16, split="test", seed=0))
         assert 0 <= value <= 1 or value != value, value
-        save_pyvene(iv, sys.argv[1])
+        save_intervenable(iv, sys.argv[1])
         load_intervenable(sys.argv[1], net)
         """, directory)
     assert got.returncode == 0, got.stderr

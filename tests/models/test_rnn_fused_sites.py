@@ -103,14 +103,14 @@ def test_plain_hooks_at_several_steps_cut_the_kernel_there_and_equal_the_loop(ce
 def test_a_one_step_pyvene_intervenable_runs_the_kernel_not_the_loop(cell, monkeypatch):
     model, t = _net(cell), 4
     base, source = _ids(5, 2), _ids(5, 3)
-    iv = ps.intervenable(model, "state", t, "rotated")
+    iv = ps.module_intervenable(model, "state", t, "rotated")
     calls = Calls(model, monkeypatch)
     with torch.no_grad():
-        got = pr.interchange(iv, base, source, source_pos=[1, 2, 4, 6, 9])
+        got = pr.interchange_ids(iv, base, source, source_pos=[1, 2, 4, 6, 9])
     assert calls.step == 0 and calls.kernel >= 2  # the source read, the base's two segments
     _loop(model, monkeypatch)
     with torch.no_grad():
-        want = pr.interchange(iv, base, source, source_pos=[1, 2, 4, 6, 9])
+        want = pr.interchange_ids(iv, base, source, source_pos=[1, 2, 4, 6, 9])
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 

@@ -18,7 +18,7 @@ from tests.models.rnn_nets import CELLS, SEQ, hook_snapshot, smoke_net, states_o
 def test_pyvene_state_interchange_is_causal_and_equals_a_hook(cell, batch):
     model, t = smoke_net(cell), 4
     base, source = token_ids(batch, 6), token_ids(batch, 7)
-    iv = ps.intervenable(model, "state", t, "vanilla")
+    iv = ps.module_intervenable(model, "state", t, "vanilla")
     clean_logits, clean = states_of(model, base)
     _, src_states = states_of(model, source)
     # hooks registered before the call run (pyvene would have removed them) and, being
@@ -30,7 +30,7 @@ def test_pyvene_state_interchange_is_causal_and_equals_a_hook(cell, batch):
         lambda _m, a: seen.__setitem__("head", a[0].clone())))
     try:
         with torch.no_grad():
-            out = pr.interchange(iv, base, source)
+            out = pr.interchange_ids(iv, base, source)
     finally:
         for h in handles:
             h.remove()
@@ -54,10 +54,10 @@ def test_pyvene_identity_swap_changes_nothing(cell):
     base = token_ids(5, 8)
     clean, _ = states_of(model, base)
     with torch.no_grad():
-        out = pr.interchange(ps.intervenable(model, "state", 2, "vanilla"), base, base)
+        out = pr.interchange_ids(ps.module_intervenable(model, "state", 2, "vanilla"), base, base)
         assert torch.equal(out, clean)
-        rot = ps.intervenable(model, "state", 5, "rotated")
-        torch.testing.assert_close(pr.interchange(rot, base, base), clean, rtol=0, atol=1e-5)
+        rot = ps.module_intervenable(model, "state", 5, "rotated")
+        torch.testing.assert_close(pr.interchange_ids(rot, base, base), clean, rtol=0, atol=1e-5)
 
 
 def test_pyvene_state_source_from_other_steps_equals_a_hook():
@@ -67,23 +67,23 @@ def test_pyvene_state_source_from_other_steps_equals_a_hook():
     _, src_states = states_of(model, source)
     picked = src_states[torch.arange(5), torch.tensor(src_steps)]  # (5, d_state)
     want, _ = states_of(model, base, patch=(t, lambda y: picked))
-    iv = ps.intervenable(model, "state", t, "vanilla")
+    iv = ps.module_intervenable(model, "state", t, "vanilla")
     with torch.no_grad():
-        out = pr.interchange(iv, base, source, base_pos=[t] * 5, source_pos=src_steps)
+        out = pr.interchange_ids(iv, base, source, base_pos=[t] * 5, source_pos=src_steps)
     torch.testing.assert_close(out, want, rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match="group examples by step"):
-        pr.interchange(iv, base, source, base_pos=[t, t, t, t, t - 1])
+        pr.interchange_ids(iv, base, source, base_pos=[t, t, t, t, t - 1])
     with pytest.raises(ValueError, match="one integer"):
-        pr.interchange(iv, base, source, source_pos=2)
+        pr.interchange_ids(iv, base, source, source_pos=2)
 
 
 @pytest.mark.parametrize("cell", CELLS)
 def test_pyvene_rotated_subspace_equals_a_hook_and_trains(cell):
     model, t = smoke_net(cell), 3
     base, source = token_ids(4, 13), token_ids(4, 14)
-    iv = ps.intervenable(model, "state", t, "rotated")
-    out = pr.interchange(iv, base, source, source_pos=torch.tensor([0, 1, 2, 3]),
-                         subspaces=[[0, 1]] * 4)
+    iv = ps.module_intervenable(model, "state", t, "rotated")
+    out = pr.interchange_ids(iv, base, source, source_pos=torch.tensor([0, 1, 2, 3]),
+                             subspaces=[[0, 1]] * 4)
     (rotation,) = [p for p in iv.parameters() if p.requires_grad]  # the model is frozen
     out.logsumexp(-1).sum().backward()
     assert rotation.grad is not None and rotation.grad.abs().sum() > 0
@@ -107,12 +107,12 @@ def test_user_hooks_survive_pyvene_calls():
     model.sites.state[0].register_forward_hook(lambda *_: calls.append("state0"))
     model.head.register_forward_pre_hook(lambda *_: calls.append("head"))
     before = hook_snapshot(model)
-    iv = ps.intervenable(model, "state", 3, "vanilla")
+    iv = ps.module_intervenable(model, "state", 3, "vanilla")
     base, source = token_ids(2, 11), token_ids(2, 12)
     with torch.no_grad():
-        pr.interchange(iv, base, source)
+        pr.interchange_ids(iv, base, source)
         iv({"input_ids": base}, [{"input_ids": source}])  # a direct call is guarded too
-        pr.interchange(iv, base, source, source_pos=[1, 6])
+        pr.interchange_ids(iv, base, source, source_pos=[1, 6])
     assert hook_snapshot(model) == before  # user's hooks kept, none of pyvene's left
     calls.clear()
     with torch.no_grad():
@@ -179,9 +179,9 @@ def test_stub_per_example_interchange_equals_a_hook(n_units):
     spos = [[5, 2], [0, 7], [3, 3], [1, 6]]
     bpos, spos = [p[:n_units] for p in bpos], [p[:n_units] for p in spos]
     want = _hook_interchange(model, 1, base, source, bpos, spos)
-    iv = ps.intervenable(model, "resid", 1, "vanilla", n_units=n_units)
+    iv = ps.module_intervenable(model, "resid", 1, "vanilla", n_units=n_units)
     with torch.no_grad():
-        out = pr.interchange(iv, base, source, base_pos=bpos, source_pos=spos)
+        out = pr.interchange_ids(iv, base, source, base_pos=bpos, source_pos=spos)
         clean = model(base)
     torch.testing.assert_close(out, want, rtol=0, atol=1e-6)
     assert (out - clean).abs().amax() > 1e-3  # the patch did something
@@ -194,8 +194,8 @@ def test_stub_identity_swap_changes_nothing():
     with torch.no_grad():
         clean = model(base)
         for name in ("vanilla", "rotated"):
-            iv = ps.intervenable(model, "resid", 2, name)
-            out = pr.interchange(iv, base, base, base_pos=[[0], [4], [7]])
+            iv = ps.module_intervenable(model, "resid", 2, name)
+            out = pr.interchange_ids(iv, base, base, base_pos=[[0], [4], [7]])
             torch.testing.assert_close(out, clean, rtol=0, atol=1e-5)
 
 
@@ -203,24 +203,24 @@ def test_stub_sticky_fast_mode_is_reset():
     torch.manual_seed(0)
     model = _Stub().eval()
     base, source = _stub_ids(3, 4), _stub_ids(3, 5)
-    iv = ps.intervenable(model, "resid", 1, "vanilla")
+    iv = ps.module_intervenable(model, "resid", 1, "vanilla")
     with torch.no_grad():
         iv({"input_ids": base}, [{"input_ids": source}], unit_locations={"sources->base": 2})
     assert iv.use_fast  # pyvene's trap is armed by one integer location
     bpos, spos = [[1], [6], [3]], [[4], [0], [7]]
     with torch.no_grad():
-        out = pr.interchange(iv, base, source, base_pos=bpos, source_pos=spos)
+        out = pr.interchange_ids(iv, base, source, base_pos=bpos, source_pos=spos)
     torch.testing.assert_close(out, _hook_interchange(model, 1, base, source, bpos, spos),
                                rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match="fast mode"):
-        pr.interchange(iv, base, source, base_pos=3)
+        pr.interchange_ids(iv, base, source, base_pos=3)
 
 
 def test_bridge_rejects_bad_sites():
     model = _Stub()
     with pytest.raises(ValueError, match="no 'state' sites"):
-        ps.intervenable(model, "state", 0)
+        ps.module_intervenable(model, "state", 0)
     with pytest.raises(ValueError, match="out of range"):
-        ps.intervenable(model, "resid", 3)
+        ps.module_intervenable(model, "resid", 3)
     with pytest.raises(ValueError, match="embed_dim"):
-        ps.intervenable(model, "resid", 0, ps.pyvene().VanillaIntervention(embed_dim=5))
+        ps.module_intervenable(model, "resid", 0, ps.pyvene().VanillaIntervention(embed_dim=5))

@@ -52,7 +52,7 @@ def test_every_example_at_its_own_step_in_one_forward_equals_hooks(model_name, c
     for i, t in enumerate(bpos.tolist()):  # nothing changes before each row's own step
         torch.testing.assert_close(out[i, :t], plain[i:i + 1, :t][0], atol=1e-6, rtol=1e-5)
     # from source sequences: pyvene path (source states read per example) gives the same
-    torch.testing.assert_close(pr.interchange(iv, base, source, base_pos=bpos, source_pos=spos),
+    torch.testing.assert_close(pr.interchange_ids(iv, base, source, base_pos=bpos, source_pos=spos),
                                want, atol=1e-6, rtol=1e-6)
 
 
@@ -152,7 +152,8 @@ def test_ablating_a_head_at_every_position_through_pyvene_equals_a_hook(mean):
         want = model(base)
     finally:
         handle.remove()
-    iv = ps.intervenable(model, "head", 1, AblateIntervention(features=(lo, hi), values=values))
+    iv = ps.module_intervenable(model, "head", 1,
+                                AblateIntervention(features=(lo, hi), values=values))
     got = pr.run_sourceless(iv, base)
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)
     assert not torch.allclose(got, plain, atol=1e-4)  # the head matters to the output
@@ -162,7 +163,7 @@ def test_ablating_a_head_at_every_position_through_pyvene_equals_a_hook(mean):
                                atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(model(base), plain, atol=0, rtol=0)  # nothing left behind
     with pytest.raises(ValueError, match="needs a source"):
-        pr.run_sourceless(ps.intervenable(model, "head", 1, PatchIntervention), base)
+        pr.run_sourceless(ps.module_intervenable(model, "head", 1, PatchIntervention), base)
 
 
 def test_row_selection_leaves_unselected_rows_exactly_alone():
@@ -197,7 +198,7 @@ def test_pyvene_save_and_load_rebuild_the_same_intervenable(tmp_path, where):
     pos = torch.tensor([1, 4, 8, 9])
     src = torch.randn(4, width, generator=torch.Generator().manual_seed(3))
     want = pr.interchange_vectors(iv, base, pos, src)
-    ps.save_pyvene(iv, tmp_path / "iv")
+    ps.save_intervenable(iv, tmp_path / "iv")
     loaded = ps.pyvene().IntervenableModel.load(str(tmp_path / "iv"), ps.register(model))
     calls = []
     handle = model.sites.__getattr__(kind)[layer].register_forward_hook(lambda *_: calls.append(1))

@@ -174,6 +174,27 @@ def test_sites_modules_take_only_known_kinds():
         Sites(residual=2)
 
 
+def test_a_site_knows_its_hooks_by_the_handles_it_kept():
+    """What a network asks before it skips a site (`Sites.hooked`, `hooked_steps`): the hooks
+    on it now. One removed by its handle, or deleted by pyvene's clean-up, which empties the
+    module's hook tables without a handle, is gone; one registered again is seen."""
+    from study.models.sites.pyvene_loader import pyvene
+    sites = Sites(state=3)
+    read, pre = (lambda _m, _a, y: y), (lambda _m, _a: None)
+    handle = sites.state[1].register_forward_hook(read)
+    sites.state[2].register_forward_pre_hook(pre)
+    assert [h for _, h in sites.state[1].hooks()] == [read] and sites.hooked("state")
+    assert sites.hooked_steps("state", 3) == [1, 2] and sites.hooked_steps("state", 2) == [1]
+    handle.remove()
+    assert sites.state[1].hooks() == [] and sites.hooked_steps("state", 3) == [2]
+    pyvene().models.modeling_utils.remove_forward_hooks(sites)
+    assert not sites.hooked("state") and sites.hooked_steps("state", 3) == []
+    sites.state[0].register_forward_hook(read)
+    assert sites.hooked_steps("state", 3) == [0]
+    with sites.only("state", [2]):  # a vouched hook outside the declared steps is skipped
+        assert sites.hooked_steps("state", 3) == []
+
+
 def test_a_site_is_written_one_way_and_read_back():
     """Table rows, saved alignment keys and chart labels all write a site the same way, and
     a saved key parses back to the site it names."""

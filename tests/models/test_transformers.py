@@ -299,12 +299,12 @@ def test_pyvene_resid_interchange_equals_manual_hook(name, route):
         def run(src):
             return iv({"ids": base}, [{"ids": src}], {"sources->base": (where, where)})[1]
     else:
-        from study.models.sites.pyvene_bridge import intervenable
-        from study.models.sites.pyvene_run import interchange
-        iv = intervenable(model, "resid", 1, "vanilla")
+        from study.models.sites.pyvene_bridge import module_intervenable
+        from study.models.sites.pyvene_run import interchange_ids
+        iv = module_intervenable(model, "resid", 1, "vanilla")
 
         def run(src):
-            return interchange(iv, base, src, base_pos=[[p]] * batch)
+            return interchange_ids(iv, base, src, base_pos=[[p]] * batch)
 
     torch.testing.assert_close(run(base), clean, atol=0, rtol=0)
     torch.testing.assert_close(run(source), manual, atol=1e-6, rtol=1e-6)

@@ -1,6 +1,7 @@
 """From Python (`study.open_run`): a run directory opened by hand, its trained alignment as a
-`pyvene.IntervenableModel` that reproduces the recorded IIA, pyvene's own save format, the
-export to `transformers`, and one-line errors naming the file or key."""
+`pyvene.IntervenableModel` that reproduces the recorded IIA, the same interchange by hand,
+pyvene's own save format, the export to `transformers`, and one-line errors naming the file
+or key."""
 from __future__ import annotations
 
 import json
@@ -62,6 +63,22 @@ def test_the_trained_alignment_through_pyvene_reproduces_the_recorded_iia(traine
     on_train = {k: _recorded(run, "oaf", k, "train")["iia"] for k in (1, 2)}
     iv = run.intervenable("up_down:count")
     assert list(iv.interventions.values())[0].k == chosen_k(on_train)
+
+
+def test_by_hand_interchanges_give_the_handles_and_the_networks_own_logits(trained_runs):
+    """`study.site_intervenable` and `study.interchange`, the by-hand path of the notebooks:
+    the trained alignment put at its site by hand gives what `run.intervenable` gives, and a
+    patch writing each base's own vectors gives the network's own logits."""
+    run = study.open_run(trained_runs("gru"))
+    pairs, net = run.pairs("up_down:count"), run.model()
+    oaf, kind, _, _ = run.alignment("up_down:count", k=2)
+    mine = study.interchange(study.site_intervenable(net, kind, oaf), pairs)  # (n, seq, vocab)
+    theirs = study.interchange(run.intervenable("up_down:count", k=2), pairs)
+    torch.testing.assert_close(mine, theirs)
+    own = study.site_vectors(net, pairs, kind, of="base")  # (n, width)
+    with torch.no_grad():
+        patched = study.interchange(study.site_intervenable(net, kind), pairs, sources=own)
+        torch.testing.assert_close(patched, net(torch.as_tensor(pairs.base_ids)))
 
 
 def test_a_pyvene_user_loads_the_saved_alignment_with_pyvene_and_the_network(trained_runs):

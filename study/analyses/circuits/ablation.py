@@ -6,7 +6,7 @@ projection, so zeroing it removes exactly that head's contribution to the residu
 - `mean`: the slice is set to its mean over the evaluated sequences at each position
   [ours: position-wise mean ablation over the same sequences, the usual reference
   distribution when no separate one is named].
-The ablation runs through pyvene like every intervention of the library: an `intervenable`
+The ablation runs through pyvene like every intervention of the library: a `module_intervenable`
 at `head[l]` holding an `AblateIntervention`, applied over the site's whole output
 (`study.models.sites.pyvene_run.run_sourceless`).
 Accuracy uses training's rule (every scored position's argmax among the task's output ids is
@@ -20,7 +20,7 @@ import torch
 
 from study.analyses.common.data import correct
 from study.models.sites.capture import batches, hooked, site_widths
-from study.models.sites.pyvene_bridge import intervenable
+from study.models.sites.pyvene_bridge import module_intervenable
 from study.models.sites.pyvene_run import run_sourceless
 
 METHODS = ("zero", "mean")
@@ -67,7 +67,7 @@ def ablator(model, layer: int, head: int, d_head: int, method: str,
         raise ValueError(f"ablation method {method!r}; known: {', '.join(METHODS)}")
     values = None if method == "zero" else means[layer]  # (pos, n_heads * d_head)
     inst = AblateIntervention(features=(head * d_head, (head + 1) * d_head), values=values)
-    return intervenable(model, "head", layer, inst)
+    return module_intervenable(model, "head", layer, inst)
 
 
 def by_stratum(task, ok: np.ndarray, strata: dict[str, np.ndarray]) -> list[tuple[str, float]]:

@@ -44,16 +44,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from study.analyses.das.alignments import trained
 from study.core.errors import UsageError
 from study.core.settings import setting
-
-_ALIGNMENTS = ("oaf", "laf", "laf_sd")
 
 
 @dataclass(frozen=True)
 class CompareConfig:
-    alignment: str = setting("oaf", "the DAS alignment compared: oaf | laf | laf_sd [ours: "
-                             "oaf, whose subspace is an orthogonal projection]")
+    alignment: str = setting("oaf", f"the DAS alignment compared: {' | '.join(trained())} "
+                             "[ours: oaf, whose subspace is an orthogonal projection]")
     variables: tuple[str, ...] = setting((), "() = every variable the runs' alignments share")
     k: Literal["auto"] | tuple[int, ...] = setting(
         "auto", "subspace sizes compared: auto (every k both runs saved; each pair read at "
@@ -77,9 +76,9 @@ class CompareConfig:
                                     "of preference, e.g. state@21,resid[2]@21 [ours]")
 
     def __post_init__(self):
-        if self.alignment not in _ALIGNMENTS:
+        if self.alignment not in trained():
             raise UsageError(f"compare.alignment={self.alignment!r}: choose from "
-                             f"{', '.join(_ALIGNMENTS)}")
+                             f"{', '.join(trained())}")
         for key in ("n_fit", "n_test", "n_geometry", "n_perm"):
             if getattr(self, key) < 1:
                 raise UsageError(f"compare.{key}={getattr(self, key)}: must be at least 1")

@@ -20,6 +20,7 @@ from study.analyses.compare.sites import choose_site, train_iia
 from study.analyses.compare.stitch import (apply_map, fit_map, shuffled, stitched_iia,
                                            tested_iia)
 from study.analyses.compare.values import layout, points, site_activations
+from study.analyses.das.alignments import control
 from study.core.tables import COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING
 
 _KEY = re.compile(r"^(?P<alignment>[^/]+)/(?P<variable>.+)/(?P<site>[^/]+)/k=(?P<k>\d+)$")
@@ -77,7 +78,7 @@ class _Spaces:
     def _load(self, alignment, variable, k) -> Subspace:
         site = self.site(variable, k)
         label = site if site in self.keys.get((alignment, variable, k), ()) else None
-        if alignment == "random" and label is None:
+        if alignment == control() and label is None:
             learned = self.space(self.cfg.alignment, variable, k)
             return random_space(learned, self.cfg.seed * 7919 + k).to(self.device)
         return Subspace.from_file(self.s.alignments, f"{alignment}/{variable}/{label}/k={k}"
@@ -176,14 +177,14 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
             for a in subjects:
                 A = spaces[id(a)]
                 la = A.site(variable, k)
-                sa, ra = A.space(cfg.alignment, variable, k), A.space("random", variable, k)
+                sa, ra = A.space(cfg.alignment, variable, k), A.space(control(), variable, k)
                 ta, fa = A.vectors(la, "test"), A.vectors(la, "fit")
                 geo += [dict(r, auto_k=auto[id(a)]) for r in _geometry(
                     a, task, variable, la, sa, cfg, device, k, (ids, known.get(variable)), acts)]
                 for b in subjects:
                     B = spaces[id(b)]
                     lb = B.site(variable, k)
-                    sb, rb = B.space(cfg.alignment, variable, k), B.space("random", variable, k)
+                    sb, rb = B.space(cfg.alignment, variable, k), B.space(control(), variable, k)
                     tb, fb = B.vectors(lb, "test"), B.vectors(lb, "fit")
                     matched = matched_k(auto[id(a)], auto[id(b)])
                     common = dict(variable=variable, run=a.run, other_run=b.run,

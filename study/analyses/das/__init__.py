@@ -127,10 +127,7 @@ class DasConfig:
         (-1,),
         "-1 = the pair's positions (answer position if aligned)")
     alignments: tuple[str, ...] = setting(
-        ALIGNMENTS, "oaf (orthogonal); laf (linear, of form laf_form, our search); laf_sd (the "
-        "authors' linear alignment trained as they train it: form sd, their initialisation, "
-        "constant lr laf_sd_lr, each k from a fresh draw); random (an untrained rotation, the "
-        "control)")
+        ALIGNMENTS, "; ".join(f"{k.name}: {k.help}" for k in _alignments.kinds().values()))
     k: tuple[int, ...] = setting(
         (1, 2, 4, 16, 32), "subspace sizes swept: dims taken from the source [paper]")
     n_train: int = setting(10_000, "counterfactual pairs the alignment is trained on [paper]")
@@ -403,3 +400,14 @@ def _step0(ctx):
         import warnings
         warnings.warn(f"das: no step-0 checkpoint ({e}); no trained control")
         return None
+
+
+def __getattr__(name: str):
+    """The package's public entries that need torch, imported on first use so that the
+    command line reads the settings above without it: `pairs_right(iv, pt, src, batch_size)`,
+    (n,) bool, each pair's every scored output under an intervenable is the counterfactual
+    one (the das table's IIA counts these; `study.iia` scores a run's pairs with it)."""
+    if name == "pairs_right":
+        from study.analyses.das.search import pairs_right
+        return pairs_right
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -54,7 +54,7 @@ def export(model, rows: list[dict], kept: dict, out_dir, checkpoint: int) -> Non
     its chosen k, `kept[(alignment, variable, site label, k)]` (an instance), with
     `index.json` listing them."""
     from study.core.sites import site_key
-    from study.models.sites.pyvene_bridge import save_pyvene, site_intervenable
+    from study.models.sites.pyvene_bridge import save_intervenable, site_intervenable
 
     groups: dict = {}
     test_iia: dict = {}
@@ -74,7 +74,7 @@ def export(model, rows: list[dict], kept: dict, out_dir, checkpoint: int) -> Non
             if inst is None:
                 continue  # no k scored, or every restart was refused
             name = directory_name(alignment, variable, label)
-            save_pyvene(site_intervenable(model, kind, layer, inst), tmp / name)
+            save_intervenable(site_intervenable(model, kind, layer, inst), tmp / name)
             index.append(dict(directory=name, alignment=alignment, variable=variable, site=kind,
                               layer=layer, position=position, label=label, k=k,
                               test_iia=test_iia.get((alignment, variable, kind, layer, position,

@@ -1,61 +1,28 @@
-"""The recurrent network of the `gru` and `lstm` families: one cell unrolled over time.
+"""The recurrent network of the `gru` and `lstm` families: one cell unrolled over time
+(docs/models/rnn.md).
 
     ids (batch, pos) -> embedding (batch, pos, d_embed)
       -> for t: state_t = cell(x_t, state_{t-1}); state_t = sites.state[t](state_t)
-      -> output MLP at every position: state (d_state) -> d_mlp -> vocab   (GELU, dropout)
+      -> output MLP at every position on h: d_hidden -> d_mlp -> vocab   (GELU, dropout)
 
-The cell is unrolled by hand so that each time step has its own site `sites.state[t]`
-(pyvene's per-timestep unit for recurrent models is broken). Whatever leaves
-`sites.state[t]` is what both the next step and the output head at t read, so replacing
-state[t] changes the logits at t and every later step and nothing before t. For the LSTM the
-analysed state is [h, c] (batch, 2 * d_hidden), as the authors' `identities` hook sees it,
-but the head reads h alone: `grantsrb/mas/seq_models.py` `LSTM` is `LSTMCell(128, 64)`
-with `Linear(64, 512)`, GELU, dropout, `Linear(512, vocab)` on h. The GRU's head reads its
-h (128), like the authors' `GRUCell(128, 128)`. The gates follow torch.nn.GRU / nn.LSTM
-exactly (the cell parameters are those of nn.GRUCell / nn.LSTMCell).
+Each time step has its own site `sites.state[t]` (pyvene's per-timestep unit is broken):
+what leaves it is what both the next step and the head at t read, so replacing state[t]
+changes the logits at t and later and nothing before. The LSTM's analysed state is [h, c]
+(batch, 2 * d_hidden) and its head reads h alone [paper code: grantsrb/mas `seq_models.py`].
+The gates and parameters are nn.GRUCell's / nn.LSTMCell's; under bf16 autocast the state
+stays float32.
 
-Inputs. `model(ids)` is teacher-forced: the input at t is ids[:, t] (what analyses run).
-`model(ids, feed=mask)` runs free: where `feed` (batch, pos) is True the input at t is the
-argmax of the model's own logits at t-1 (detached, dropout included in training mode), as
-the authors' `RNN.forward`/`LSTM.forward` insert `embeddings(pred_ids[-1])` where the task
-mask is set (`grantsrb/mas/seq_models.py`); the head then runs inside the loop, once a step.
+`model(ids)` is teacher-forced; `model(ids, feed=mask)` runs free: the input at each True
+position is the argmax of the logits one step before [paper code: grantsrb/mas
+`RNN.forward`].
 
-Speed: the input projections of all steps are one matmul before the loop; each step does
-one (batch, d_hidden) x (d_hidden, gates*d_hidden) matmul plus elementwise gates. Under
-bf16 autocast the matmuls run in bf16 while the state stays float32 (promotion against the
-float32 initial state), so the recurrence does not accumulate bf16 rounding.
-
-Fused kernel [ours]: a teacher-forced forward runs torch's own GRU/LSTM kernel
-(`torch._VF.gru` / `lstm`, what nn.GRU / nn.LSTM call; cuDNN on CUDA) on the same weights, in
-float32, instead of a Python loop of small ops, and runs the state sites only where something
-reads or replaces a step (a hook on `sites.state[t]`). `_plan` picks one of three modes:
-- segmented: the kernel runs up to each hooked step t, `sites.state[t]` runs on the kernel's
-  state there (the tensor the loop would hand it), and its output is what the head reads at t
-  and what the next segment starts from. No hook: one call for the whole sequence. Hooks at k
-  steps: k calls, plus one after the last if it is not the final step.
-- gathered: when the caller declared that each row is touched at its own step only
-  (`Sites.per_row`, as `site_intervenable` does) and more than `MAX_SEGMENTS` steps are hooked:
-  one clean call up to each row's own step, the hooked sites in turn on one (batch, d_state)
-  tensor of each row's own-step state, one packed call over each row's remaining steps, and
-  the three composed per row. Two kernel calls, whatever the number of steps.
-- loop: the step loop, with every site, when the forward is traced by torch.compile (inductor
-  fuses the loop's small ops), captured into a CUDA graph (positions live on the device
-  only), or watched by a global module hook (it sees every site call).
-The modes compute the step loop's function and agree with it to float rounding (on the CPU
-within about 1e-7; cuDNN rounds differently again). Runs hooked at the same steps take the same
-cuts, so a clean run with identity hooks there is bitwise the intervened run's prefix.
-Free-running goes through the kernel too when no state site is hooked, to the fixed point on
-CUDA: with the head's dropout mask drawn once for the whole sequence,
-teacher-forced passes without gradients replace each fed input by the previous position's
-argmax until nothing changes (a trained network settles in one pass), then one pass with
-gradients runs on the settled inputs. With the same mask at each step, that is exactly the
-step loop's computation; a batch that has not settled within `SETTLE_PASSES` passes
-(early in training) runs the step loop. The choice depends on the batch and the weights
-only, so a resumed run takes the same path as an uninterrupted one. On the CPU the step loop
-is the faster way to run free (GRU `small`, batch 128, 45 positions, 2 threads: 122 ms per
-training step, against 68 ms for a pass without gradients plus 129 ms for the pass with them),
-so there free-running keeps the loop (`FUSED_FREE_DEVICES`); teacher-forced, the fused
-kernel takes 129 ms against the loop's 153 ms.
+Fused kernel [ours]: torch's GRU/LSTM kernel (`_kernel`) runs the same weights instead of the
+step loop, the state sites only where a hook reads or replaces a step. `_plan` picks the mode
+of a teacher-forced forward: segmented (the kernel cut at each hooked step), gathered (under
+a `Sites.per_row` declaration, each row at its own step in two packed calls) or the loop
+(torch.compile, CUDA-graph capture, a global hook); free-running uses the kernel by
+fixed-point passes (`_free_fused`). Every mode computes the loop's function: the modes, their
+costs and what is tested of them are in docs/models/rnn.md.
 """
 from __future__ import annotations
 
@@ -108,7 +75,7 @@ class RecurrentLM(nn.Module):
         the logits of the True positions, (n_true, vocab), in row-major order (analyses that
         score a few positions skip the output layer everywhere else). With `feed` (batch, pos)
         bool, the input at each True position is the argmax of the logits one step before
-        instead of ids (free-running, see the module docstring)."""
+        instead of ids (free-running)."""
         batch, pos = ids.shape  # (batch, pos)
         if pos > self.n_steps:
             raise ValueError(f"sequence of {pos} tokens, the network was built for {self.n_steps}")
@@ -163,7 +130,7 @@ class RecurrentLM(nn.Module):
     def _plan(self, batch: int, pos_len: int):
         """How a teacher-forced forward of (batch, pos_len) tokens runs its state sites:
         ("loop", merged) | ("segmented", hooked steps) | ("gathered", (pos, hooked steps)),
-        the steps sorted (module docstring). Under a merged `per_row` declaration the
+        the steps sorted (docs/models/rnn.md). Under a merged `per_row` declaration the
         gathered mode runs the one site that acts for every row, once; the loop (`merged`:
         (pos (batch,) on the CPU, that site's step), else None) applies it at each row's step."""
         declared = self.sites.declared_rows("state")
@@ -283,7 +250,7 @@ class RecurrentLM(nn.Module):
         return torch.where(before, clean, torch.where(at, h_new, after))
 
     def _fusable(self) -> bool:
-        return not self.sites.hooked("state") and not torch.compiler.is_compiling()
+        return not torch.compiler.is_compiling() and not self.sites.hooked("state")
 
     def _fused(self, x: torch.Tensor) -> torch.Tensor:
         """x (batch, pos, d_embed) -> h at every step (batch, pos, d_hidden), float32, by
@@ -299,7 +266,7 @@ class RecurrentLM(nn.Module):
         return last(act(first(h)) * mask)
 
     def _free_fused(self, ids, feed, readout):
-        """Free-running by fixed-point passes of the fused kernel (module docstring), or None
+        """Free-running by fixed-point passes of the fused kernel (docs/models/rnn.md), or None
         when the batch has not settled in SETTLE_PASSES passes."""
         p = self.head[2].p
         mask = None

@@ -13,15 +13,43 @@ from typing import Callable, NamedTuple
 import torch
 from torch import nn
 from torch.nn.modules import module as _torch_module
+from torch.utils.hooks import RemovableHandle
 
 from study.core.sites import KINDS
 
 
 class Site(nn.Module):
-    """y = x. Hooks registered on this module read or replace the site's activation."""
+    """y = x. Hooks registered on this module read or replace the site's activation.
+
+    A site keeps the handle of every forward and pre-forward hook registered on it, so that
+    what hooks it carries is asked of those handles (`hooks`), not of torch's private hook
+    tables; a hook removed in any way (its handle, pyvene's clean-up) is gone from both."""
+
+    def __init__(self):
+        super().__init__()
+        self._handles: list[RemovableHandle] = []  # not state: state_dict and .to() skip it
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
+
+    def register_forward_hook(self, hook, *args, **kwargs) -> RemovableHandle:
+        return self._keep(super().register_forward_hook(hook, *args, **kwargs))
+
+    def register_forward_pre_hook(self, hook, *args, **kwargs) -> RemovableHandle:
+        return self._keep(super().register_forward_pre_hook(hook, *args, **kwargs))
+
+    def _keep(self, handle: RemovableHandle) -> RemovableHandle:
+        self._handles = [h for h, _ in self.hooks()] + [handle]  # the removed ones dropped
+        return handle
+
+    def hooks(self) -> list[tuple[RemovableHandle, Callable]]:
+        """(handle, hook) of every forward and pre-forward hook on this site now."""
+        out = []
+        for handle in self._handles:
+            table = handle.hooks_dict_ref()  # the table the hook was registered in
+            if table is not None and handle.id in table:
+                out.append((handle, table[handle.id]))
+        return out
 
 
 class Sites(nn.Module):
@@ -43,23 +71,20 @@ class Sites(nn.Module):
         """Whether anything reads or replaces a site of `kind`: a forward (pre-)hook on one
         of its modules, or a global module hook. A network may then skip the kind's sites
         (a fused kernel) only when this is False."""
-        if _torch_module._global_forward_hooks or _torch_module._global_forward_pre_hooks:
-            return True
-        return any(site._forward_hooks or site._forward_pre_hooks
-                   for site in getattr(self, kind, ()))
+        return _global_hook() or any(site.hooks() for site in getattr(self, kind, ()))
 
     def hooked_steps(self, kind: str, n: int) -> list[int] | None:
         """The sorted indices < n of the `kind` sites a forward must run: those carrying a
         forward (pre-)hook, except, under an `only` / `per_row` declaration, indices outside the
         declared ones whose every hook the declaration vouches inert. None when a global module
         hook watches every module call (then every site must run)."""
-        if _torch_module._global_forward_hooks or _torch_module._global_forward_pre_hooks:
+        if _global_hook():
             return None
         mods = getattr(self, kind, ())
         decl = self.__dict__.get("_declared", {}).get(kind)
         out = []
         for t in range(min(n, len(mods))):
-            hooks = [*mods[t]._forward_hooks.values(), *mods[t]._forward_pre_hooks.values()]
+            hooks = [hook for _, hook in mods[t].hooks()]
             if hooks and (decl is None or t in decl.steps or not all(map(decl.inert, hooks))):
                 out.append(t)
         return out
@@ -72,8 +97,7 @@ class Sites(nn.Module):
         if decl is None or decl.pos is None:
             return None
         for site in getattr(self, kind, ()):
-            hooks = [*site._forward_hooks.values(), *site._forward_pre_hooks.values()]
-            if not all(map(decl.inert, hooks)):
+            if not all(decl.inert(hook) for _, hook in site.hooks()):
                 return None
         return decl.pos, sorted(decl.steps), decl.merged
 
@@ -125,3 +149,11 @@ class _Declaration(NamedTuple):
 
 def _every_hook(_fn) -> bool:
     return True
+
+
+def _global_hook() -> bool:
+    """Whether a global module hook (`torch.nn.modules.module.register_module_forward_hook`
+    or `..._pre_hook`) is registered: it sees every site call. Registered outside any site,
+    it has no handle a site keeps, and torch has no public way to ask: its own tables are
+    read here, the one place."""
+    return bool(_torch_module._global_forward_hooks or _torch_module._global_forward_pre_hooks)

@@ -4,18 +4,19 @@ Every network exposes its intervention sites as identity modules under `model.si
 (`study/models/sites/modules.py`). This module makes them addressable by pyvene under the site-kind names
 (`study.core.sites.KINDS`: `"resid"`, `"attn_out"`, `"mlp_out"`, `"head"`, `"state"`);
 `study/models/sites/pyvene_run.py` runs interchange interventions through the intervenables
-built here, on per-example aligned positions (`interchange`, `interchange_vectors`,
+built here, on per-example aligned positions (`interchange_ids`, `interchange_vectors`,
 `run_sourceless`).
 
-    iv = intervenable(model, "state", 7, "rotated")            # DAS at the state after token 7
-    logits = interchange(iv, base_ids, source_ids)              # (batch, pos, vocab)
-    iv = intervenable(model, "resid", 1, "vanilla")             # patch the stream entering layer 1
-    logits = interchange(iv, base_ids, source_ids, base_pos=[[3], [5]], source_pos=[[4], [2]])
-    iv = site_intervenable(model, "state", 0, alignment)        # every example at its own step
-    logits = interchange(iv, base_ids, source_ids, base_pos=[3, 5], source_pos=[4, 2])
+    iv = module_intervenable(model, "state", 7, "rotated")   # DAS at the state after token 7
+    logits = interchange_ids(iv, base_ids, source_ids)        # (batch, pos, vocab)
+    iv = module_intervenable(model, "resid", 1, "vanilla")    # patch the stream entering layer 1
+    logits = interchange_ids(iv, base_ids, source_ids, base_pos=[[3], [5]],
+                             source_pos=[[4], [2]])
+    iv = site_intervenable(model, "state", 0, alignment)      # every example at its own step
+    logits = interchange_ids(iv, base_ids, source_ids, base_pos=[3, 5], source_pos=[4, 2])
     logits = interchange_vectors(iv, base_ids, [3, 5], source_vectors)  # sources read once
 
-    iv = intervenable(model, "head", 1, AblateIntervention(features=(0, 4)))
+    iv = module_intervenable(model, "head", 1, AblateIntervention(features=(0, 4)))
     logits = run_sourceless(iv, ids)                            # head 0 of layer 1 silenced
 
 This is the one way the library intervenes on a network. The analyses (`patching`, `das`,
@@ -50,13 +51,14 @@ in one forward.
 
 pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn_pyvene.py):
 - Every `IntervenableModel` call removes *every* forward and pre-forward hook on the wrapped
-  model, a user's too (`_cleanup_states` -> `remove_forward_hooks`). `intervenable` (`_guard`)
-  replaces that clean-up on the instance with one that removes only pyvene's own hooks, so hooks you
-  registered survive any call (also one made directly, not through `interchange`). Do not
+  model, a user's too (`_cleanup_states` -> `remove_forward_hooks`). `module_intervenable`
+  (`_guard`) replaces that clean-up on the instance with one that removes only pyvene's own
+  hooks, so hooks you registered survive any call (also one made directly, not through
+  `interchange_ids`). Do not
   use `IntervenableModel.train_alignment`, which calls the hook-wiping function directly.
 - One integer location (`unit_locations={"base": 3}` or a flat list) switches the instance
   to "fast" mode for good; afterwards only the first example's location is used for the
-  whole batch. `interchange` only ever passes per-example nested lists, rejects bare ints,
+  whole batch. `interchange_ids` only ever passes per-example nested lists, rejects bare ints,
   and resets the instance's fast flags before each call.
 - pyvene's per-timestep unit `"t"` for recurrent models is wrong at every batch size; our
   recurrent networks are unrolled with one `state[t]` site per step instead, and the state
@@ -66,15 +68,15 @@ pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn_pyvene
 - Building an `IntervenableModel` freezes the model (`requires_grad=False` on every
   parameter) and puts it in eval mode. That is what an analysis wants (dropout off, only the
   intervention trains), and we keep it; a training loop must not share the instance.
-- pyvene clears the dict passed as `source_representations` after a call; `interchange`
+- pyvene clears the dict passed as `source_representations` after a call; `interchange_ids`
   builds a fresh one each time.
 - `save_intervention`/`load_intervention` map to `cuda:0`: use `IntervenableModel.save` and
-  the static `IntervenableModel.load(directory, register(model))` instead; `save_pyvene` and
+  the static `IntervenableModel.load(directory, register(model))` instead; `save_intervenable` and
   `load_intervenable` call them with pyvene's prints ("Directory ... created", "... already
   exists") and root-logger warnings ("The key is provided in the config ...", logged by every
   load) kept off stdout and stderr (`study/models/quiet.py`). Custom intervention classes must
   live in an importable module to load (pyvene saves their type names). A loaded model
-  wipes hooks again; `interchange` and `interchange_vectors` adopt it (`adopt`).
+  wipes hooks again; `interchange_ids` and `interchange_vectors` adopt it (`adopt`).
 - pyvene writes an intervention into the hooked module's output tensor in place, and a
   `Site` returns its input: the tensor the network handed in would change too, and autograd
   refuses a tensor it saved for backward (the output of a tanh, say) once it was written
@@ -91,7 +93,6 @@ pyvene 0.1.8 traps guarded here (each has a test in tests/models/test_rnn_pyvene
 from __future__ import annotations
 
 import dataclasses
-import types
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,19 +158,14 @@ def register(model: nn.Module) -> PyveneView:
     return PyveneView(model, site_widths(model))
 
 
-def _drop_pyvene_hooks(model: nn.Module, modules=None) -> None:
-    """Remove the hooks pyvene registered on `model` (or only on `modules`, the ones it hooks)
-    and leave every other hook in place."""
+def _drop_pyvene_hooks(sites) -> None:
+    """Remove the hooks pyvene registered on `sites` (the `Site`s it hooks), through the
+    handles each site keeps, and leave every other hook in place."""
     own = pyvene().models.intervenable_base.__name__  # where pyvene's hook callbacks live
-    for m in (model.modules() if modules is None else modules):
-        for hooks, extras in (
-            (m._forward_hooks, (m._forward_hooks_with_kwargs, m._forward_hooks_always_called)),
-            (m._forward_pre_hooks, (m._forward_pre_hooks_with_kwargs,)),
-        ):
-            for key in [k for k, fn in hooks.items() if getattr(fn, "__module__", None) == own]:
-                del hooks[key]
-                for extra in extras:
-                    extra.pop(key, None)
+    for site in sites:
+        for handle, hook in site.hooks():
+            if getattr(hook, "__module__", None) == own:
+                handle.remove()
 
 
 def _make_intervention(intervention: Any, embed_dim: int, kwargs: dict):
@@ -188,8 +184,8 @@ def _make_intervention(intervention: Any, embed_dim: int, kwargs: dict):
     return intervention
 
 
-def intervenable(model: nn.Module, kind: str, index: int, intervention: Any = "vanilla", *,
-                 n_units: int = 1, **intervention_kwargs):
+def module_intervenable(model: nn.Module, kind: str, index: int, intervention: Any = "vanilla",
+                        *, n_units: int = 1, **intervention_kwargs):
     """A `pyvene.IntervenableModel` acting on `model.sites.<kind>[index]`.
 
     `intervention`: a name from `INTERVENTIONS`, a pyvene intervention class (built with
@@ -228,8 +224,7 @@ def _guard(iv) -> None:
       representation and call (quadratic in the step kind's representations); our networks
       are stateless to pyvene, where that check is a no-op by construction: skipped."""
     hooked = list({id(h.__self__): h.__self__ for h in iv.intervention_hooks.values()}.values())
-    iv._remove_forward_hooks = types.MethodType(
-        lambda self: _drop_pyvene_hooks(self.model, hooked), iv)
+    iv._remove_forward_hooks = lambda: _drop_pyvene_hooks(hooked)
     if iv.is_model_stateless:
         iv._tidy_stateful_activations = lambda: None
     forward = iv.forward
@@ -251,13 +246,13 @@ def _copy_inputs(_module, args):
 
 def site_intervenable(model: nn.Module, kind: str, layer: int, intervention: Any = "patch"):
     """A `pyvene.IntervenableModel` acting at the analyses' site `(kind, layer)`, each
-    example at its own position (`interchange_vectors`, `interchange`).
+    example at its own position (`interchange_vectors`, `interchange_ids`).
 
-    Sequence kinds: `intervenable(model, kind, layer, intervention)`, one representation at
-    `sites.<kind>[layer]`. The step kind (layer 0): one representation per time step t at
-    `sites.state[t]`, every one holding the same intervention instance, which must take a
-    row selection as `subspaces` (`study/models/sites/pyvene_interventions.py`; the DAS alignments
-    and `PatchIntervention` do). `intervention`: "patch" (`PatchIntervention`, the vanilla
+    Sequence kinds: `module_intervenable(model, kind, layer, intervention)`, one
+    representation at `sites.<kind>[layer]`. The step kind (layer 0): one representation per
+    time step t at `sites.state[t]`, every one holding the same intervention instance, which
+    must take a row selection as `subspaces` (`study/models/sites/pyvene_interventions.py`; the
+    DAS alignments and `PatchIntervention` do). `intervention`: "patch" (`PatchIntervention`, the vanilla
     interchange), a pyvene intervention class (built with the site's width) or an instance.
     """
     check_site(model, kind, layer)
@@ -265,15 +260,15 @@ def site_intervenable(model: nn.Module, kind: str, layer: int, intervention: Any
         from study.models.sites.pyvene_interventions import PatchIntervention
         intervention = PatchIntervention
     if kind not in STEP_KINDS:
-        return intervenable(model, kind, layer, intervention)
+        return module_intervenable(model, kind, layer, intervention)
     pv = pyvene()
     view = register(model)
     inst = _make_intervention(intervention, view.config.__dict__[kind], {})
     if not getattr(inst, "takes_row_mask", False):
         raise ValueError(f"{type(inst).__name__} cannot be told which examples to intervene "
                          f"on at each step (study/models/sites/pyvene_interventions.py); the {kind} "
-                         f"kind needs that, or intervenable(model, {kind!r}, step, ...) for "
-                         f"one step")
+                         f"kind needs that, or module_intervenable(model, {kind!r}, step, ...) "
+                         f"for one step")
     reps = [pv.RepresentationConfig(layer=t, component=kind, unit="pos", max_number_of_units=1,
                                     intervention=inst)
             for t in range(model.sites.kinds()[kind])]
@@ -328,7 +323,8 @@ def adopt(iv):
     kinds = {r.component for r in reps}
     if len(kinds) != 1 or not kinds <= set(KINDS) or not isinstance(iv.model, PyveneView):
         raise ValueError("not an intervenable over one site kind of a study network (built by "
-                         "site_intervenable or intervenable, or loaded onto register(model))")
+                         "site_intervenable or module_intervenable, or loaded onto "
+                         "register(model))")
     kind = reps[0].component
     if kind in STEP_KINDS and len(reps) > 1:
         place_ = Where(kind, 0, 1, per_step=True)
@@ -342,7 +338,7 @@ def adopt(iv):
     return iv
 
 
-def save_pyvene(iv, directory) -> None:
+def save_intervenable(iv, directory) -> None:
     """pyvene's own `IntervenableModel.save` into `directory` (made if missing), quietly.
     `load_intervenable(directory, model)` (or pyvene's `IntervenableModel.load(directory,
     register(model))`) reads it."""
@@ -354,7 +350,7 @@ def load_intervenable(directory, model: nn.Module):
     """The `pyvene.IntervenableModel` saved in `directory` by `IntervenableModel.save` (the
     das analysis writes them under RUN/analyses/das/pyvene/), rebuilt over `model`'s sites:
     pyvene's own `IntervenableModel.load(directory, register(model))`, quietly, adopted
-    (`adopt`) so `interchange`, `interchange_vectors` and `study.iia` take it as it is.
+    (`adopt`) so `interchange_ids`, `interchange_vectors` and `study.iia` take it as it is.
 
         iv = load_intervenable("RUN/analyses/das/pyvene/oaf/up_down-count/state@pair", net)
     """

@@ -1,7 +1,8 @@
 """Interchange interventions through the intervenables of `study/models/sites/pyvene_bridge.py`.
 
-    logits = interchange(iv, base_ids, source_ids)              # (batch, pos, vocab)
-    logits = interchange(iv, base_ids, source_ids, base_pos=[[3], [5]], source_pos=[[4], [2]])
+    logits = interchange_ids(iv, base_ids, source_ids)          # (batch, pos, vocab)
+    logits = interchange_ids(iv, base_ids, source_ids, base_pos=[[3], [5]],
+                             source_pos=[[4], [2]])
     logits = interchange_vectors(iv, base_ids, [3, 5], source_vectors)  # sources read once
     logits = run_sourceless(iv, ids)                            # a source-free intervention
 
@@ -84,14 +85,14 @@ def _steps(pos, batch: int, name: str) -> list[int] | None:
     return [int(r[0]) if isinstance(r, (list, tuple)) else int(r) for r in rows]
 
 
-def interchange(iv, base: torch.Tensor, source: torch.Tensor | None = None, *,
-                base_pos=None, source_pos=None, subspaces=None) -> torch.Tensor:
+def interchange_ids(iv, base: torch.Tensor, source: torch.Tensor | None = None, *,
+                    base_pos=None, source_pos=None, subspaces=None) -> torch.Tensor:
     """Run `base` (batch, pos) with the intervenable's site set from `source`; return logits.
 
     Sequence kinds: `base_pos` is required, one position (or `n_units` positions) per
     example; `source_pos` defaults to `base_pos`. State kind, `site_intervenable`: `base_pos`
     is each example's step, `source_pos` (default: the same) its source step. State kind,
-    `intervenable` at one step: the base step is the intervenable's index, so `base_pos` may
+    `module_intervenable` at one step: the base step is the intervenable's index, so `base_pos` may
     be omitted or must equal it for every example; `source_pos` (default: that step) picks
     each example's source step. `source=None` for
     interventions that need no source (zero, collect). `subspaces`: per-example lists of
@@ -148,8 +149,8 @@ def interchange(iv, base: torch.Tensor, source: torch.Tensor | None = None, *,
 def run_sourceless(iv, base: torch.Tensor, *, readout: torch.Tensor | None = None) -> torch.Tensor:
     """Run `base` (batch, pos) with the intervenable's source-free intervention (a pyvene
     `ConstantSourceIntervention`, e.g. `AblateIntervention`) applied to its site's whole
-    output: every position of a sequence kind, the step of a step kind. `iv`: an
-    `intervenable` at one module. Returns logits (batch, pos, vocab), or with `readout`
+    output: every position of a sequence kind, the step of a step kind. `iv`: a
+    `module_intervenable`. Returns logits (batch, pos, vocab), or with `readout`
     (batch, pos) bool only the True positions', (n_true, vocab)."""
     at = where(iv)
     _reset_fast(iv)
@@ -190,9 +191,10 @@ def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor,
     """Run `base` (batch, pos) through pyvene with each example's site vector at its position
     `base_pos[i]` intervened on against `sources[i]` (batch, width), vectors read beforehand
     (pyvene's `source_representations`; `study.models.sites.capture.gather_site` reads them).
-    `iv`: a `site_intervenable` (the step kind: any step per example) or an `intervenable` at
-    one module. Returns logits (batch, pos, vocab), or with `readout` (batch, pos) bool only
-    the True positions', (n_true, vocab). Gradients reach trainable interventions."""
+    `iv`: a `site_intervenable` (the step kind: any step per example) or a
+    `module_intervenable`. Returns logits (batch, pos, vocab), or with `readout` (batch, pos)
+    bool only the True positions', (n_true, vocab). Gradients reach trainable
+    interventions."""
     at = where(iv)
     _reset_fast(iv)
     kind, index, n_units = at.kind, at.layer, at.n_units

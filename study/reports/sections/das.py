@@ -10,18 +10,31 @@ variable (binding's renamed letters, table `das_transfer`), a table gives what t
 alignments do on them."""
 from __future__ import annotations
 
+import itertools
+
 import altair as alt
 import pandas as pd
 
+from study.core.alignments import kinds
 from study.core.sites import site_label
 from study.core.tables import DAS, DAS_CONTROL, DAS_SHUFFLED, DAS_TRANSFER
 from study.reports.figure import Figure
 from study.reports.sections import section
 from study.reports.sections._common import HEIGHT, WIDTH, model_color, several_seeds, spread, stacked
 
-DASH = {"oaf": [1, 0], "laf": [6, 3], "laf_sd": [3, 2, 1, 2], "random": [2, 2]}
+# line styles: the trained alignments' in the registry's order, the control's dotted
+TRAINED_DASHES = ([1, 0], [6, 3], [3, 2, 1, 2], [8, 2, 2, 2], [4, 4])
+CONTROL_DASH = [2, 2]
 CONTROLS = {DAS_SHUFFLED.name: "shuffled", DAS_CONTROL.name: "step 0"}  # table -> label
 SHAPES = {"shuffled": "triangle-up", "step 0": "square"}
+
+
+def dashes() -> dict[str, list[int]]:
+    """Each registered alignment's line style, in the registry's order (the trained ones take
+    `TRAINED_DASHES` in turn)."""
+    styles = itertools.cycle(TRAINED_DASHES)
+    return {name: next(styles) if kind.trained else CONTROL_DASH
+            for name, kind in kinds().items()}
 
 
 def iia_curves(runs, controls: bool = False) -> pd.DataFrame | None:
@@ -53,7 +66,8 @@ def build(runs) -> list[Figure]:
     variables = list(dict.fromkeys(curves["variable"]))
     searched = curves[curves["control"] == ""]
     controls = curves[curves["control"] != ""]
-    alignments = [a for a in DASH if a in set(searched["alignment"])]
+    dash_of = dashes()
+    alignments = [a for a in dash_of if a in set(searched["alignment"])]
     ks = sorted(curves["k"].unique().tolist())
     x = alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="subspace size k",
               axis=alt.Axis(values=ks))
@@ -64,7 +78,7 @@ def build(runs) -> list[Figure]:
            alt.Tooltip("min:Q", format=".3f"), alt.Tooltip("max:Q", format=".3f"),
            "n_seeds:Q"]
     dash = alt.StrokeDash("alignment:N", sort=alignments, scale=alt.Scale(
-        domain=alignments, range=[DASH[a] for a in alignments]),
+        domain=alignments, range=[dash_of[a] for a in alignments]),
         legend=alt.Legend(symbolType="stroke", symbolStrokeColor="gray", symbolSize=300))
     is_searched = alt.datum.control == ""
     # the points are a layer of their own: a line with `point=True` draws its legend as dots,

@@ -50,6 +50,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from study.core.alignments import control, label_of, trained
 from study.core.sites import site_label
 from study.core.tables import (COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING, DAS,
                                DAS_CONTROL, DAS_SHUFFLED)
@@ -61,8 +62,6 @@ from study.reports.sections._compare import LEARNED_ACC, accuracy_on_test, displ
 
 MARGIN = 0.1  # the lower end of the interval must clear every control by this much
 ALIGNED_IIA = 0.9  # and the IIA itself reach this, for "aligned"
-TRAINED = ("oaf", "laf", "laf_sd")  # judged alignments, in table order
-NAMES = {"oaf": "OAF", "laf": "LAF", "laf_sd": "LAF (authors')"}
 BAR = "max(random, shuffled, step 0)"
 RULE = (f"aligned: the lower end of the 95 % interval ≥ {BAR} + {MARGIN} and IIA ≥ "
         f"{ALIGNED_IIA}; partial: the lower end ≥ {BAR} + {MARGIN} and IIA < {ALIGNED_IIA}; "
@@ -159,7 +158,7 @@ def verdict_numbers(runs) -> pd.DataFrame:
         for variable, d in das.groupby("variable", sort=False):
             test = d[d["split"] == "test"]
             too_few = bool(test["too_few"].any()) if "too_few" in test else False
-            for alignment in (a for a in TRAINED if (d["alignment"] == a).any()):
+            for alignment in (a for a in trained() if (d["alignment"] == a).any()):
                 cand = chosen_on_train(d[d["alignment"] == alignment])
                 iia = lo = hi = sd = chance = float("nan")
                 where = ""
@@ -168,7 +167,7 @@ def verdict_numbers(runs) -> pd.DataFrame:
                     iia, lo, hi, sd = (float(cand.get(c, np.nan))
                                        for c in ("iia", "iia_lo", "iia_hi", "iia_restart_sd"))
                     where = f"k={int(cand['k'])} {site_label(cand['site'], cand['layer'])}"
-                random = _control(test, variable, "random", cand)
+                random = _control(test, variable, control(), cand)
                 ctl = (_control(shuffled, variable, alignment, cand),
                        _control(step0, variable, alignment, cand))
                 rows.append(dict(run=display_label(r), model=r.model, seed=r.seed,
@@ -217,11 +216,11 @@ def verdict_table(numbers: pd.DataFrame) -> pd.DataFrame:
     if numbers.empty:
         return pd.DataFrame()
     variables = list(dict.fromkeys(numbers["variable"]))
-    order = {a: i for i, a in enumerate(TRAINED)}
+    order = {a: i for i, a in enumerate(trained())}
     out = []
     for (run, alignment), g in numbers.groupby(["run", "alignment"], sort=False):
         row = {"model": g["model"].iloc[0], "seed": str(int(g["seed"].iloc[0])),
-               "alignment": NAMES.get(alignment, alignment), "_a": order.get(alignment, 9)}
+               "alignment": label_of(alignment), "_a": order.get(alignment, 9)}
         cells = {v: _cell(x) for v, x in zip(g["variable"], g.to_dict("records"))}
         row.update({v: cells.get(v, "—") for v in variables})
         out.append(row)
@@ -231,7 +230,7 @@ def verdict_table(numbers: pd.DataFrame) -> pd.DataFrame:
         cells = {v: _seeds_cell(x) for v, x in zip(first["variable"], first.to_dict("records"))}
         if (g["verdict"] == "did not learn").all():  # no seed learned the task
             cells = {v: f"no seed learned the task: {c}" for v, c in cells.items()}
-        out.append({"model": model, "seed": "all", "alignment": NAMES.get(alignment, alignment),
+        out.append({"model": model, "seed": "all", "alignment": label_of(alignment),
                     "_a": order.get(alignment, 9),
                     **{v: cells.get(v, "—") for v in variables}})
     table = pd.DataFrame(out)
@@ -244,16 +243,16 @@ def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
     d = numbers.dropna(subset=["iia"])
     if d.empty:
         return None
-    d = d.assign(alignment=d["alignment"].map(lambda a: NAMES.get(a, a)))
+    d = d.assign(alignment=d["alignment"].map(label_of))
     x = alt.X("run:N", title=None, sort=sorted(d["run"].unique()))
-    offset = alt.XOffset("alignment:N", sort=[NAMES[a] for a in TRAINED])
+    offset = alt.XOffset("alignment:N", sort=[label_of(a) for a in trained()])
     y = dict(scale=alt.Scale(domain=[0, 1]))
     tip = ["run:N", "variable:N", "alignment:N", "where:N", alt.Tooltip("iia:Q", format=".3f"),
            alt.Tooltip("iia_lo:Q", format=".3f"), alt.Tooltip("iia_hi:Q", format=".3f"),
            alt.Tooltip("restart_sd:Q", format=".3f", title="sd over restarts"),
            alt.Tooltip("random:Q", format=".3f"), alt.Tooltip("shuffled:Q", format=".3f"),
            alt.Tooltip("step0:Q", format=".3f"), "verdict:N"]
-    shape = alt.Shape("alignment:N", sort=[NAMES[a] for a in TRAINED], title="alignment")
+    shape = alt.Shape("alignment:N", sort=[label_of(a) for a in trained()], title="alignment")
     bars = alt.Chart().mark_rule(strokeWidth=2).encode(
         x=x, xOffset=offset, y=alt.Y("iia_lo:Q", title="test IIA on tested pairs", **y),
         y2="iia_hi:Q", color=model_color(runs, legend=False))

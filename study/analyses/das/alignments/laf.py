@@ -12,4 +12,4 @@ def make(embed_dim: int, k: int, seed: int, laf_form: str = "sd"):
 
 
 register_alignment(AlignmentKind("laf", order=1, seed_index=1, make=make,
-                                 help="linear, of form laf_form, our search"))
+                                 help="linear, of form laf_form, our search", label="LAF"))

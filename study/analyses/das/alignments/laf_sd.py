@@ -12,5 +12,7 @@ def make(embed_dim: int, k: int, seed: int, laf_form: str = "sd"):
 
 
 register_alignment(AlignmentKind("laf_sd", order=2, seed_index=3, make=make,
-                                 help="the authors' linear alignment trained their way",
-                                 warm_start=False, lr_setting="laf_sd_lr"))
+                                 help="the authors' linear alignment trained as they train it: form sd, their "
+                                 "initialisation, constant lr laf_sd_lr, each k from a fresh "
+                                 "draw",
+                                 label="LAF (authors')", warm_start=False, lr_setting="laf_sd_lr"))

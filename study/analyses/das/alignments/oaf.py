@@ -11,4 +11,4 @@ def make(embed_dim: int, k: int, seed: int, laf_form: str = "sd"):
 
 
 register_alignment(AlignmentKind("oaf", order=0, seed_index=0, make=make,
-                                 help="orthogonal (a rotation)"))
+                                 help="orthogonal (a rotation)", label="OAF"))

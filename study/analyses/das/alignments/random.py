@@ -9,5 +9,5 @@ def make(embed_dim: int, k: int, seed: int, laf_form: str = "sd"):
 
 
 register_alignment(AlignmentKind("random", order=3, seed_index=2, make=make,
-                                 help="an untrained rotation, the control", trained=False,
-                                 warm_start=False))
+                                 help="an untrained rotation, the control", label="random",
+                                 trained=False, warm_start=False))
