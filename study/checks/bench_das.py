@@ -5,7 +5,7 @@ Both loops train the same OAF (`study/analyses/das/alignment.OrthogonalAlignment
 `das` analysis's default site, batch 128, Adam, fp32:
 - `pyvene`: the tutorial-style loop. An `IntervenableModel` (`study/models/sites/pyvene_bridge`)
   runs the source forward and the base forward at every step, on full-length inputs.
-- `cached`: the `das` analysis's loop (`study/analyses/das/search`), through pyvene too: source
+- `cached`: the `das` analysis's loop (`study/analyses/das/loop.py`), through pyvene too: source
   vectors read once (their one-off cost is `setup_s`) and handed to the `IntervenableModel`
   as `source_representations`, then one base forward per step, inputs cut after the last
   scored position, the output layer run at the scored positions only (`readout`), the
@@ -31,7 +31,8 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     import pandas as pd
 
     from study.analyses.das.alignment import OrthogonalAlignment
-    from study.analyses.das.search import site_data, step
+    from study.analyses.das.loop import Batch, Member
+    from study.analyses.das.search import site_data
     from study.analyses.common.interchange import pair_tensors
     from study.models.base import build_model
     from study.models.sites.pyvene_bridge import module_intervenable
@@ -66,12 +67,12 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
     batches = [torch.randperm(len(data.train), generator=g)[:batch_size]
                for _ in range(steps + 2)]
     inst = OrthogonalAlignment(width, min(4, width)).to(dev)
-    opt = torch.optim.Adam([p for p in inst.parameters() if p.requires_grad], lr=1e-3)
+    batch = Batch(model, data, [Member(inst, seed, lr=1e-3)], steps + 2)  # the das loop's
     for i, idx in enumerate(batches):
         if i == 2:
             sync(dev)
             t0 = time.perf_counter()
-        step(model, data, inst, opt, idx.to(dev))
+        batch.update([0], idx.to(dev))
     sync(dev)
     ours = time.perf_counter() - t0
 
@@ -89,7 +90,7 @@ def bench_das(task, model_entry, model_config, steps: int = 30, device: str = "a
         logits = interchange_ids(iv, pt.base_ids[idx], pt.source_ids[idx],
                                  base_pos=[[int(p)] for p in bpos],
                                  source_pos=[[int(p)] for p in spos])
-        loss = pt.outputs.loss(logits.flatten(0, 1), pt.cf_labels[idx].flatten())  # as `step`
+        loss = pt.outputs.loss(logits.flatten(0, 1), pt.cf_labels[idx].flatten())  # as the das loop
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -94,7 +94,8 @@ def test_a_plateau_stops_training_and_a_learnable_variable_is_still_found():
     """`patience` ends a search that cannot improve (k=1 cannot carry the 2-dim variable: a
     single direction holds at most part of it) long before `steps`, and leaves k=2 intact."""
     from study.analyses.das.alignment import make_alignment
-    from study.analyses.das.search import iia, train
+    from study.analyses.das.loop import Member, train
+    from study.analyses.das.search import iia
 
     model = Planted().eval()
     data = site_data(model, planted_pairs(512, 0), planted_pairs(256, 1), "resid", 0, -1, "cpu")
@@ -102,8 +103,8 @@ def test_a_plateau_stops_training_and_a_learnable_variable_is_still_found():
     for k in (1, 2):
         inst = make_alignment("oaf", D, k, seed=k)
         inst.fit_standardisation(data.fit_acts)
-        done[k] = train(model, data, inst, steps=3000, batch_size=64, lr=1e-2, stop_iia=0.995,
-                        seed=0, patience=60)
+        done[k] = train(model, data, [Member(inst, seed=0, lr=1e-2)], steps=3000,
+                        batch_size=64, stop_iia=0.995, patience=60)[0]
         done[k, "iia"] = iia(model, data, inst, "test")
     assert done[1] < 1000 and done[1, "iia"] < 0.9, done  # plateaued, stopped early
     assert done[2, "iia"] >= 0.95, done
@@ -249,12 +250,14 @@ def test_a_larger_k_starts_at_the_smaller_ks_iia_not_below_it():
     directions: before any training the IIA is the k = 2 one. Copying the k = 2 rotation as
     it is would also swap two arbitrary dims, which carry the nuisance the output reads."""
     from study.analyses.das.alignment import make_alignment
-    from study.analyses.das.search import iia, train
+    from study.analyses.das.loop import Member, train
+    from study.analyses.das.search import iia
 
     model = PlantedPair().eval()
     data = site_data(model, pair_pairs(512, 0), pair_pairs(256, 1), "resid", 0, -1, "cpu")
     small = make_alignment("oaf", D, 2, seed=0)
-    train(model, data, small, steps=300, batch_size=64, lr=1e-2, stop_iia=0.995, seed=0)
+    train(model, data, [Member(small, seed=0, lr=1e-2)], steps=300, batch_size=64,
+          stop_iia=0.995)
     at_2 = iia(model, data, small, "test")
     grown = make_alignment("oaf", D, 4, seed=1)
     grown.extend_from(small, data.fit_acts)

@@ -1,7 +1,8 @@
-"""DAS restarts trained together (`study/analyses/das/batched.py`, `study/analyses/das/stacked.py`) give
-what training them one after another gives: same updates per restart, same alignments,
-same chosen restart and the same right/wrong per pair, on a recurrent state site and a
-transformer residual site, for OAF and LAF.
+"""DAS alignments trained together, one batch of the loop (`study/analyses/das/loop.py`,
+`study/analyses/das/stacked.py`), get what training each alone gets: same updates per
+member, same alignments, same chosen restart and the same right/wrong per pair, on a
+recurrent state site and a transformer residual site, for OAF and both LAFs, a kind's
+restarts and kinds of one k with their own learning rates side by side.
 
 Alignments are compared by the map their interchange applies, P = A D_k A^-1 (D_k keeps the
 first k coordinates), not by raw parameters: some directions of the parameters do not change
@@ -11,8 +12,7 @@ step is lr * sign(gradient), moves them by about lr either way. The network's fo
 a batch of R * b rows rounds differently from R forwards of b rows, so P drifts apart by
 float noise over the steps (measured: up to ~2e-5 after 30 steps from fresh starts; more for
 a rotated LAF, whose start W = I sits where gauge moves feed back into P), against ~0.1 and
-more between restarts; with one restart on the residual stream, where
-the forward is the same, the two paths agree to the last bit."""
+more between restarts."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -23,8 +23,8 @@ import torch
 
 from study.analyses.das import DasConfig
 from study.analyses.das.alignment import cached_maps, make_alignment
-from study.analyses.das.batched import train_restarts
-from study.analyses.das.search import fit, site_data, train
+from study.analyses.das.loop import Member, train
+from study.analyses.das.search import batches, fit, site_data
 from study.analyses.das.stacked import StackedAlignment
 from tests.conftest import frozen_smoke_model as _smoke
 
@@ -74,45 +74,57 @@ def test_a_stack_interchanges_each_chunk_of_rows_with_its_own_member(name):
     assert all(p.grad is not None for p in members[0].parameters() if p.requires_grad)
 
 
+BATCHES = {  # one kind's restarts, and kinds of one k as the search batches them
+    "oaf": ("oaf",) * 3, "laf": ("laf",) * 3, "laf_sd": ("laf_sd",) * 3,
+    "kinds": ("oaf", "laf_sd", "oaf", "laf_sd"),
+}
+
+
 @pytest.mark.parametrize("model_name", list(SITES))
-@pytest.mark.parametrize("name", ["oaf", "laf", "laf_sd"])
-def test_restarts_trained_together_are_the_restarts_trained_alone(model_name, name):
-    """Same updates per restart (the stopping rules fire at different steps: a stopped
-    restart stays where it stopped while the others go on) and the same alignments (a
-    rotated LAF, started at W = I, to the looser DRIFT)."""
+@pytest.mark.parametrize("batch", list(BATCHES))
+def test_members_trained_together_are_the_members_trained_alone(model_name, batch):
+    """Same updates per member (the stopping rules fire at different steps: a stopped member
+    stays where it stopped while the others go on) and the same alignments (a rotated LAF,
+    started at W = I, to the looser DRIFT). The mixed batch holds OAF on the search's
+    decaying lr beside the authors' LAF on its own constant lr, as `search` trains them."""
     model, data = _data(model_name)
     width = data.src_train.shape[1]
-    budget = dict(steps=30, batch_size=32, lr=5e-3, stop_iia=1.0, patience=3, lr_floor=0.05)
-    seeds = [5, 6, 7]
+    budget = dict(steps=30, batch_size=32, stop_iia=1.0, patience=3)
+    lrs = {"oaf": (5e-3, 0.05), "laf": (5e-3, 0.05), "laf_sd": (2e-3, 1.0)}
 
-    def starts():
-        insts = [make_alignment(name, width, 2, 10 + r, "rotated") for r in range(3)]
-        for inst in insts:
+    def members():
+        out = []
+        for r, name in enumerate(BATCHES[batch]):
+            inst = make_alignment(name, width, 2, 10 + r, "rotated")
             inst.fit_standardisation(data.fit_acts)
-        return insts
+            out.append(Member(inst, 5 + r, *lrs[name]))
+        return out
 
-    alone, together = starts(), starts()
-    n_alone = [train(model, data, inst, seed=s, **budget) for inst, s in zip(alone, seeds)]
-    n_together = train_restarts(model, data, together, seeds=seeds, **budget)
+    alone, together = members(), members()
+    n_alone = [train(model, data, [m], **budget)[0] for m in alone]
+    n_together = train(model, data, together, **budget)
     assert n_together == n_alone
-    assert 0 < min(n_alone) < budget["steps"]  # the plateau rule stopped some restart early
+    assert 0 < min(n_alone) < budget["steps"]  # the plateau rule stopped some member early
     for a, b in zip(alone, together):
-        torch.testing.assert_close(interchange_map(b), interchange_map(a),
-                                   **(DRIFT if name == "laf" else TOL))
+        torch.testing.assert_close(interchange_map(b.inst), interchange_map(a.inst),
+                                   **(DRIFT if batch == "laf" else TOL))
 
 
 @pytest.mark.parametrize("model_name", list(SITES))
-def test_fit_batched_chooses_and_scores_as_fit_one_after_another(model_name):
-    """OAF, both LAFs and the random control (as `search` runs them): the chosen restart's
-    alignment, each pair's right/wrong on both splits and the restart spread."""
+def test_fit_batched_chooses_and_scores_as_fit_one_by_one(model_name):
+    """OAF, both LAFs and the random control at one k, as `search` runs them (every restart
+    of every trained kind in one batch, as on a GPU, or each training alone): each kind's
+    chosen restart's alignment, each pair's right/wrong on both splits and the restart
+    spread."""
     model, data = _data(model_name)
     cfg = replace(DasConfig(), k=(2,), steps=24, batch_size=32, lr=5e-3, restarts=3,
                   patience=4, laf_form="rotated", eval_batch_size=64)
-    got = {}
-    for batched in (False, True):
-        got[batched] = tuple(fit(model, data, name, 2, cfg, seed=3 + i, batched=batched)
-                             for i, name in enumerate(("oaf", "laf", "laf_sd", "random")))
-    for seq, bat in zip(got[False], got[True]):
+    names = ("oaf", "laf", "laf_sd", "random")
+    got = {batched: fit(model, data, names, 2, replace(
+        cfg, batch_restarts=batched, batch_kinds="on" if batched else "off"), seed=3)
+        for batched in (False, True)}
+    for name in names:
+        seq, bat = got[False][name], got[True][name]
         torch.testing.assert_close(interchange_map(bat.inst), interchange_map(seq.inst),
                                    **DRIFT)
         for split in ("train", "test"):
@@ -121,19 +133,17 @@ def test_fit_batched_chooses_and_scores_as_fit_one_after_another(model_name):
                                        rtol=1e-6, equal_nan=True)
 
 
-def test_one_restart_trained_as_a_stack_is_that_restart_trained_alone():
-    """Where the network's forward is the same (one chunk, the residual stream), nothing is
-    left to differ: the loss, Adam, the schedule and the stopping rules are the same."""
-    model, data = _data("rope2")
-    width = data.src_train.shape[1]
-    budget = dict(steps=20, batch_size=32, lr=5e-3, stop_iia=1.0, patience=3, lr_floor=0.05)
-    got = []
-    for batched in (False, True):
-        inst = make_alignment("laf", width, 2, 10, "rotated")
-        inst.fit_standardisation(data.fit_acts)
-        n = (train_restarts(model, data, [inst], seeds=[5], **budget)[0] if batched
-             else train(model, data, inst, seed=5, **budget))
-        got.append((n, inst))
-    assert got[0][0] == got[1][0]
-    for p, q in zip(got[0][1].parameters(), got[1][1].parameters()):
-        torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-7)
+def test_the_trainings_of_one_k_are_batched_by_restart_and_on_a_gpu_by_kind():
+    """`batches`: a kind's restarts together (`batch_restarts`), the kinds together on a GPU
+    (`batch_kinds=auto`) or as asked; the random control is never trained."""
+    cfg = replace(DasConfig(), restarts=2)
+    names = ("oaf", "laf_sd", "random")
+    oaf, laf_sd = [("oaf", 0), ("oaf", 1)], [("laf_sd", 0), ("laf_sd", 1)]
+    assert batches(names, cfg, "cpu") == [oaf, laf_sd]
+    assert batches(names, cfg, "cuda") == [oaf + laf_sd]
+    assert batches(names, replace(cfg, batch_kinds="on"), "cpu") == [oaf + laf_sd]
+    assert batches(names, replace(cfg, batch_kinds="off"), "cuda") == [oaf, laf_sd]
+    alone = replace(cfg, batch_restarts=False)
+    assert batches(names, alone, "cpu") == [[t] for t in oaf + laf_sd]
+    assert batches(names, alone, "cuda") == [[("oaf", 0), ("laf_sd", 0)],
+                                             [("oaf", 1), ("laf_sd", 1)]]

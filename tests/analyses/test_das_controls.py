@@ -108,13 +108,13 @@ def test_no_laf_arm_starts_from_the_oafs_fit(monkeypatch):
     cfg = DasConfig(k=(2, 4), steps=40, batch_size=64, lr=1e-2, restarts=2, min_changed=10,
                     alignments=("oaf", "laf", "laf_sd"), laf_form="rotated")
     starts = []
-    real = search_mod.train_restarts
+    real = search_mod.train
 
-    def record(model_, data_, insts, **kw):
-        starts.extend((type(i), i.k, proj(i)) for i in insts)
-        return real(model_, data_, insts, **kw)
+    def record(model_, data_, members, **kw):
+        starts.extend((type(m.inst), m.inst.k, proj(m.inst)) for m in members)
+        return real(model_, data_, members, **kw)
 
-    monkeypatch.setattr(search_mod, "train_restarts", record)
+    monkeypatch.setattr(search_mod, "train", record)
     kept = {}
     search(model, data, "v", -1, cfg, seed=0, checkpoint=0, kept=kept)
     fits = {(name, k): proj(inst) for (name, _, _, k), inst in kept.items()}
@@ -168,11 +168,14 @@ def test_the_controls_share_the_searchs_warm_start_chain_restarts_and_seeds(tmp_
     _, untrained, _ = _smoke("counting", "gru")
     calls, real, alive = [], search_mod.fit, []
 
-    def record(model_, data, name, k, cfg, seed, warm=None, *a, **kw):
-        got = real(model_, data, name, k, cfg, seed, warm, *a, **kw)
+    def record(model_, data, names, k, cfg, seed, warm=None, *a, **kw):
+        given = {name: (warm or {}).get(name) for name in names}  # the search's, at this call
+        got = real(model_, data, names, k, cfg, seed, warm, *a, **kw)
         alive.append((data, got))  # the ids below name these objects only while they live
-        calls.append(dict(data=id(data), name=name, k=k, seed=seed, restarts=cfg.restarts,
-                          warm=None if warm is None else id(warm), inst=id(got.inst)))
+        for name in names:
+            calls.append(dict(data=id(data), name=name, k=k, seed=seed, restarts=cfg.restarts,
+                              warm=None if given[name] is None else id(given[name]),
+                              inst=id(got[name].inst)))
         return got
 
     monkeypatch.setattr(search_mod, "fit", record)
@@ -213,24 +216,28 @@ def test_the_paper_preset_runs_grant_et_als_regime_at_smoke_scale(tmp_path, monk
     seen = []
     real = search_mod.fit
 
-    def record(model_, data, name, k, cfg_, seed, warm=None, *a, **kw):
-        seen.append((name, k, warm is None, cfg_.restarts, cfg_.lr_floor))
-        got = real(model_, data, name, k, cfg_, seed, warm, *a, **kw)
-        if got.inst is not None:  # unstandardised: the identity standardisation
-            assert torch.all(got.inst.mu == 0) and torch.all(got.inst.sigma == 1)
+    def record(model_, data, names, k, cfg_, seed, warm=None, *a, **kw):
+        seen.append((names, k, warm is None, cfg_.restarts))
+        got = real(model_, data, names, k, cfg_, seed, warm, *a, **kw)
+        for fitted in got.values():  # unstandardised: the identity standardisation
+            if fitted.inst is not None:
+                assert torch.all(fitted.inst.mu == 0) and torch.all(fitted.inst.sigma == 1)
         return got
 
-    trainings, real_train = [], search_mod.train_restarts
+    trainings, real_train = [], search_mod.train
 
-    def count(model_, data, insts, **kw):  # the restarts trained together
-        trainings.append((len(insts), kw["lr"]))
-        return real_train(model_, data, insts, **kw)
+    def count(model_, data, members, **kw):  # the trainings of one batch
+        trainings.append([(type(m.inst).__name__, m.lr, m.lr_floor) for m in members])
+        return real_train(model_, data, members, **kw)
 
     monkeypatch.setattr(search_mod, "fit", record)
-    monkeypatch.setattr(search_mod, "train_restarts", count)
+    monkeypatch.setattr(search_mod, "train", count)
     ctx = AnalysisContext(model, task, cfg, "gru", 7, torch.device("cpu"), tmp_path)
     out = get("analysis", "das").obj(ctx)["das"]
     assert set(out["alignment"]) == {"oaf", "laf_sd", "random"}
-    assert all(fresh and restarts == 3 and floor == 1.0
-               for _, _, fresh, restarts, floor in seen)
-    assert trainings == [(3, 1e-3)] * 4  # OAF and the authors' LAF at k = 1 and 2
+    assert [(k, fresh, restarts) for _, k, fresh, restarts in seen] == [(1, True, 3),
+                                                                       (2, True, 3)]
+    # per k on the CPU, one batch of OAF's three restarts, one of the authors' LAF's, each
+    # at a constant lr 1e-3 (on a GPU the two batches are one, `batch_kinds`)
+    oaf, laf_sd = [("OrthogonalAlignment", 1e-3, 1.0)] * 3, [("LinearAlignment", 1e-3, 1.0)] * 3
+    assert trainings == [oaf, laf_sd] * 2

@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from study.cli import main
 from study.run.build import build_task
@@ -81,20 +82,59 @@ def test_packed_runs_wait_for_room_and_the_gpu_bounds_the_wave():
     assert gpu_time.packed_seconds(busy) == 36.0  # the GPU itself is the limit
 
 
-def test_das_updates_count_every_searched_alignment_k_and_control():
+def test_das_updates_count_every_batch_of_the_loop_at_every_k_and_control():
     plan, _ = parse(["study=gpu-fidelity"])
     cfg = next(r.cfg for r in plan.runs if r.cfg.task == "counting")
-    assert gpu_time.das_updates(cfg) == 2 * 20_000  # OAF and LAF at k = 2, no controls
-    more = resolve({"task": "counting", "model": "gru", "scale": "small", "analyses": "das",
-                    "das.alignments": "oaf,laf,random", "das.k": "1,2", "das.steps": "10",
-                    "das.variables": "up_down:count", "das.controls": "true"})
-    assert gpu_time.das_updates(more) == 2 * 10 * (2 + 2 * 2)  # two k; two controls, each
+    # on a GPU OAF and the authors' LAF at k = 2 train as one batch: one forward per update
+    assert gpu_time.das_batches(cfg.analysis_configs["das"]) == [("oaf", "laf_sd")]
+    assert gpu_time.das_updates(cfg) == 20_000
+    keys = {"task": "counting", "model": "gru", "scale": "small", "analyses": "das",
+            "das.alignments": "oaf,laf,random", "das.k": "1,2", "das.steps": "10",
+            "das.variables": "up_down:count", "das.controls": "true", "das.restarts": "2"}
+    more = resolve(keys)
+    assert gpu_time.das_batches(more.analysis_configs["das"]) == [("oaf", "oaf", "laf", "laf")]
+    assert gpu_time.das_updates(more) == 10 * (2 + 2 * 2)  # two k; two controls, each
     # climbing both k of the ladder
-    fewer = resolve({"task": "counting", "model": "gru", "scale": "small", "analyses": "das",
-                     "das.alignments": "oaf,laf,random", "das.k": "1,2", "das.steps": "10",
-                     "das.variables": "up_down:count", "das.controls": "true",
-                     "das.control_k": "1"})
-    assert gpu_time.das_updates(fewer) == 2 * 10 * (2 + 2 * 1)  # the controls stop at k = 1
+    fewer = resolve({**keys, "das.control_k": "1"})
+    assert gpu_time.das_updates(fewer) == 10 * (2 + 2 * 1)  # the controls stop at k = 1
+    apart = resolve({**keys, "das.batch_kinds": "off"})  # a batch per kind
+    assert gpu_time.das_updates(apart) == 2 * 10 * (2 + 2 * 2)
+
+
+def test_a_fused_recurrent_kernel_counts_as_one_operation_each_way_as_on_cuda():
+    """cuDNN runs torch's GRU as one operation forward and one backward; the CPU runs it as
+    a loop of small ones per step, counted as the kernels the GPU runs inside it. The
+    counted step computes what the plain one does."""
+    torch.manual_seed(0)
+    gru, x = torch.nn.GRU(4, 8, batch_first=True), torch.randn(3, 20, 4)  # 20 steps
+
+    def step():
+        gru.zero_grad()
+        gru(x)[0].square().sum().backward()
+
+    step()
+    plain = [p.grad.clone() for p in gru.parameters()]
+    cost = gpu_time._counted(step)
+    for p, g in zip(gru.parameters(), plain):
+        torch.testing.assert_close(p.grad, g)
+    assert cost.ops <= 12 and cost.kernels >= 20 * 10  # a handful issued; ~30 a step inside
+    ops = gpu_time._Ops()
+    with ops:  # without the fused kernel's rule: every small operation issued
+        step()
+    assert ops.count >= cost.kernels and ops.kernels == 0
+
+
+def test_a_recurrent_das_update_is_counted_on_the_path_it_runs():
+    """The DAS update at a recurrent state runs the fused kernel (`study/models/nets/rnn.py`,
+    gathered); a counter that hooked every module (torch's `FlopCounterMode`) would send it
+    down the step loop, and count that instead."""
+    cfg = resolve({"task": "counting", "model": "gru", "scale": "smoke", "analyses": "das",
+                   "das.alignments": "oaf,laf_sd", "das.variables": "up_down:count"})
+    task = build_task(cfg)
+    one, two = (gpu_time.das_update(cfg, task, kinds) for kinds in (("oaf",), ("oaf", "laf_sd")))
+    assert one.kernels > one.ops > 0  # most of the work inside the two fused calls
+    assert two.flops > 1.9 * one.flops  # two members' rows in one forward ...
+    assert two.ops < 1.5 * one.ops  # ... issued as about one update's operations
 
 
 @pytest.mark.slow  # the calibration trains a paper-scale attn2 step on the CPU: minutes here

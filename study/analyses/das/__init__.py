@@ -93,9 +93,11 @@ smallest within 0.01 of the best test IIA) are also written in pyvene's own form
 `pyvene/` (`study/analyses/das/export.py`; latest analysed checkpoint only).
 
 Training and scoring run through `pyvene.IntervenableModel`s over the network's sites, with
-the pairs' source vectors read once (`study/analyses/das/search.py`). The restarts of one
-(alignment, k) train together (`batch_restarts`): one forward over their stacked batches,
-each restart's alignment on its own rows (`study/analyses/das/batched.py`, `stacked.py`).
+the pairs' source vectors read once (`study/analyses/das/search.py`). One loop trains every
+alignment (`study/analyses/das/loop.py`), a batch of members at a time: the restarts of one
+(alignment, k) (`batch_restarts`) and, on a GPU, the kinds of one k (`batch_kinds`) train
+together, one forward over their stacked batches, each member's alignment on its own rows
+(`study/analyses/das/stacked.py`); a single training is the batch of one.
 """
 from __future__ import annotations
 
@@ -112,6 +114,7 @@ ALIGNMENTS = _alignments.names()  # every registered kind (study/analyses/das/al
 TRAINED = _alignments.trained()  # the searched arms; the control (`random`) is never trained
 LAF_FORMS = ("sd", "rotated")  # `laf_form`; the classes are in alignment.py
 CONTROL_K = ("all",)  # `control_k`, besides one k of the ladder
+BATCH_KINDS = ("auto", "on", "off")  # `batch_kinds`
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,12 @@ class DasConfig:
         True, "[ours] train an (alignment, k)'s restarts together, one network forward per "
         "step for all (the result of training them one after another, to float tolerance); "
         "false = one after another", runtime=True)
+    batch_kinds: str = setting(
+        "auto", "[ours] train the alignment kinds of one k together (OAF, the LAFs: each "
+        "starts from its own draw or its own fit at the smaller k), one network forward per "
+        "step for all (the result of training them one after another, to float tolerance); "
+        "auto = on a GPU, where the small networks' steps are bound by kernel launches, not "
+        "on a CPU, where stacking them is slower; on | off", runtime=True)
     warm_start: bool = setting(
         True, "[ours] the first restart at k starts from the kept alignment of the previous k")
     min_changed: int = setting(
@@ -194,6 +203,8 @@ class DasConfig:
                 bad("alignments", ",".join(self.alignments), f"choose from {', '.join(ALIGNMENTS)}")
         if not self.alignments:
             bad("alignments", "", "give at least one of " + ", ".join(ALIGNMENTS))
+        if self.batch_kinds not in BATCH_KINDS:
+            bad("batch_kinds", self.batch_kinds, f"choose from {', '.join(BATCH_KINDS)}")
         if self.laf_form not in LAF_FORMS:
             bad("laf_form", self.laf_form, f"choose from {', '.join(LAF_FORMS)}")
         if not self.k or min(self.k) < 1:

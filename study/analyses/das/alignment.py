@@ -246,7 +246,7 @@ class RotatedLinearAlignment(LinearAlignment):
 @contextlib.contextmanager
 def cached_maps(inst):
     """Compute the alignment's matrices once for every call inside the block (autograd kept)."""
-    if hasattr(inst, "stacked_maps"):  # restarts trained together (`study/analyses/das/stacked.py`)
+    if hasattr(inst, "stacked_maps"):  # a batch trained together (`study/analyses/das/stacked.py`)
         with parametrize.cached(), inst.cached():
             yield
     elif isinstance(inst, LinearAlignment):

@@ -12,20 +12,19 @@ the tests check both give the same logits. Inputs are cut after the last scored 
 (causal models: nothing scored reads later tokens) and the network computes the output layer
 at the scored positions only (`readout`).
 
-Training [paper]: Adam lr 1e-3, batch 128, model frozen, loss = cross-entropy of the
-intervened outputs against `cf_labels` at the scored positions, over the task's output ids
-only, as training's loss (`study/core/outputs.py`). [ours] Batches are drawn
-epoch by epoch from a seeded permutation; training stops after `steps` updates or once the
-mean IIA of the last 20 training batches reaches `stop_iia` [authors' code stops at an
-accuracy threshold too]. A pair is right when every scored position is right: its argmax
-among the task's output ids is its counterfactual label (the rule training scores with).
+Training (`study/analyses/das/loop.py`) [paper]: Adam lr 1e-3, batch 128, model frozen,
+loss = cross-entropy of the intervened outputs against `cf_labels` at the scored positions,
+over the task's output ids only, as training's loss; [ours] batches drawn epoch by epoch from
+a seeded permutation, a stop on the windowed training IIA (`stop_iia`) or a plateau
+(`patience`).
 
 Search [ours, so that a larger k does not lose what a smaller k found]: the lr decays on a
 cosine to `lr_floor * lr`; each (alignment, k) is trained `restarts` times and the restart
 with the best training-split IIA on tested pairs is kept (the test split never chooses);
-the restarts train together, one forward over their stacked batches per step, each stopping
-by its own rule (`das.batch_restarts`, `study/analyses/das/batched.py`; the sequential `train`
-gives the same result);
+the trainings of one k go through the loop in batches (`batches`): a kind's restarts
+together (`das.batch_restarts`) and, on a GPU, the kinds together (`das.batch_kinds`), one
+forward over their stacked batches per step, each member stopping by its own rule (one by
+one, the same result to float tolerance);
 k runs in increasing order and the first restart of each k starts from the kept alignment of
 the previous k of the same kind (`warm_start`; never for `laf_sd`, the authors' LAF trained
 their way: constant lr `laf_sd_lr`, fresh draws). No kind starts from another kind's fit.
@@ -52,8 +51,8 @@ from study.analyses.common.interchange import PairTensors, judged, pair_tensors,
 from study.analyses.das.alignment import (LinearAlignment, OrthogonalAlignment, make_alignment,
                                          tensors_of)
 from study.analyses.das.alignments import get as alignment_kind
-from study.analyses.das.batched import train_restarts
-from study.analyses.das.update import MIN_GAIN, WINDOW, forward_iv, lr_factor, scored_iv
+from study.analyses.das.loop import Member, train
+from study.analyses.das.update import forward_iv, scored_iv
 from study.core.sites import check_site, site_key
 from study.core.tables import DAS
 from study.models.sites.capture import gather_site
@@ -110,58 +109,6 @@ def forward(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor,
     return forward_iv(data.intervenable(model, inst), pt, src, readout)
 
 
-def scored(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor):
-    """Logits at the scored positions only, (n, vocab), their labels (n,) and each one's row
-    (n,): the output layer runs nowhere else."""
-    return scored_iv(data.intervenable(model, inst), pt, src)
-
-
-def step(model, data: SiteData, inst, opt, idx: torch.Tensor) -> torch.Tensor:
-    """One Adam update on the pairs `idx`; returns their IIA under the pre-update alignment."""
-    pt = data.train.take(idx)
-    logits, labels, rows = scored(model, data, inst, pt, data.src_train[idx])
-    loss = pt.outputs.loss(logits, labels)  # over the task's output ids, as training's
-    opt.zero_grad(set_to_none=True)
-    if loss.requires_grad:  # else the outputs do not read the site: no gradient, no update
-        loss.backward()
-    opt.step()
-    return rows_right(logits.detach(), labels, rows, len(idx), pt.outputs)
-
-
-def train(model, data: SiteData, inst, *, steps: int, batch_size: int, lr: float,
-          stop_iia: float, seed: int, patience: int = 0, lr_floor: float = 1.0) -> int:
-    """Fit a trainable alignment; returns the number of updates made. The lr follows a cosine
-    from `lr` to `lr * lr_floor` (1.0 = constant). With `patience` > 0 training also stops once
-    the windowed training IIA has not gained `MIN_GAIN` over its best for that many updates
-    (a plateau)."""
-    params = [p for p in inst.parameters() if p.requires_grad]
-    if not params or steps == 0:
-        return 0
-    opt = torch.optim.Adam(params, lr=lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_factor(i, steps, lr_floor))
-    g = torch.Generator().manual_seed(seed)
-    n = len(data.train)
-    order, at, recent = torch.randperm(n, generator=g), 0, []
-    best, best_at = -1.0, 0
-    inst.train()
-    for i in range(steps):
-        if at + batch_size > n and at > 0:  # next epoch (a small set is one batch)
-            order, at = torch.randperm(n, generator=g), 0
-        idx = order[at:at + batch_size].to(data.src_train.device)
-        at += batch_size
-        recent = (recent + [float(step(model, data, inst, opt, idx).float().mean())])[-WINDOW:]
-        sched.step()
-        if len(recent) == WINDOW:
-            mean = sum(recent) / WINDOW
-            if mean >= stop_iia:
-                return i + 1
-            if mean > best + MIN_GAIN:
-                best, best_at = mean, i
-            elif patience and i - best_at >= patience:
-                return i + 1
-    return steps
-
-
 @torch.no_grad()
 def pair_right(model, data: SiteData, inst, split: str, batch_size: int = 1000) -> torch.Tensor:
     """(n,) bool on the split's pairs: every scored output equals cf_labels."""
@@ -197,34 +144,26 @@ class Fit:
     restart_sd: dict  # split -> standard deviation over restarts of IIA on tested pairs
 
 
-def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
-        label: str = "", variable: str = "", batched: bool | None = None) -> Fit:
-    """Best of `cfg.restarts` trainings of one alignment at one k, chosen by training-split IIA
-    on tested pairs (never the test split) [ours]. Every alignment kind starts from its own
-    draws, never from another kind's fit, so that OAF and the LAFs are compared, not nested:
+def starts(data: SiteData, name: str, k: int, cfg, seed: int, warm=None) -> list:
+    """The alignments the `cfg.restarts` trainings of kind `name` at k start from (one for
+    the random control). Every alignment kind starts from its own draws, never from another
+    kind's fit, so that OAF and the LAFs are compared, not nested [ours]:
     - the first restart starts from `warm` (the chosen alignment of the next smaller k, same
-      kind), where given: its first k dims contain the smaller subspace, so a solution found
-      at k stays reachable at larger k [ours]; an OAF's added dims are the site's
-      least-varying directions outside it (`OrthogonalAlignment.extend_from`), so the search
-      starts near the smaller k's IIA;
-    - every further restart (and the first without `warm`) starts from a fresh seeded draw:
-      an OAF at a random rotation, a `rotated` LAF at a random rotation with W = I, an `sd`
-      LAF at the authors' random initialisation.
-    `laf_sd` is the authors' LAF trained as they train it [paper code: grantsrb/mas]: form
-    sd, constant lr `cfg.laf_sd_lr`, never warm-started (the caller passes no `warm`); the
-    other kinds use the search's lr and its cosine decay.
-    The random control is one untrained draw per k, never warm-started.
-    `batched` (default `cfg.batch_restarts`): the restarts train together, one forward for
-    all (`study/analyses/das/batched.py`), with the result of training them one after another
-    (False) to float tolerance [ours]."""
+      kind), where given and the kind is warm-started: its first k dims contain the smaller
+      subspace, so a solution found at k stays reachable at larger k [ours]; an OAF's added
+      dims are the site's least-varying directions outside it
+      (`OrthogonalAlignment.extend_from`), so the search starts near the smaller k's IIA;
+    - every further restart (and the first without `warm`) starts from a fresh draw seeded
+      by `seed` and the restart: an OAF at a random rotation, a `rotated` LAF at a random
+      rotation with W = I, an `sd` LAF at the authors' random initialisation.
+    `laf_sd` (the authors' LAF) is never warm-started; the random control is one untrained
+    draw per k."""
     width = data.src_train.shape[1]
-    tested = {s: getattr(data, s).tested.cpu().numpy() for s in ("train", "test")}
     kind = alignment_kind(name)
-    n_restarts = max(1, cfg.restarts) if kind.trained else 1
     if not (kind.trained and kind.warm_start):
         warm = None
     insts = []
-    for r in range(n_restarts):
+    for r in range(max(1, cfg.restarts) if kind.trained else 1):
         inst = make_alignment(name, width, k, seed + 104_729 * r, cfg.laf_form).to(
             data.src_train.device)
         if cfg.standardize:
@@ -236,18 +175,73 @@ def fit(model, data: SiteData, name: str, k: int, cfg, seed: int, warm=None,
                 inst.load_state_dict(warm.state_dict())
                 inst.set_interchange_dim(k)
         insts.append(inst)
-    budget = dict(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, stop_iia=cfg.stop_iia,
-                  patience=cfg.patience, lr_floor=cfg.lr_floor)
+    return insts
+
+
+def members(name: str, insts: list, cfg, seed: int) -> list[Member]:
+    """The trainings of kind `name` (its restarts `insts`) as members of a batch of the loop
+    (`study/analyses/das/loop.py`): restart r draws its batches with `seed + r`, at the
+    search's lr and its cosine decay, or at the kind's constant lr (`laf_sd`: the authors'
+    `das.laf_sd_lr`) [paper code: grantsrb/mas]; none for the random control (never
+    trained)."""
+    kind = alignment_kind(name)
+    if not kind.trained:
+        return []
+    lr, floor = cfg.lr, cfg.lr_floor
     if kind.lr_setting is not None:  # a constant learning rate (laf_sd: the authors')
-        budget.update(lr=getattr(cfg, kind.lr_setting), lr_floor=1.0)
-    if batched is None:
-        batched = getattr(cfg, "batch_restarts", True)
-    if kind.trained and batched and n_restarts > 1:
-        train_restarts(model, data, insts, seeds=[seed + r for r in range(n_restarts)],
-                       **budget)
-    elif kind.trained:
-        for r, inst in enumerate(insts):
-            train(model, data, inst, seed=seed + r, **budget)
+        lr, floor = getattr(cfg, kind.lr_setting), 1.0
+    return [Member(inst, seed + r, lr, floor) for r, inst in enumerate(insts)]
+
+
+def kind_seed(name: str, k: int, seed: int) -> int:
+    """The seed of kind `name`'s draws and batches at k: fixed per kind, so adding a kind
+    changes no other's."""
+    return seed + 7919 * alignment_kind(name).seed_index + k
+
+
+def batches(names, cfg, device) -> list[list[tuple[str, int]]]:
+    """Which trainings of one k (each (kind, restart), the trained kinds of `names`) train
+    together, one batch of the loop each: a kind's restarts with `cfg.batch_restarts`, the
+    kinds with `cfg.batch_kinds` (auto: on a GPU, `device` a torch device or its type). They
+    are independent (each starts from its own draw or its own kind's fit at the previous k),
+    so any grouping gives what training each alone gives, to float tolerance [ours]."""
+    kinds = {"on": True, "off": False}.get(cfg.batch_kinds,
+                                           torch.device(device).type == "cuda")
+    groups: dict = {}
+    for name in names:
+        if not alignment_kind(name).trained:
+            continue
+        for r in range(max(1, cfg.restarts)):
+            key = (None if kinds else name, None if cfg.batch_restarts else r)
+            groups.setdefault(key, []).append((name, r))
+    return list(groups.values())
+
+
+def fit(model, data: SiteData, names, k: int, cfg, seed: int, warm: dict | None = None,
+        label: str = "", variable: str = "") -> dict[str, Fit]:
+    """Every alignment kind of `names` at one k: each kind's restarts (`starts`, from
+    `warm[name]` where given) trained in the batches of `batches` (one forward of the network
+    per step for each batch, `study/analyses/das/loop.py`), and each kind's best chosen
+    (`choose`)."""
+    warm = warm or {}
+    insts = {name: starts(data, name, k, cfg, kind_seed(name, k, seed), warm.get(name))
+             for name in names}
+    trainings = {(name, r): m for name in names
+                 for r, m in enumerate(members(name, insts[name], cfg, kind_seed(name, k, seed)))}
+    budget = dict(steps=cfg.steps, batch_size=cfg.batch_size, stop_iia=cfg.stop_iia,
+                  patience=cfg.patience)
+    for group in batches(names, cfg, data.src_train.device):
+        train(model, data, [trainings[key] for key in group], **budget)
+    return {name: choose(model, data, name, insts[name], cfg, k, label, variable)
+            for name in names}
+
+
+def choose(model, data: SiteData, name: str, insts: list, cfg, k: int, label: str = "",
+           variable: str = "") -> Fit:
+    """The best of one kind's trained restarts at k, by training-split IIA on tested pairs
+    (never the test split; ties: the earlier restart) [ours], and the spread over restarts.
+    A LAF whose cond(A) exceeds `cfg.max_cond` is refused (its inverse is not trusted)."""
+    tested = {s: getattr(data, s).tested.cpu().numpy() for s in ("train", "test")}
     cands = []
     for r, inst in enumerate(insts):
         if isinstance(inst, LinearAlignment):
@@ -294,10 +288,10 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
             if progress is not None:
                 progress.update(len(names))
             continue
+        fits = fit(model, data, names, k, cfg, seed, warm if cfg.warm_start else None,
+                   label, variable)
         for name in names:
-            a_seed = seed + 7919 * alignment_kind(name).seed_index + k  # per kind, fixed
-            got = fit(model, data, name, k, cfg, a_seed, warm.get(name) if cfg.warm_start
-                      else None, label, variable)
+            got = fits[name]
             for split in ("train", "test"):
                 if got.inst is None:
                     none = np.zeros(0, bool)

@@ -1,11 +1,11 @@
-"""Several alignments of one (alignment kind, k) as one pyvene intervention: the restarts
-of a DAS search trained together (`study/analyses/das/batched.py`).
+"""Several alignments of one k as one pyvene intervention: the members of a batch of the DAS
+loop trained together (`study/analyses/das/loop.py`), restarts and alignment kinds alike.
 
 The batch holds one chunk of rows per member, in order: rows [j * b, (j + 1) * b) are
 intervened on by member `active[j]` (b = rows / len(active)). Each member's maps (W, W^-1,
 bias, mu, sigma) are stacked, so the whole batch is interchanged by a few batched matrix
 products, whatever the number of members [ours: one forward of the network for every
-restart instead of one each].
+member instead of one each].
 
 Every member computes what it computes alone (`study/analyses/das/alignment.py`), in the common
 form

@@ -1,7 +1,6 @@
-"""What every alignment trainer shares (one alignment at a time in `search.train`, the
-restarts stacked in `batched.train_restarts`): the forward through pyvene with the cached
-source vectors, the scored positions, the learning-rate schedule and the stopping rule's
-constants."""
+"""What training and scoring an alignment share (`study/analyses/das/loop.py`,
+`study/analyses/das/search.py`): the forward through pyvene with the cached source vectors,
+the scored positions, the learning-rate schedule and the stopping rule's constants."""
 from __future__ import annotations
 
 import contextlib
