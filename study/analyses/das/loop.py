@@ -79,7 +79,7 @@ class Batch:
         if isinstance(self.inst, StackedAlignment):
             self.inst.active = list(active)
         pt = data.train.take(idx)
-        iv = data.intervenable(self.model, self.inst)
+        iv = data.cached_intervenable(self.model, self.inst)
         # (s, vocab), (s,), (s,): the scored positions' logits, labels and rows
         logits, labels, rows = scored_iv(iv, pt, data.src_train[idx])
         b = len(idx) // m

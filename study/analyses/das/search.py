@@ -74,7 +74,7 @@ class SiteData:
     fit_acts: torch.Tensor  # (2 n_train, width) base and source vectors: standardisation
     _iv: dict = field(default_factory=dict, repr=False)  # the latest alignment's intervenable
 
-    def intervenable(self, model, inst):
+    def cached_intervenable(self, model, inst):
         """The `pyvene.IntervenableModel` of `inst` at this site, built once per alignment."""
         key = (id(model), id(inst))
         if key not in self._iv:
@@ -106,7 +106,7 @@ def forward(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor,
     """Logits of the bases `pt` with the alignment interchanging the cached `src` vectors,
     through pyvene: (batch, T, vocab), or with `readout` ((batch, T) bool) only those
     positions', (n, vocab)."""
-    return forward_iv(data.intervenable(model, inst), pt, src, readout)
+    return forward_iv(data.cached_intervenable(model, inst), pt, src, readout)
 
 
 @torch.no_grad()
@@ -114,7 +114,7 @@ def pair_right(model, data: SiteData, inst, split: str, batch_size: int = 1000) 
     """(n,) bool on the split's pairs: every scored output equals cf_labels."""
     pt, src = (data.train, data.src_train) if split == "train" else (data.test, data.src_test)
     inst.eval()
-    return pairs_right(data.intervenable(model, inst), pt, src, batch_size)
+    return pairs_right(data.cached_intervenable(model, inst), pt, src, batch_size)
 
 
 @torch.no_grad()
