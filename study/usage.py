@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from study.core import registry
 from study.core.errors import UsageError
-from study.core.settings import describe_fields
+from study.core.settings import describe_fields, fixed_fields
 
 
 @dataclass(frozen=True)
@@ -124,16 +124,24 @@ HELP = {
 
 
 def field_lines(cls, prefix: str, presets: dict, scale: str, with_help: bool = True) -> list[str]:
-    """One line per field of `cls`: its type and its value at `scale` (the preset, else the
-    field's default), the other scales' presets in brackets, and its declared help."""
+    """One line per setting of `cls`: its type and its value at `scale` (the preset, else the
+    field's default), the other scales' presets in brackets, and its declared help; the
+    speed-only ones last, spelt `runtime.NAME`, and the values the code holds fixed after."""
+    infos = describe_fields(cls)
     out = []
-    for f in describe_fields(cls):
+    for f in [i for i in infos if not i.runtime] + [i for i in infos if i.runtime]:
         value = presets.get(scale, {}).get(f.name, f.default)
         per_scale = "; ".join(f"{s}: {presets[s][f.name]!r}" for s in registry.SCALES
                               if f.name in presets.get(s, {}))
-        out.append(f"  {prefix}{f.name} ({f.type}) = {value!r}"
+        key = f"runtime.{f.runtime}" if f.runtime else f"{prefix}{f.name}"
+        out.append(f"  {key} ({f.type}) = {value!r}"
                    + (f"  [{per_scale}]" if per_scale else "")
                    + (f"\n      {f.help}" if f.help and with_help else ""))
+    fixed = fixed_fields(cls)
+    if fixed and with_help:
+        made = cls()  # a derived value as the defaults give it
+        out.append("  fixed by the code (recorded with the run, not settings): "
+                   + ", ".join(f"{n} = {getattr(made, n)!r}" for n in fixed))
     return out
 
 
