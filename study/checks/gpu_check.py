@@ -199,7 +199,7 @@ QUICK_ANALYSES = {
             "n_test": "16", "alignments": "oaf"},
     "patching": {"n_pairs": "4"},
     "probes": {"n_examples": "32", "layers": "0", "positions": "1,2"},
-    "circuits": {"n_examples": "8", "n_induction": "4", "n_ablation": "8"},
+    "circuits": {"n_examples": "8", "n_induction": "4"},
 }
 
 
