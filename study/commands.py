@@ -119,8 +119,9 @@ def _count_settings() -> None:
     print(f"what a run computes, each key once: {total}")
     for label, n, what in groups:
         print(f"  {n:>4}  {label}: {what}")
-    print(f"how a run executes: {len(runtime_keys())} (runtime.*: device, kernels, batching, "
-          f"time budgets; chosen by the code unless given, no part of a run's identity)")
+    keys = runtime_keys()
+    print(f"how a run executes: {len(keys)} (runtime.{', runtime.'.join(keys)}; chosen by the "
+          f"code unless given, no part of a run's identity)")
     where = len(describe_fields(SlurmConfig)) + len(SWEEP_KEYS)
     print(f"where a sweep runs: {where} (its {len(SWEEP_KEYS)} keys and slurm.*)")
 

@@ -25,11 +25,16 @@ class Help:
 _SCALES = " | ".join(registry.SCALES)
 _FIELDS = ("task.FIELD, model.FIELD, train.FIELD, ANALYSIS.FIELD", "(scale's preset)",
            "any field; `describe` lists them, and these keys beside --help list them here")
+_GROUP_SCALE = ("GROUP.scale", "(scale)", "one group's preset at another scale, e.g. "
+                "das.scale=paper")
+_RUNTIME = ("runtime.NAME", "(chosen by the code)", "speed only: device, kernels, batching, "
+            "time budgets (`describe` lists them)")
 
 HELP = {
     "list": Help(("list",), (), "python -m study list"),
     "describe": Help(
-        ("describe task=NAME | model=NAME | analysis=NAME | train=TASK [scale=S]",),
+        ("describe task=NAME | model=NAME | analysis=NAME | train=TASK [scale=S]",
+         "describe   (the count of settings, and the runtime.* names)"),
         (("task, model, analysis", "", "the registry entry whose fields to list"),
          ("train", "", "a task: the training fields with that task's presets"),
          ("scale", "paper", f"whose preset values are shown ({_SCALES})")),
@@ -51,7 +56,7 @@ HELP = {
          ("analyses", "(none)", "analyses to run after training, comma-separated"),
          ("force", "false", "retrain a finished run"),
          ("long", "no", "ok: start a CPU run estimated to train for over an hour here"),
-         _FIELDS),
+         _FIELDS, _GROUP_SCALE, _RUNTIME),
         "python -m study run task=counting model=gru scale=small analyses=das,patching",
         scale="paper"),
     "sweep": Help(
@@ -73,7 +78,9 @@ HELP = {
         ("analyze RUN_DIR analysis=A[,B] [checkpoint=final|STEP,..|all] [A.FIELD=V ...]",),
         (("analysis", "(required)", "analyses to run, comma-separated (run's key is analyses=)"),
          ("checkpoint", "final", "final, a step, a comma list of steps, or all"),
-         ("A.FIELD", "(the run's scale's preset)", "any field of the analysis")),
+         ("A.FIELD", "(the run's scale's preset)", "any field of the analysis"),
+         ("A.scale", "(the run's scale)", "the analysis's preset at another scale"),
+         ("runtime.NAME", "(chosen by the code)", "an analysis's speed-only settings")),
         "python -m study analyze runs/try analysis=patching checkpoint=all"),
     "report": Help(
         ("report RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]",),

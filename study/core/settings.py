@@ -44,7 +44,7 @@ def setting(default: Any = dataclasses.MISSING, help: str = "", *,
     setting is marked; it is spelt `runtime.<field>`, or `runtime.<runtime>` where `runtime`
     is a name (one name may stand for the like fields of several configs)."""
     if runtime:
-        help = f"{help} [runtime: speed only, results unchanged]"
+        help = f"{help} [runtime: no part of a run's identity or of an analysis's settings]"
     metadata = {"help": help, "nonfinite": nonfinite, "runtime": runtime}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)

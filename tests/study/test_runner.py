@@ -63,7 +63,7 @@ def test_an_analysis_asked_with_other_settings_runs_again_and_keeps_the_old_tabl
 
 
 def test_runtime_only_settings_never_make_tables_stale(tmp_path):
-    """`das.eval_batch_size` and `das.batch_restarts` change speed, not results: a run asked
+    """`runtime.eval_batch_size` and `runtime.batch_restarts` change speed, not results: a run asked
     with other values of them is finished, a record that still holds them (tables written
     before they were declared runtime-only) is not stale, and a setting that decides results
     still is."""
@@ -73,7 +73,7 @@ def test_runtime_only_settings_never_make_tables_stale(tmp_path):
 
     base = {"task": "counting", "model": "gru", "scale": "smoke", "analyses": "das"}
     asked = resolve(base).analysis_settings()["das"]
-    fast = resolve({**base, "das.eval_batch_size": "7", "das.batch_restarts": "false"})
+    fast = resolve({**base, "runtime.eval_batch_size": "7", "runtime.batch_restarts": "false"})
     assert fast.analysis_settings()["das"] == asked
     assert "eval_batch_size" not in asked and "batch_restarts" not in asked
     other_k = resolve({**base, "das.k": "1,2"}).analysis_settings()["das"]
