@@ -104,8 +104,9 @@ def _count_settings() -> None:
                                      + len(names(model.config))
                                      + sum(len(names(a.config)) for a in able))
     low, high = min(per_run.values()), max(per_run.values())
+    shown = ", ".join(f"{k} {v}" for k, v in per_run.items() if k in _EXAMPLES)
     print(f"settings of one run: {low} to {high} (a task and a model family, with every "
-          f"analysis the family can run; {', '.join(f'{k} {v}' for k, v in per_run.items() if k in _EXAMPLES)})")
+          f"analysis the family can run; {shown})")
     groups = [("run keys", len(TOP_KEYS), ", ".join(TOP_KEYS))]
     for kind in ("task", "model"):
         keys = set().union(*(names(e.config) for e in entries[kind].values()))

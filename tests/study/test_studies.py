@@ -193,3 +193,17 @@ def test_a_group_scale_that_is_no_scale_is_one_line():
     from study.run.config import resolve
     with pytest.raises(UsageError, match=r"das.scale='huge' is not a scale; choose from paper"):
         resolve({"task": "counting", "model": "gru", "analyses": "das", "das.scale": "huge"})
+
+
+def test_the_shipped_studies_keep_their_run_directories():
+    """A run's directory is named by the hash of what determines its weights: settings the code
+    now holds fixed stay in it, and speed-only ones stay out, so the runs the shipped studies
+    made are found again (the names of the runs they made at the time)."""
+    want = {"counting-gru-s0-27c5148d", "counting-lstm-s0-d456616f", "counting-rope2-s0-781d9e05",
+            "binding-gpt12-s0-ab94ed6d", "assign_add-attn2-s0-cd4ff8b3"}
+    plan, _ = parse(["study=laptop", "dry_run=true"])
+    assert {r.path.name for r in plan.runs} == want
+    plan, _ = parse(["study=binding", "dry_run=true", "seed=0"])
+    assert {r.path.name for r in plan.runs} == {
+        "binding-gru-s0-9980eb64", "binding-lstm-s0-f51588bc", "binding-gpt12-s0-b4f40545",
+        "binding-rope2-s0-7520a1af", "binding-attn2-s0-f358a8bd"}

@@ -22,8 +22,8 @@ Alignments (`das.alignments`; table column `alignment`):
 - `laf_sd`: the authors' LAF trained as they train it [paper code: grantsrb/mas,
   `SymmetricDefiniteMatrix`, `configs/linear_das.yaml`]: A = (M M^T + 0.1 I) diag(s) plus a
   bias, their initialisation (M ~ N(0, 1/d), sign parameters ~ N(0, 0.01^2), bias 0),
-  Adam at a constant `das.laf_sd_lr` (1e-3), every k from a fresh draw (no warm start); the
-  rest of the budget (steps, batch, restarts, stopping) is the search's;
+  Adam at their constant lr 1e-3 (`laf_sd_lr`, fixed), every k from a fresh draw (no warm
+  start); the rest of the budget (steps, batch, restarts, stopping) is the search's;
 - `random`: the untrained random rotation.
 No alignment starts from another's fit [ours]: OAF and the LAFs are compared, not nested (a
 LAF started at the OAF's solution is at least as good by construction).
@@ -94,7 +94,7 @@ smallest within 0.01 of the best test IIA) are also written in pyvene's own form
 
 Training and scoring run through `pyvene.IntervenableModel`s over the network's sites, with
 the pairs' source vectors read once (`study/analyses/das/search.py`). The restarts of one
-(alignment, k) train together (`batch_restarts`): one forward over their stacked batches,
+(alignment, k) train together (`runtime.batch_restarts`): one forward over their stacked batches,
 each restart's alignment on its own rows (`study/analyses/das/batched.py`, `stacked.py`).
 """
 from __future__ import annotations
@@ -129,7 +129,7 @@ class DasConfig:
     alignments: tuple[str, ...] = setting(
         ALIGNMENTS, "oaf (orthogonal); laf (linear, of form laf_form, our search); laf_sd (the "
         "authors' linear alignment trained as they train it: form sd, their initialisation, "
-        "constant lr laf_sd_lr, each k from a fresh draw); random (an untrained rotation, the "
+        "constant lr 1e-3, each k from a fresh draw); random (an untrained rotation, the "
         "control)")
     k: tuple[int, ...] = setting(
         (1, 2, 4, 16, 32), "subspace sizes swept: dims taken from the source [paper]")

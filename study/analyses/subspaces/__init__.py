@@ -14,8 +14,8 @@ basis-free ones of `analyses/compare` (`python -m study compare RUN...`: CKA, Pr
 of the projected activations, and cross-model interchange), so this analysis reads no other
 run.
 
-Only sites of equal width are compared, and only the same (alignment, variable, k); with
-`subspaces.match_sites` (default) also only the same site label (e.g. `resid[1]@pair`). The
+Only sites of equal width are compared, and only the same (alignment, variable, k) at the
+same site label (e.g. `resid[1]@pair`; `match_sites`, fixed). The
 `random` alignment's rows (an untrained rotation per checkpoint) give the chance level.
 
 Table `subspaces`: checkpoint, variable, site, alignment, k, other_run, other_checkpoint,
