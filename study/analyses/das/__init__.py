@@ -303,7 +303,7 @@ def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
               "lr": 5e-3, "batch_size": 64, "patience": 100, "k": (1, 2, 4, 8, 16),
               "restarts": 1, "alignments": ("oaf", "laf", "random")},
     "smoke": {"n_train": 64, "n_test": 32, "steps": 5, "batch_size": 32, "k": (2,),
-              "restarts": 2, "min_changed": 2,
+              "eval_batch_size": 64, "restarts": 2, "min_changed": 2,
               "alignments": ("oaf", "laf", "random")},
 })
 def run(ctx):
