@@ -120,15 +120,7 @@ def resolve_group(cls, prefix: str, preset: dict | None = None, overrides: dict 
     values = dict(preset or {})
     for name, value in (overrides or {}).items():
         if name not in types_:
-            valid = [f"{prefix}.{n}" for n in types_ if not fields[n].metadata.get("runtime")]
-            speed = [f"runtime.{runtime_name(f)}" for f in fields.values() if f.metadata.get("runtime")]
-            spelt = {n: f"{prefix}.{n}" for n in types_}
-            spelt.update({f.name: f"runtime.{runtime_name(f)}" for f in fields.values()
-                          if f.metadata.get("runtime")})
-            near = difflib.get_close_matches(name, list(spelt), n=1, cutoff=0.75)
-            raise UsageError(f"unknown key '{prefix}.{name}'"
-                             f"{f' (did you mean {spelt[near[0]]}=?)' if near else ''}; valid: "
-                             f"{', '.join(valid)}" + (f" (and {', '.join(speed)})" if speed else ""))
+            raise UsageError(_unknown_key(prefix, name, fields))
         if isinstance(value, str):
             value = coerce(f"{prefix}.{name}", value, types_[name],
                            nonfinite=fields[name].metadata.get("nonfinite", False))
@@ -137,6 +129,19 @@ def resolve_group(cls, prefix: str, preset: dict | None = None, overrides: dict 
         return cls(**values)
     except TypeError as e:  # a preset naming no field: a programming error, still one line
         raise UsageError(f"{prefix}: {e}") from None
+
+
+def _unknown_key(prefix: str, name: str, fields: dict[str, dataclasses.Field]) -> str:
+    """"unknown key 'das.kk'; valid: ..." with the nearest spelling of a field (a speed-only
+    one's under runtime.), and the valid keys."""
+    spelt = {n: f"runtime.{runtime_name(f)}" if f.metadata.get("runtime") else f"{prefix}.{n}"
+             for n, f in fields.items()}
+    near = difflib.get_close_matches(name, list(spelt), n=1, cutoff=0.75)
+    valid = [k for k in spelt.values() if not k.startswith("runtime.")]
+    speed = [k for k in spelt.values() if k.startswith("runtime.")]
+    return (f"unknown key '{prefix}.{name}'"
+            + (f" (did you mean {spelt[near[0]]}=?)" if near else "")
+            + f"; valid: {', '.join(valid)}" + (f" (and {', '.join(speed)})" if speed else ""))
 
 
 def from_json(cls, values: dict, where: str, error: type[Exception] = UsageError):
