@@ -80,31 +80,54 @@ def cmd_describe(args):
 
 
 def _count_settings() -> None:
-    """How many settings the command line takes, by group: those that change what a run
-    computes, the speed-only ones (`runtime=True`: the code chooses them unless given), and
-    where a sweep runs."""
-    import dataclasses
-
+    """How many settings there are: those a run of one task and one model family takes (the
+    run keys, its task's, its family's, training's and those of every analysis it can run),
+    every key of what a run computes once by group, the speed-only ones (`runtime.*`: the
+    code chooses them unless given) and where a sweep runs. Values the code holds fixed
+    (`study.core.settings.fixed`) are no settings and are not counted."""
     from study.analyses.compare import CompareConfig
-    from study.core.settings import runtime_fields
+    from study.core.settings import describe_fields
     from study.run.config import TOP_KEYS
+    from study.run.runtime_keys import runtime_keys
     from study.sweep.options import SWEEP_KEYS, SlurmConfig
 
-    groups = [(f"{kind}.* of {name}", e.config) for kind in registry.KINDS
-              for name, e in registry.entries(kind).items()]
-    groups += [("train.*", TrainConfig), ("compare.*", CompareConfig)]
-    result = runtime = 0
-    for _, cls in groups:
-        speed = len(runtime_fields(cls))
-        runtime += speed
-        result += len(dataclasses.fields(cls)) - speed
-    where = len(dataclasses.fields(SlurmConfig)) + len(SWEEP_KEYS)
-    keys = len(TOP_KEYS)
-    print(f"settings: {result + keys + runtime + where}")
-    print(f"  {result + keys:>4}  what a run computes: {keys} run keys and the fields of "
-          f"{len(groups)} groups (every task, model family and analysis, train, compare)")
-    print(f"  {runtime:>4}  speed only, chosen by the code unless given ([runtime] in describe)")
-    print(f"  {where:>4}  where a sweep runs: its {len(SWEEP_KEYS)} keys and slurm.*")
+    def names(cls) -> set[str]:  # the settings of a group that change what a run computes
+        return {f.name for f in describe_fields(cls) if not f.runtime}
+
+    entries = {kind: registry.entries(kind) for kind in registry.KINDS}
+    train = len(names(TrainConfig))
+    per_run = {}
+    for t, task in entries["task"].items():
+        for m, model in entries["model"].items():
+            able = [a for a in entries["analysis"].values() if a.requires <= model.capabilities]
+            per_run[f"{t} x {m}"] = (len(TOP_KEYS) + len(names(task.config)) + train
+                                     + len(names(model.config))
+                                     + sum(len(names(a.config)) for a in able))
+    low, high = min(per_run.values()), max(per_run.values())
+    shown = ", ".join(f"{k} {v}" for k, v in per_run.items() if k in _EXAMPLES)
+    print(f"settings of one run: {low} to {high} (a task and a model family, with every "
+          f"analysis the family can run; {shown})")
+    groups = [("run keys", len(TOP_KEYS), ", ".join(TOP_KEYS))]
+    for kind in ("task", "model"):
+        keys = set().union(*(names(e.config) for e in entries[kind].values()))
+        each = ", ".join(f"{n} {len(names(e.config))}" for n, e in entries[kind].items())
+        groups.append((f"{kind}.*", len(keys), f"{each}; a key several share counts once"))
+    groups.append(("train.*", train, "the training schedule, presets from the task"))
+    each = {n: len(names(e.config)) for n, e in entries["analysis"].items()}
+    groups.append(("analyses", sum(each.values()), ", ".join(f"{n}.* {v}" for n, v in each.items())))
+    groups.append(("compare.*", len(names(CompareConfig)), "the comparisons at a sweep's end"))
+    total = sum(n for _, n, _ in groups)
+    print(f"what a run computes, each key once: {total}")
+    for label, n, what in groups:
+        print(f"  {n:>4}  {label}: {what}")
+    keys = runtime_keys()
+    print(f"how a run executes: {len(keys)} (runtime.{', runtime.'.join(keys)}; chosen by the "
+          f"code unless given, no part of a run's identity)")
+    where = len(describe_fields(SlurmConfig)) + len(SWEEP_KEYS)
+    print(f"where a sweep runs: {where} (its {len(SWEEP_KEYS)} keys and slurm.*)")
+
+
+_EXAMPLES = ("counting x gru", "binding x gpt12", "assign_add x attn2")
 
 
 def _describe_fields(cls, prefix: str, presets: dict, scale: str) -> None:

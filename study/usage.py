@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from study.core import registry
 from study.core.errors import UsageError
-from study.core.settings import describe_fields
+from study.core.settings import describe_fields, fixed_fields
 
 
 @dataclass(frozen=True)
@@ -25,11 +25,16 @@ class Help:
 _SCALES = " | ".join(registry.SCALES)
 _FIELDS = ("task.FIELD, model.FIELD, train.FIELD, ANALYSIS.FIELD", "(scale's preset)",
            "any field; `describe` lists them, and these keys beside --help list them here")
+_GROUP_SCALE = ("GROUP.scale", "(scale)", "one group's preset at another scale, e.g. "
+                "das.scale=paper")
+_RUNTIME = ("runtime.NAME", "(chosen by the code)", "speed only: device, kernels, batching, "
+            "time budgets (`describe` lists them)")
 
 HELP = {
     "list": Help(("list",), (), "python -m study list"),
     "describe": Help(
-        ("describe task=NAME | model=NAME | analysis=NAME | train=TASK [scale=S]",),
+        ("describe task=NAME | model=NAME | analysis=NAME | train=TASK [scale=S]",
+         "describe   (the count of settings, and the runtime.* names)"),
         (("task, model, analysis", "", "the registry entry whose fields to list"),
          ("train", "", "a task: the training fields with that task's presets"),
          ("scale", "paper", f"whose preset values are shown ({_SCALES})")),
@@ -51,7 +56,7 @@ HELP = {
          ("analyses", "(none)", "analyses to run after training, comma-separated"),
          ("force", "false", "retrain a finished run"),
          ("long", "no", "ok: start a CPU run estimated to train for over an hour here"),
-         _FIELDS),
+         _FIELDS, _GROUP_SCALE, _RUNTIME),
         "python -m study run task=counting model=gru scale=small analyses=das,patching",
         scale="paper"),
     "sweep": Help(
@@ -73,7 +78,9 @@ HELP = {
         ("analyze RUN_DIR analysis=A[,B] [checkpoint=final|STEP,..|all] [A.FIELD=V ...]",),
         (("analysis", "(required)", "analyses to run, comma-separated (run's key is analyses=)"),
          ("checkpoint", "final", "final, a step, a comma list of steps, or all"),
-         ("A.FIELD", "(the run's scale's preset)", "any field of the analysis")),
+         ("A.FIELD", "(the run's scale's preset)", "any field of the analysis"),
+         ("A.scale", "(the run's scale)", "the analysis's preset at another scale"),
+         ("runtime.NAME", "(chosen by the code)", "an analysis's speed-only settings")),
         "python -m study analyze runs/try analysis=patching checkpoint=all"),
     "report": Help(
         ("report RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]",),
@@ -124,16 +131,24 @@ HELP = {
 
 
 def field_lines(cls, prefix: str, presets: dict, scale: str, with_help: bool = True) -> list[str]:
-    """One line per field of `cls`: its type and its value at `scale` (the preset, else the
-    field's default), the other scales' presets in brackets, and its declared help."""
+    """One line per setting of `cls`: its type and its value at `scale` (the preset, else the
+    field's default), the other scales' presets in brackets, and its declared help; the
+    speed-only ones last, spelt `runtime.NAME`, and the values the code holds fixed after."""
+    infos = describe_fields(cls)
     out = []
-    for f in describe_fields(cls):
+    for f in [i for i in infos if not i.runtime] + [i for i in infos if i.runtime]:
         value = presets.get(scale, {}).get(f.name, f.default)
         per_scale = "; ".join(f"{s}: {presets[s][f.name]!r}" for s in registry.SCALES
                               if f.name in presets.get(s, {}))
-        out.append(f"  {prefix}{f.name} ({f.type}) = {value!r}"
+        key = f"runtime.{f.runtime}" if f.runtime else f"{prefix}{f.name}"
+        out.append(f"  {key} ({f.type}) = {value!r}"
                    + (f"  [{per_scale}]" if per_scale else "")
                    + (f"\n      {f.help}" if f.help and with_help else ""))
+    fixed = fixed_fields(cls)
+    if fixed and with_help:
+        made = cls()  # a derived value as the defaults give it
+        out.append("  fixed by the code (recorded with the run, not settings): "
+                   + ", ".join(f"{n} = {getattr(made, n)!r}" for n in fixed))
     return out
 
 

@@ -2,7 +2,7 @@
 
 Prints Python, torch and its build (CUDA version or CPU), the NVIDIA driver and the torch build
 it supports, each GPU, whether bf16 autocast, `torch.compile` and fused AdamW work here (each
-tried on a tiny tensor), the settings a run would use (`train.device=auto` and so on), what
+tried on a tiny tensor), the settings a run would use (`runtime.device=auto` and so on), what
 `sweep jobs=auto` would start, and a tokens/s probe: the training engine run for
 `seconds=10` on `task=... model=... scale=...` (by default the binding paper's model on a GPU,
 the counting study's GRU at scale=small on a CPU). A GPU that is present but unusable is named
@@ -154,9 +154,9 @@ def _settings(kv: dict) -> bool:
     _line("run settings", f"device {rt.device_name}, {rt.precision}, "
                           f"compile {'on' if rt.compiled else 'off'}, CUDA graphs "
                           f"{'on' if rt.cuda_graphs else 'off'}, fused AdamW "
-                          f"{'on' if rt.fused else 'off'} (train.device={cfg.train.device}, "
-                          f"precision={cfg.train.precision}, compile={cfg.train.compile}, "
-                          f"fused={cfg.train.fused})")
+                          f"{'on' if rt.fused else 'off'} (runtime.device={cfg.train.device}, "
+                          f"train.precision={cfg.train.precision}, train.compile="
+                          f"{cfg.train.compile}, runtime.fused={cfg.train.fused})")
     s = slots("auto", "auto", 10**6)
     on = (f"up to {s.jobs // len(s.gpus)} per GPU ({','.join(s.gpus)}; jobs_per_gpu=auto "
           f"packs small networks, gpt12 alone)" if s.gpus else "one per core")

@@ -12,7 +12,7 @@ of one item is that item's failure line, never the end of the check):
                       scale=smoke on the device (`study/checks/gpu_check_grid.py`)
     bench-train       python -m study bench train model=all steps=20
     bench-das         python -m study bench das steps=20
-    binding-paper     binding x gpt12 at scale=paper for 45 s (train.max_minutes=0.75)
+    binding-paper     binding x gpt12 at scale=paper for 45 s (runtime.max_minutes=0.75)
     assign_add-paper  assign_add x attn2 at scale=paper for a minute, pools scored every 100
                       steps
 
@@ -129,14 +129,14 @@ def _command(*args: str) -> tuple[tuple[str, ...], ...]:
 def plan(opts: Options, work: Path) -> list[Item]:
     """The items, in the order they run."""
     dev, quick, scale = opts.device, opts.quick, opts.scale
-    train_dev = f"train.device={dev}"
+    train_dev = f"runtime.device={dev}"
     items = [
         Item("doctor", _command("-m", "study", "doctor",
                                *(("seconds=1", "scale=smoke") if quick else ("seconds=5",))),
              _budget("doctor", quick), alone=True),
         _tests_item(opts, work),
         Item("demo", _command("-m", "study", "sweep", "study=demo", train_dev,
-                             *(_demo_quick() if quick else ("train.max_minutes=1",))),
+                             *(_demo_quick() if quick else ("runtime.max_minutes=1",))),
              _budget("demo", quick), cwd=work / "demo"),
         Item("grid", _command("-m", "study.checks.gpu_check_grid", f"device={dev}",
                              f"quick={str(quick).lower()}", f"work={work / 'grid'}"),
@@ -155,7 +155,7 @@ def plan(opts: Options, work: Path) -> list[Item]:
             "-m", "study", "run", "task=binding", "model=gpt12", f"scale={scale}", train_dev,
             # 45 s of training (evaluations and checkpoints included), then evaluated and
             # checkpointed as a finished run
-            "train.max_minutes=0.75", f"run_dir={work / 'paper/binding-gpt12'}",
+            "runtime.max_minutes=0.75", f"run_dir={work / 'paper/binding-gpt12'}",
             *(("train.steps=4", "train.checkpoints=2") if quick else ())),
              _budget("binding-paper", quick), alone=True),
         Item("assign_add-paper", _command(
@@ -164,7 +164,7 @@ def plan(opts: Options, work: Path) -> list[Item]:
             # the preset scores the pools every 100 steps, as the authors' run did; a minute
             # of it (the routing itself is study=gpu-fidelity's)
             *(("train.steps=6", "train.checkpoints=2", "train.eval_every=2") if quick
-              else ("train.max_minutes=1",))),
+              else ("runtime.max_minutes=1",))),
              _budget("assign_add-paper", quick), alone=True),
     ]
     return [i for i in items if i.name in opts.only]
@@ -199,7 +199,7 @@ QUICK_ANALYSES = {
             "n_test": "16", "alignments": "oaf"},
     "patching": {"n_pairs": "4"},
     "probes": {"n_examples": "32", "layers": "0", "positions": "1,2"},
-    "circuits": {"n_examples": "8", "n_induction": "4", "n_ablation": "8"},
+    "circuits": {"n_examples": "8", "n_induction": "4"},
 }
 
 

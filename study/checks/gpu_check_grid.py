@@ -44,7 +44,7 @@ def _applicable(model_entry) -> tuple[str, ...]:
 def grid_settings(task: str, model: str, analyses, device: str, quick: bool, work: Path) -> dict:
     """The `study run` settings of one grid combination."""
     from study.core import registry
-    kv = {"task": task, "model": model, "scale": "smoke", "train.device": device,
+    kv = {"task": task, "model": model, "scale": "smoke", "runtime.device": device,
           # eager: compiling every network of the grid would take most of the check's
           # minutes; the compiled engine is exercised by doctor, bench-train and the paper runs
           "train.compile": "off", "analyses": ",".join(analyses),
@@ -60,7 +60,7 @@ def grid_settings(task: str, model: str, analyses, device: str, quick: bool, wor
         if "probes" in analyses and task_cls.probe_variable_names:
             kv["probes.variables"] = task_cls.probe_variable_names[0]
     elif "probes" in analyses:
-        kv["probes.n_jobs"] = "-1"  # the probes' fits run on the CPU: every core
+        kv["runtime.probe_jobs"] = "-1"  # the probes' fits run on the CPU: every core
     return kv
 
 

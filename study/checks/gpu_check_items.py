@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the checkout the items' commands r
 # `grid` run side by side (their group costs its longest budget), the others alone, and the
 # groups' budgets add up to at most `WALL_S` (`wall_budget`). [ours] The GPU budgets are
 # shares of that time, not measured needs: each item is cut to fit it (doctor's probe
-# shortened, the demo and the paper runs bounded by train.max_minutes, the benches given
+# shortened, the demo and the paper runs bounded by runtime.max_minutes, the benches given
 # fewer steps).
 BUDGETS = {
     "doctor": (35, 240),

@@ -49,9 +49,21 @@ class Entry:
         return self.name if self.kind == "analysis" else self.kind
 
     def make_config(self, scale: str, overrides: dict[str, Any] | None = None):
-        """Defaults, then the scale preset, then `overrides` (strings are coerced)."""
+        """Defaults, then the scale preset, then `overrides` (strings are coerced); an
+        override `scale` picks this group's preset instead of `scale` (`das.scale=paper`)."""
         from study.core.settings import resolve_group
+        overrides = dict(overrides or {})
+        scale = own_scale(self.prefix, scale, overrides)
         return resolve_group(self.config, self.prefix, self.presets.get(scale), overrides)
+
+
+def own_scale(prefix: str, scale: str, overrides: dict[str, Any]) -> str:
+    """The scale whose preset a group takes: `overrides`' own `scale` (popped from it: the
+    key `GROUP.scale=S`), else the run's `scale`."""
+    own = overrides.pop("scale", scale)
+    if own not in SCALES:
+        raise UsageError(f"{prefix}.scale={own!r} is not a scale; choose from {', '.join(SCALES)}")
+    return own
 
 
 _REGISTRY: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}

@@ -5,17 +5,26 @@ from the command line, and how a config is rebuilt from JSON.
   `fields_of(kv, "das")` picks one group's overrides by their prefix.
 - `setting(default, help=...)` declares a field with its help text in the field's metadata
   (`describe` prints it); `nonfinite=True` lets a float field take nan/inf; `runtime=True`
-  marks a setting that changes speed only, which never makes an analysis's tables stale.
+  marks a setting that changes speed only, which never makes an analysis's tables stale and
+  is spelt `runtime.NAME` on the command line whichever config reads it
+  (`study/run/runtime_keys.py`; `runtime="NAME"` when the field has another name).
+- `fixed(value, help=...)` declares a value the code holds fixed: no setting, still recorded
+  with the run (config.json, a run's identity), so that runs made while it was one keep their
+  hash; `derived(help=...)` one computed from the settings in `__post_init__` (`set_derived`).
 - `resolve_group(cls, prefix, preset, overrides)`: defaults → scale preset → overrides
   (strings are coerced from the field's annotation); the one way every group (task, model,
   train, each analysis) gets its config. An unknown key names the valid ones.
 - `from_json(cls, values, where)`: a config from its JSON dict (lists back to tuples by
-  annotation); an unknown key is refused in one line naming `where` and the key.
+  annotation); an unknown key is refused in one line naming `where` and the key, but for the
+  settings a class lists as `retired` (folded into another); a fixed or derived value
+  recorded otherwise than the code holds it is refused the same way.
 - `describe_fields(cls)`: (name, type, default, help) of each field, from the declarations.
 """
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import json
 import types
 import typing
 from pathlib import Path
@@ -27,20 +36,42 @@ from study.core.errors import UsageError
 
 def setting(default: Any = dataclasses.MISSING, help: str = "", *,
             default_factory: Any = dataclasses.MISSING, nonfinite: bool = False,
-            runtime: bool = False):
+            runtime: bool | str = False):
     """A dataclass field whose help (and whether it admits nan/inf) lives in its metadata.
     `runtime=True`: the setting changes how a result is computed (a chunk size, a batching
     switch, the device, a time budget), not the result: a run resumed or tables reused with
     another value are not stale (`runtime_fields`, `without_runtime`). The one way a speed-only
-    setting is marked."""
+    setting is marked; it is spelt `runtime.<field>`, or `runtime.<runtime>` where `runtime`
+    is a name (one name may stand for the like fields of several configs)."""
     if runtime:
-        help = f"{help} [runtime: speed only, results unchanged]"
+        help = f"{help} [runtime: no part of a run's identity or of an analysis's settings]"
     metadata = {"help": help, "nonfinite": nonfinite, "runtime": runtime}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable default: pass default_factory=")
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def fixed(value: Any, help: str):
+    """A value the code holds fixed, declared where the config's settings are: not a setting
+    (neither the command line nor `describe`'s count know it), still a field, so that the code
+    reads it as before and config.json and a run's identity record it: runs made while it was
+    a setting keep their hash. `help` says what it is and why it is fixed."""
+    if isinstance(value, (list, dict, set)):
+        raise TypeError("mutable fixed value")
+    return dataclasses.field(default=value, init=False, metadata={"help": help, "fixed": True})
+
+
+def derived(help: str):
+    """A value computed from the settings (one concept that was two settings): no setting,
+    recorded like a `fixed` one; the class's `__post_init__` sets it (`set_derived`)."""
+    return dataclasses.field(default=None, init=False, metadata={"help": help, "fixed": True})
+
+
+def set_derived(config, name: str, value: Any) -> None:
+    """Set derived field `name` of a frozen config (from its `__post_init__`)."""
+    object.__setattr__(config, name, value)
 
 
 def split_args(args: list[str]) -> dict[str, str]:
@@ -58,7 +89,6 @@ def split_args(args: list[str]) -> dict[str, str]:
 
 def did_you_mean(key: str, valid) -> str:
     """" (did you mean analyses=?)" for a key a letter or two off a valid one, else ""."""
-    import difflib
     match = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.75)
     return f" (did you mean {match[0]}=?)" if match else ""
 
@@ -90,8 +120,7 @@ def resolve_group(cls, prefix: str, preset: dict | None = None, overrides: dict 
     values = dict(preset or {})
     for name, value in (overrides or {}).items():
         if name not in types_:
-            raise UsageError(f"unknown key '{prefix}.{name}'; valid: "
-                             f"{', '.join(prefix + '.' + n for n in types_)}")
+            raise UsageError(_unknown_key(prefix, name, fields))
         if isinstance(value, str):
             value = coerce(f"{prefix}.{name}", value, types_[name],
                            nonfinite=fields[name].metadata.get("nonfinite", False))
@@ -102,15 +131,38 @@ def resolve_group(cls, prefix: str, preset: dict | None = None, overrides: dict 
         raise UsageError(f"{prefix}: {e}") from None
 
 
+def _unknown_key(prefix: str, name: str, fields: dict[str, dataclasses.Field]) -> str:
+    """"unknown key 'das.kk'; valid: ..." with the nearest spelling of a field (a speed-only
+    one's under runtime.), and the valid keys."""
+    spelt = {n: f"runtime.{runtime_name(f)}" if f.metadata.get("runtime") else f"{prefix}.{n}"
+             for n, f in fields.items()}
+    near = difflib.get_close_matches(name, list(spelt), n=1, cutoff=0.75)
+    valid = [k for k in spelt.values() if not k.startswith("runtime.")]
+    speed = [k for k in spelt.values() if k.startswith("runtime.")]
+    return (f"unknown key '{prefix}.{name}'"
+            + (f" (did you mean {spelt[near[0]]}=?)" if near else "")
+            + f"; valid: {', '.join(valid)}" + (f" (and {', '.join(speed)})" if speed else ""))
+
+
 def from_json(cls, values: dict, where: str, error: type[Exception] = UsageError):
     """`cls` from JSON values: lists become tuples where the annotation says tuple. A key that
-    is no field of `cls` raises `error` naming `where` and the key."""
-    types_ = field_types(cls)
-    unknown = sorted(set(values) - set(types_))
+    is no field of `cls` raises `error` naming `where` and the key, but for the class's
+    `retired` settings (name -> what became of it), which are dropped. A fixed or derived
+    field's recorded value must be the one the code gives it."""
+    types_, kept = field_types(cls), fixed_fields(cls)
+    retired = getattr(cls, "retired", {})
+    unknown = sorted(set(values) - set(types_) - set(kept) - set(retired))
     if unknown:
         raise error(f"{where}: {cls.__name__} has no field(s) {', '.join(unknown)}; "
                     f"the code changed since it was written")
-    return cls(**{k: _from_json_value(types_[k], v) for k, v in values.items()})
+    config = cls(**{k: _from_json_value(types_[k], v) for k, v in values.items() if k in types_})
+    for name in kept:
+        if name in values:
+            ours = json.loads(json.dumps(getattr(config, name)))
+            if values[name] != ours:
+                raise error(f"{where}: {name}={values[name]!r} was recorded, but this version "
+                            f"holds it at {ours!r}; the code changed since it was written")
+    return config
 
 
 def _from_json_value(hint, value):
@@ -137,10 +189,11 @@ class FieldInfo:
     type: str
     default: Any
     help: str
+    runtime: str = ""  # the name under runtime.* of a speed-only setting, else ""
 
 
 def describe_fields(cls) -> list[FieldInfo]:
-    """Each init field's name, type, default and declared help."""
+    """Each init field's name, type, default, declared help and runtime name."""
     types_ = field_types(cls)
     out = []
     for name, f in _fields(cls).items():
@@ -150,8 +203,20 @@ def describe_fields(cls) -> list[FieldInfo]:
             default = f.default_factory()
         else:
             default = None
-        out.append(FieldInfo(name, type_name(types_[name]), default, _help(cls, name)))
+        out.append(FieldInfo(name, type_name(types_[name]), default, _help(cls, name),
+                             runtime_name(f) if f.metadata.get("runtime") else ""))
     return out
+
+
+def fixed_fields(cls) -> tuple[str, ...]:
+    """The fields of config class `cls` that are no settings (`fixed`, `derived`)."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("fixed"))
+
+
+def runtime_name(field: dataclasses.Field) -> str:
+    """How a `runtime=True` field is spelt under `runtime.`: its declared name, else its own."""
+    named = field.metadata.get("runtime")
+    return named if isinstance(named, str) else field.name
 
 
 def runtime_fields(cls) -> tuple[str, ...]:

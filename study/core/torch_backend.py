@@ -1,6 +1,6 @@
 """Which torch build a machine's NVIDIA driver supports, from the standard library alone: set-up
 (`make setup`) runs this file with the system's Python before any package is installed, and
-`doctor` and `train.device=auto` use it to say why a GPU is unusable.
+`doctor` and `runtime.device=auto` use it to say why a GPU is unusable.
 
     python3 study/core/torch_backend.py                  # cpu, cu118, cu126, ...: the build to install
     .venv/bin/python study/core/torch_backend.py --installed cu126   # fails on a CPU build of torch

@@ -12,11 +12,10 @@ Torch-free: this file registers the families; the network is imported when built
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Optional
 
 from study.core.errors import UsageError
 from study.core.registry import register
-from study.core.settings import setting
+from study.core.settings import fixed, setting
 
 CELLS = ("gru", "lstm")
 ACTIVATIONS = ("gelu", "relu")
@@ -27,7 +26,7 @@ MAX_WIDTH = 1 << 16  # a larger layer would not fit in memory
 class RNNConfig:
     """One recurrent cell + output MLP. Defaults: the paper's GRU."""
 
-    cell: str = setting("gru", "gru | lstm (pinned by the family)")
+    cell: str = fixed("gru", "the cell: the family's (model=gru or model=lstm)")
     d_embed: int = setting(128, "token embedding [paper]")
     d_hidden: int = setting(
         128,
@@ -36,14 +35,7 @@ class RNNConfig:
     dropout: float = setting(0.5, "on the MLP hidden layer [paper]")
     activation: str = setting("gelu", "gelu | relu, in the output MLP [paper]")
 
-    family: ClassVar[Optional[str]] = None  # the cell a registered family is pinned to
-
     def __post_init__(self):
-        if self.cell not in CELLS:
-            raise UsageError(f"model.cell: {self.cell!r} is not one of {', '.join(CELLS)}")
-        if self.family is not None and self.cell != self.family:
-            raise UsageError(f"model.cell: {self.cell!r} given, but model={self.family} builds "
-                             f"{self.family} cells; use model={self.cell}")
         for key in ("d_embed", "d_hidden", "d_mlp"):
             value = getattr(self, key)
             if not isinstance(value, int) or not 1 <= value <= MAX_WIDTH:
@@ -74,22 +66,13 @@ class RNNConfig:
 class GRUConfig(RNNConfig):
     """The `gru` family: one GRU cell, hidden 128 [paper]."""
 
-    family: ClassVar[Optional[str]] = "gru"
-
 
 @dataclass(frozen=True)
 class LSTMConfig(RNNConfig):
     """The `lstm` family: one LSTM cell, hidden 64, analysed state [h, c] of 128 [paper]."""
 
-    cell: str = setting("lstm", "gru | lstm (pinned by the family)")
+    cell: str = fixed("lstm", "the cell: the family's (model=gru or model=lstm)")
     d_hidden: int = setting(64, "cell hidden size [paper]; state [h, c] = 128")
-
-    family: ClassVar[Optional[str]] = "lstm"
-
-
-# paper: the paper's and the authors' sizes; small: the same (the networks are small);
-# smoke: seconds, for tests
-_SMOKE = {"d_embed": 16, "d_mlp": 32}
 
 
 def _build(config: RNNConfig, vocab_size: int, seq_len: int):
@@ -98,15 +81,17 @@ def _build(config: RNNConfig, vocab_size: int, seq_len: int):
     return RecurrentLM(config, vocab_size, seq_len)
 
 
+# presets: paper is the defaults (the paper's and the authors' sizes), small the same (the
+# networks are small); smoke: seconds, for tests
 @register("model", "gru", config=GRUConfig, capabilities=("recurrent",),
-          presets={"paper": {}, "small": {}, "smoke": {**_SMOKE, "d_hidden": 16}})
+          presets={"smoke": {"d_embed": 16, "d_hidden": 16, "d_mlp": 32}})
 def gru(config: GRUConfig, vocab_size: int, seq_len: int):
     """One GRU cell (state 128) with an output MLP; a state site after every token."""
     return _build(config, vocab_size, seq_len)
 
 
 @register("model", "lstm", config=LSTMConfig, capabilities=("recurrent",),
-          presets={"paper": {}, "small": {}, "smoke": {**_SMOKE, "d_hidden": 8}})
+          presets={"smoke": {"d_embed": 16, "d_hidden": 8, "d_mlp": 32}})
 def lstm(config: LSTMConfig, vocab_size: int, seq_len: int):
     """One LSTM cell (hidden 64, state [h, c] 128) with an output MLP; a state site per token."""
     return _build(config, vocab_size, seq_len)

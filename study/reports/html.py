@@ -102,7 +102,7 @@ def _ended(summary: dict) -> str:
     if not summary:
         return "—"
     if summary.get("time_limited"):
-        return "time budget (train.max_minutes)"
+        return "time budget (runtime.max_minutes)"
     return "target accuracy" if summary.get("stopped_early") else "all steps"
 
 

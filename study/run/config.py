@@ -2,16 +2,19 @@
 
 `task=binding model=gpt12 scale=small train.lr=3e-4 seed=1`:
 - `task=`, `model=` pick registry entries; `scale=` picks the preset of every group
-  (paper | small | smoke); `analyses=a,b` names analyses to run after training.
+  (paper | small | smoke), `GROUP.scale=` one group's (`das.scale=paper`: Grant et al.'s
+  DAS on a small network); `analyses=a,b` names analyses to run after training.
 - dotted keys override fields: `task.X`, `model.X`, `train.X`, `<analysis>.X`; values are
   coerced from the field's annotation. Resolution order, the same for every group
   (`study.core.settings.resolve_group`): config defaults → scale preset → overrides.
+- `runtime.X` sets a speed-only setting, whichever group reads it (`runtime_keys.py`; the
+  old spellings `train.device`, `das.eval_batch_size`, ... are still accepted).
 Errors name the key, the value and what is allowed; nothing is written before it passes
 (the device asked for and an estimate of the training memory are checked too, `preflight.py`).
 
 A run's identity (its hash, its default directory, the "same run?" check on re-runs) is what
-determines its weights; the runtime-only training settings (`train.device`, `max_minutes`,
-`resume_minutes`, `keep_state`) may change between sessions and are only recorded.
+determines its weights; the runtime settings (`runtime.device`, `runtime.max_minutes`, ...)
+may change between sessions and are only recorded.
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ from study.core import registry
 from study.core.coerce import coerce
 from study.core.errors import UsageError
 from study.core.settings import did_you_mean, fields_of, from_json, resolve_group
+from study.run.runtime_keys import PREFIX as RUNTIME
+from study.run.runtime_keys import respell
 from study.train.config import TrainConfig
 
 TOP_KEYS = {
@@ -129,9 +134,11 @@ def hash8(identity: dict) -> str:
 
 
 def train_config(task_entry, scale: str, overrides: dict[str, str] | None = None) -> TrainConfig:
-    """Training settings: defaults → the task's `train_presets[scale]` → overrides."""
-    presets = task_entry.obj.train_presets
-    return resolve_group(TrainConfig, "train", presets.get(scale), overrides)
+    """Training settings: defaults → the task's `train_presets[scale]` (`train.scale=S` picks
+    another scale's) → overrides."""
+    overrides = dict(overrides or {})
+    scale = registry.own_scale("train", scale, overrides)
+    return resolve_group(TrainConfig, "train", task_entry.obj.train_presets.get(scale), overrides)
 
 
 def check_scale(scale: str) -> str:
@@ -165,11 +172,12 @@ def resolve(kv: dict[str, str]) -> RunConfig:
     analysis_names = set(registry.entries("analysis"))
     for key in kv:
         head = key.split(".", 1)[0]
-        if "." not in key or head not in set(GROUPS) | analysis_names:
-            valid = ", ".join([*TOP_KEYS, "long"] + [g + ".<field>" for g in GROUPS]
+        if "." not in key or head not in set(GROUPS) | analysis_names | {RUNTIME}:
+            valid = ", ".join([*TOP_KEYS, "long"] + [g + ".<field>" for g in (*GROUPS, RUNTIME)]
                               + ["<analysis>.<field>"])
             raise UsageError(f"unknown key {key!r}{did_you_mean(key, [*TOP_KEYS, 'long'])}; "
                              f"valid keys: {valid}")
+    kv = respell(kv, {"train", *analyses})
 
     task_cfg = task_entry.make_config(scale, fields_of(kv, "task"))
     model_cfg = model_entry.make_config(scale, fields_of(kv, "model"))
@@ -189,6 +197,7 @@ def analysis_configs(names, scale: str, overrides: dict[str, str], task_entry, m
     against the model's capabilities and, through the analysis's `check`, the task's and the
     model's names — all before anything is trained or written."""
     check_analyses(names, model_entry)
+    overrides = respell(overrides, set(names))  # runtime.X: the fields of these analyses
     for key in overrides:
         head = key.split(".", 1)[0]
         if "." not in key or head not in names:

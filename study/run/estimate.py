@@ -103,7 +103,7 @@ def duration(seconds: float) -> str:
 
 
 def _capped(cfg, seconds: float) -> float:
-    """`seconds` of training, bounded by the run's `train.max_minutes` where it sets one."""
+    """`seconds` of training, bounded by the run's `runtime.max_minutes` where it sets one."""
     cap = cfg.train.max_minutes * 60
     return min(seconds, cap) if cap > 0 else seconds
 
@@ -157,7 +157,7 @@ def steps_left(cfg, path, force: bool = False) -> int:
 
 
 def on_cpu(cfg, gpus_here: bool) -> bool:
-    """Whether the run trains on this machine's CPU: `train.device=cpu`, or `auto` where it
+    """Whether the run trains on this machine's CPU: `runtime.device=cpu`, or `auto` where it
     gets no GPU (`gpus_here`: a GPU is assigned to it or the machine has an NVIDIA driver)."""
     return cfg.train.device == "cpu" or (cfg.train.device == "auto" and not gpus_here)
 
@@ -198,7 +198,7 @@ def check_long(runs: list[SweepRun], jobs: int, threads: int | None, allow_long:
     if len(runs) == 1 and threads is None:
         raise UsageError(
             f"this run would train for about {duration(total)} on this CPU ({speed}, measured "
-            f"just now); choose {faster}, fewer train.steps or a bound (train.max_minutes=N); "
+            f"just now); choose {faster}, fewer train.steps or a bound (runtime.max_minutes=N); "
             f"add long=ok to start it anyway")
     raise UsageError(
         f"this sweep would train for about {duration(total)} on this CPU ({len(runs)} runs, "

@@ -1,7 +1,7 @@
 """Checks of a resolved run config against this machine, made at parse time so that a command
 that cannot run is refused in one line before any run directory is created:
 
-- the device `train.device` names exists (`cuda` on a machine without one, `cuda:3` on a
+- the device `runtime.device` names exists (`cuda` on a machine without one, `cuda:3` on a
   machine with one GPU);
 - training fits in memory: a coarse upper bound (`study/core/memory.py`) against the host's
   memory, or the GPU's when training runs on one. The setting to change is named: the batch

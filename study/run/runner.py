@@ -72,7 +72,7 @@ def _difference(rd: RunDir, cfg: RunConfig) -> str | None:
     """How the run directory's settings differ from `cfg` (None: same run, or a new one).
     config.json is compared first; without it the marker's config hash, and without that the
     newest checkpoint's meta.json, say what the weights were trained with. Runtime-only
-    settings (`train.device`, ...) are no part of a run's identity and may differ."""
+    settings (`runtime.device`, ...) are no part of a run's identity and may differ."""
     want = jsonable(cfg.identity())
     marker = rd.marker() or {}
     if rd.exists():

@@ -7,7 +7,7 @@ first; the default folder is `results/<study>-<date>/` at the repository's root,
 folders are committed:
 
 - `summary.csv`: per run, its update budget (`train.steps`), the updates it made, how it
-  ended (`target accuracy`, `all steps`, or `time guard` where `train.max_minutes` stopped it
+  ended (`target accuracy`, `all steps`, or `time guard` where `runtime.max_minutes` stopped it
   first), the accuracy on every scored split, the last training loss.
 - `verdicts.csv`: per run, variable and trained alignment, the verdict and its numbers, as the
   report's verdict section gives them (`study/reports/sections/verdict.py`).

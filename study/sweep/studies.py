@@ -5,7 +5,7 @@
     task = "counting"
     model = "gru,lstm,rope2"      # comma lists sweep, as on the command line
     "das.k" = "1,2,4"             # a quoted dotted key is one setting
-    [settings.train]              # a table is a group: train.max_minutes
+    [settings.runtime]            # a table is a group: runtime.max_minutes
     max_minutes = 2.5
 
 A study of several sweeps (the reproductions of different papers side by side) lists them

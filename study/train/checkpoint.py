@@ -7,7 +7,7 @@ Layout under `<run>/checkpoints/`:
       meta.json           model + config, task + config, train config, step, seed: enough to
                           rebuild the network with nothing else at hand
       state.pt            training state (optimiser, RNG, counters) -- kept in the two newest
-                          checkpoints or resume points unless `train.keep_state=all`
+                          checkpoints or resume points unless `runtime.keep_state=all`
     resume_00001300/    a rolling resume point between logged checkpoints (same files)
 
 A checkpoint directory is written under a temporary name, fsynced and renamed into place, so a

@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 from study.core.errors import UsageError
-from study.core.settings import setting
+from study.core.settings import runtime_fields, setting
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Training settings. Those marked `runtime=True` say how a run executes, not what it
     computes (the device, time budgets, which states to keep, kernels that compute the same
-    update in another order): they are left out of a run's identity (its hash and the "same
-    run?" check), so they may change when an interrupted run is resumed; config.json still
-    records them. `precision` and `compile` are not among them: bf16 autocast and compiled
+    update in another order): spelt `runtime.NAME` on the command line, they are left out of
+    a run's identity (its hash and the "same run?" check), so they may change when an
+    interrupted run is resumed; config.json still records them. `precision` and `compile` are not among them: bf16 autocast and compiled
     kernels change the trained weights even on a CPU (compile=on vs off differ after 100
     steps)."""
 
@@ -81,7 +81,8 @@ class TrainConfig:
         def bad(key, allowed):
             value = getattr(self, key)
             shown = ",".join(map(str, value)) if isinstance(value, tuple) else value
-            raise UsageError(f"train.{key}={shown}: {allowed}")
+            group = "runtime" if key in runtime_fields(TrainConfig) else "train"
+            raise UsageError(f"{group}.{key}={shown}: {allowed}")
 
         for name in ("steps", "batch_size", "checkpoints", "decay_steps"):
             if getattr(self, name) < 1:

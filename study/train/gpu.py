@@ -1,5 +1,5 @@
 """Why a GPU this machine has cannot be used, in one line: a CPU build of torch on a GPU machine,
-a driver too old for torch's CUDA build, or the CUDA error torch met. `train.device=auto` stops
+a driver too old for torch's CUDA build, or the CUDA error torch met. `runtime.device=auto` stops
 with this line instead of training on the CPU without a word; `doctor` prints it."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import warnings
 from study.core.errors import UsageError
 from study.core.torch_backend import best_build, driver_version, min_driver, version_tuple
 
-_FIX = "or pass train.device=cpu to train on the CPU"
+_FIX = "or pass runtime.device=cpu to train on the CPU"
 
 
 def hidden_on_purpose() -> bool:

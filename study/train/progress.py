@@ -1,6 +1,6 @@
 """How a training run shows its progress: a bar on a terminal (steps, and at each log row the
 training loss, the newest evaluation's accuracy and tokens per second), and, every
-`train.progress_seconds`, a plain line a log file keeps (a SLURM log, `run.log`):
+`runtime.progress_seconds`, a plain line a log file keeps (a SLURM log, `run.log`):
 
     counting/gru step 1200/3000 (40%) loss 0.4121 acc 0.873 tokens/s 2.1e+04 ETA 3m10s
 

@@ -41,7 +41,7 @@ class Runtime:
         return str(self.device)
 
 
-def resolve_device(setting="auto", key: str = "train.device") -> torch.device:
+def resolve_device(setting="auto", key: str = "runtime.device") -> torch.device:
     """The device to work on, chosen in this one place for training, analysing, comparing and
     the checks: `setting` as given (a name or a `torch.device`), or, for None and "auto", the
     GPU when CUDA is available, else the CPU. A one-line UsageError naming `key` for a device

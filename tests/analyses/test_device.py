@@ -41,7 +41,7 @@ TINY = {
             "batch_size": "16", "eval_batch_size": "16"},
     "patching": {"n_pairs": "4", "batch_size": "16"},
     "probes": {"n_examples": "24", "positions": "1,2", "max_iter": "5", "max_pooled": "64"},
-    "circuits": {"n_examples": "8", "n_induction": "4", "n_ablation": "8", "trajectory": "true"},
+    "circuits": {"n_examples": "8", "n_induction": "4", "trajectory": "true"},
 }
 STEP = 5  # the analysed checkpoint; `model_at` hands out the untrained network for others
 LAYOUTS = ("explicit", "aligned")  # where a task's counterfactual pairs are intervened at

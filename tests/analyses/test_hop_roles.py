@@ -180,7 +180,7 @@ def test_circuits_finds_the_planted_hop_head_and_its_cost_is_on_deep_programs(tm
                  n_gen_per_value=5, n_gen_heldout=20)
     net = _planted_hop_network(task)
     cfg = registry.get("analysis", "circuits").make_config(
-        "smoke", {"n_examples": "100", "n_ablation": "150", "ablation": "zero",
+        "smoke", {"n_examples": "150", "ablation": "zero",
                   "n_induction": "4"})
     ctx = AnalysisContext(net, task, cfg, "attn2", 0, torch.device("cpu"), tmp_path, 0)
     out = registry.get("analysis", "circuits").obj(ctx)

@@ -55,7 +55,7 @@ def test_paper_configs_and_validation():
 
 def test_gru_matches_torch_gru():
     torch.manual_seed(0)
-    model = RecurrentLM(RNNConfig(cell="gru", d_embed=5, d_hidden=6, d_mlp=8), VOCAB, SEQ).eval()
+    model = RecurrentLM(GRUConfig(d_embed=5, d_hidden=6, d_mlp=8), VOCAB, SEQ).eval()
     ref = nn.GRU(5, 6, batch_first=True)
     with torch.no_grad():
         for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
@@ -143,7 +143,7 @@ def test_free_running_loss_equals_a_hand_rolled_loop(cell):
 
 def test_lstm_matches_torch_lstm():
     torch.manual_seed(0)
-    model = RecurrentLM(RNNConfig(cell="lstm", d_embed=5, d_hidden=4, d_mlp=8), VOCAB, SEQ).eval()
+    model = RecurrentLM(LSTMConfig(d_embed=5, d_hidden=4, d_mlp=8), VOCAB, SEQ).eval()
     ref = nn.LSTM(5, 4, batch_first=True)
     with torch.no_grad():
         for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):

@@ -40,10 +40,10 @@ def test_long_ok_lets_it_start_and_a_resumed_run_counts_only_the_steps_left():
 
 def test_a_run_bounded_by_max_minutes_is_not_long_however_many_steps_it_asks_for():
     task = build_task(resolve(LONG))
-    check_duration(resolve({**LONG, "train.max_minutes": "30"}), task, 50_000_000,
+    check_duration(resolve({**LONG, "runtime.max_minutes": "30"}), task, 50_000_000,
                    allow_long=False, on_cpu=True)
-    with pytest.raises(UsageError, match=r"train.max_minutes=N"):
-        check_duration(resolve({**LONG, "train.max_minutes": "90"}), task, 50_000_000,
+    with pytest.raises(UsageError, match=r"runtime.max_minutes=N"):
+        check_duration(resolve({**LONG, "runtime.max_minutes": "90"}), task, 50_000_000,
                        allow_long=False, on_cpu=True)
 
 

@@ -188,8 +188,8 @@ def test_the_gpu_check_fits_eight_minutes_of_one_gpu_by_its_budgets(tmp_path):
     assert wall < sum(i.budget_s for i in items)  # some items run side by side
     # every training item is bounded so that it can end within its budget
     cmd = {i.name: " ".join(i.commands[-1]) for i in items}
-    assert "train.max_minutes=" in cmd["binding-paper"] and "train.max_minutes=" in cmd["assign_add-paper"]
-    assert "train.max_minutes=" in cmd["demo"]
+    assert "runtime.max_minutes=" in cmd["binding-paper"] and "runtime.max_minutes=" in cmd["assign_add-paper"]
+    assert "runtime.max_minutes=" in cmd["demo"]
 
 
 def test_the_archive_stops_short_of_its_cap_small_files_first_and_names_what_is_left(tmp_path):

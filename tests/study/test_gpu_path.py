@@ -1,7 +1,7 @@
 """The GPU code path, run on the CPU at smoke scale so that no part of it goes untested on a
 machine without a GPU: bf16 autocast, `torch.compile` of forward + loss, fused AdamW and the
 device-resident batches, forced on with `train.precision=bf16 train.compile=on
-train.fused=on`. And the one-line causes `train.device=auto` stops with when a GPU is present
+runtime.fused=on`. And the one-line causes `runtime.device=auto` stops with when a GPU is present
 but unusable, and the torch build set-up picks for a driver."""
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_runtime_resolution_on_this_machine():
 def test_an_unusable_gpu_is_named_with_its_cause():
     cpu_build = explain("535.104.05", "2.13.0+cpu", None)
     assert "torch 2.13.0+cpu is a CPU build" in cpu_build and "driver 535.104.05" in cpu_build
-    assert "picks cu121" in cpu_build and "train.device=cpu" in cpu_build
+    assert "picks cu121" in cpu_build and "runtime.device=cpu" in cpu_build
     old = explain("535.104.05", "2.13.0+cu130", "13.0")
     assert "needs NVIDIA driver >= 580.65.6" in old and "TORCH_BACKEND=cu121" in old
     other = explain("580.82.07", "2.13.0+cu130", "13.0", "CUDA unknown error - this may be due to an\n"

@@ -34,14 +34,14 @@ def test_widths_whose_parameters_cannot_fit_are_refused(capsys, tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_missing_cuda_is_refused_before_the_run_dir_exists_and_the_fix_then_runs(capsys, tmp_path):
-    err = _refused(capsys, tmp_path, "train.device=cuda")
-    assert "train.device='cuda'" in err and "no CUDA device" in err
+    err = _refused(capsys, tmp_path, "runtime.device=cuda")
+    assert "runtime.device='cuda'" in err and "no CUDA device" in err
     # the corrected command is not taken for "a different config": nothing was written
-    assert main([*BASE, f"run_dir={tmp_path / 'run'}", "train.device=cpu"]) == 0
+    assert main([*BASE, f"run_dir={tmp_path / 'run'}", "runtime.device=cpu"]) == 0
 
 
 def test_a_device_that_is_no_device_is_refused(capsys, tmp_path):
-    assert "is not a device" in _refused(capsys, tmp_path, "train.device=tpu")
+    assert "is not a device" in _refused(capsys, tmp_path, "runtime.device=tpu")
 
 
 def test_estimate_grows_with_batch_and_width():

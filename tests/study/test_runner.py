@@ -63,18 +63,18 @@ def test_an_analysis_asked_with_other_settings_runs_again_and_keeps_the_old_tabl
 
 
 def test_runtime_only_settings_never_make_tables_stale(tmp_path):
-    """`das.eval_batch_size`, `das.batch_restarts` and `das.batch_kinds` change speed, not
-    results: a run asked with other values of them is finished, a record that still holds
-    them (tables written before they were declared runtime-only) is not stale, and a setting
-    that decides results still is."""
+    """`runtime.eval_batch_size`, `runtime.batch_restarts` and `runtime.batch_kinds` change
+    speed, not results: a run asked with other values of them is finished, a record that
+    still holds them (tables written before they were declared runtime-only) is not stale,
+    and a setting that decides results still is."""
     from study.run import runstate
     from study.run.config import resolve
     from study.core.rundir import RunDir
 
     base = {"task": "counting", "model": "gru", "scale": "smoke", "analyses": "das"}
     asked = resolve(base).analysis_settings()["das"]
-    fast = resolve({**base, "das.eval_batch_size": "7", "das.batch_restarts": "false",
-                    "das.batch_kinds": "on"})
+    fast = resolve({**base, "runtime.eval_batch_size": "7", "runtime.batch_restarts": "false",
+                    "runtime.batch_kinds": "on"})
     assert fast.analysis_settings()["das"] == asked
     assert not {"eval_batch_size", "batch_restarts", "batch_kinds"} & set(asked)
     other_k = resolve({**base, "das.k": "1,2"}).analysis_settings()["das"]

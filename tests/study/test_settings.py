@@ -3,13 +3,14 @@ JSON, and help that lives in each field's declaration."""
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 import pytest
 
 from study.core import registry
 from study.core.errors import UsageError
-from study.core.settings import describe_fields, from_json, resolve_group, setting
+from study.core.settings import (derived, describe_fields, fixed, from_json, resolve_group,
+                                 set_derived, setting)
 from study.train.config import TrainConfig
 
 
@@ -25,6 +26,17 @@ class Demo:
 @dataclass(frozen=True)
 class Child(Demo):
     n: int = 5  # only the default changes
+
+
+@dataclass(frozen=True)
+class Held:
+    width: int = setting(8, "a setting")
+    floor: float = fixed(0.5, "a value the code holds fixed")
+    half: int = derived("width // 2")
+    retired: ClassVar[dict[str, str]] = {"depth": "folded into width"}
+
+    def __post_init__(self):
+        set_derived(self, "half", self.width // 2)
 
 
 def test_resolution_order_is_defaults_then_preset_then_overrides():
@@ -61,6 +73,32 @@ def test_json_round_trip_restores_tuples_and_refuses_unknown_keys():
     assert from_json(Demo, values, "x.json") == cfg
     with pytest.raises(UsageError, match=r"x.json: Demo has no field\(s\) width"):
         from_json(Demo, {**values, "width": 3}, "x.json")
+
+
+def test_a_near_miss_of_a_groups_key_is_named_and_a_speed_only_one_by_its_runtime_name():
+    with pytest.raises(UsageError, match=r"unknown key 'demo.lim' \(did you mean demo.limit=\?\)"):
+        resolve_group(Demo, "demo", None, {"lim": "1"})
+    with pytest.raises(UsageError, match=r"did you mean runtime.device=\?\)"):
+        resolve_group(TrainConfig, "train", None, {"devise": "cpu"})
+
+
+def test_fixed_and_derived_values_are_recorded_but_are_no_settings():
+    """A value the code holds fixed, or derives from the settings, is no setting (refused on
+    the command line, not described) but is recorded like one (asdict, so a run's identity
+    and config.json keep it); read back, a recorded value other than the code's is refused
+    and a retired setting is dropped."""
+    cfg = resolve_group(Held, "held", None, {"width": "6"})
+    assert dataclasses.asdict(cfg) == {"width": 6, "floor": 0.5, "half": 3}
+    assert [f.name for f in describe_fields(Held)] == ["width"]
+    for key in ("floor", "half"):
+        with pytest.raises(UsageError, match=f"unknown key 'held.{key}'"):
+            resolve_group(Held, "held", None, {key: "1"})
+    values = json.loads(json.dumps(dataclasses.asdict(cfg)))
+    assert from_json(Held, {**values, "depth": 3}, "x.json") == cfg
+    with pytest.raises(UsageError, match=r"x.json: floor=0.25 was recorded, but this version holds it at 0.5"):
+        from_json(Held, {**values, "floor": 0.25}, "x.json")
+    with pytest.raises(UsageError, match=r"x.json: half=4 was recorded"):
+        from_json(Held, {**values, "half": 4}, "x.json")
 
 
 def test_help_comes_from_the_declaration_and_survives_a_changed_default():

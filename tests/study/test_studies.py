@@ -172,17 +172,38 @@ def test_a_run_asked_with_other_analysis_settings_is_pending_again(tmp_path):
 
 
 def test_the_grant_study_runs_the_paper_das_preset_on_the_gru_trained_at_3e_3():
-    """`study=counting-grant` trains at scale=small, so it writes the `paper` DAS preset's
-    settings out: they must be the preset's, on the GRU at lr 3e-3 over three seeds."""
+    """`study=counting-grant` trains at scale=small and takes the `paper` DAS preset alone
+    (`das.scale=paper`): its das settings are the preset's but for the variable and k it
+    names, the rest of the run the small scale's, on the GRU at lr 3e-3 over three seeds."""
     from study.core.registry import get
 
     plan, _ = parse(["study=counting-grant", "dry_run=true"])
-    paper = get("analysis", "das").make_config("paper")
+    paper = get("analysis", "das").make_config("paper", {"variables": "up_down:count", "k": "16"})
+    small = get("analysis", "das").make_config("small", {"variables": "up_down:count", "k": "16"})
     assert [(r.cfg.model, r.cfg.seed, r.cfg.train.lr) for r in plan.runs] == [
         ("gru", s, 3e-3) for s in (0, 1, 2)]
     for r in plan.runs:
-        das = r.cfg.analysis_configs["das"]
-        for field in get("analysis", "das").presets["paper"]:
-            assert getattr(das, field) == getattr(paper, field), field
+        assert r.cfg.analysis_configs["das"] == paper != small
+        assert r.cfg.scale == "small" and r.cfg.model_config == get("model", "gru").make_config("small")
     assert not paper.standardize and {"oaf", "laf_sd"} <= set(paper.alignments)
     assert paper.restarts >= 3 and paper.steps == 20_000 and not paper.warm_start
+
+
+def test_a_group_scale_that_is_no_scale_is_one_line():
+    from study.run.config import resolve
+    with pytest.raises(UsageError, match=r"das.scale='huge' is not a scale; choose from paper"):
+        resolve({"task": "counting", "model": "gru", "analyses": "das", "das.scale": "huge"})
+
+
+def test_the_shipped_studies_keep_their_run_directories():
+    """A run's directory is named by the hash of what determines its weights: settings the code
+    now holds fixed stay in it, and speed-only ones stay out, so the runs the shipped studies
+    made are found again (the names of the runs they made at the time)."""
+    want = {"counting-gru-s0-27c5148d", "counting-lstm-s0-d456616f", "counting-rope2-s0-781d9e05",
+            "binding-gpt12-s0-ab94ed6d", "assign_add-attn2-s0-cd4ff8b3"}
+    plan, _ = parse(["study=laptop", "dry_run=true"])
+    assert {r.path.name for r in plan.runs} == want
+    plan, _ = parse(["study=binding", "dry_run=true", "seed=0"])
+    assert {r.path.name for r in plan.runs} == {
+        "binding-gru-s0-9980eb64", "binding-lstm-s0-f51588bc", "binding-gpt12-s0-b4f40545",
+        "binding-rope2-s0-7520a1af", "binding-attn2-s0-f358a8bd"}

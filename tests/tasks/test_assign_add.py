@@ -280,10 +280,9 @@ def test_presets_build(scale):
 
 
 @pytest.mark.parametrize("key,value", [
-    ("p", 1), ("n_vars", 1), ("max_assign", 13), ("min_assign", 0), ("seq_len", 15),
-    ("heldout_frac", 1.0), ("heldout_frac", 0.0), ("never_right", ("z",)),
-    ("never_left", ("a",)), ("form_weights", (1.0, -1.0, 1.0, 1.0)), ("pool_size", 0),
-    ("seed", -1)])
+    ("p", 1), ("n_vars", 1), ("n_vars", 11), ("seq_len", 7), ("seq_len", 33),
+    ("heldout_frac", 1.0), ("heldout_frac", 0.0), ("form_weights", (1.0, -1.0, 1.0, 1.0)),
+    ("pool_size", 0), ("seed", -1)])
 def test_bad_config_names_the_key(key, value):
     with pytest.raises(UsageError, match=f"task.{key}"):
         AssignAddConfig(**{key: value})

@@ -49,7 +49,7 @@ def test_every_preset_has_the_papers_pools_and_gets_the_curves(scale):
     assert {r["source"] for r in rows} == {published.SOURCE}
 
 
-@pytest.mark.parametrize("field, value", [("p", 31), ("seed", 7), ("never_right", ("c",))])
+@pytest.mark.parametrize("field, value", [("p", 31), ("seed", 7), ("n_vars", 13), ("seq_len", 14)])
 def test_a_run_with_other_pools_gets_none(field, value):
     assert AssignAddTask(AssignAddConfig(**{field: value})).reference_curves() == []
 

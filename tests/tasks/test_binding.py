@@ -340,7 +340,7 @@ def test_paper_training_setup():
 
 @pytest.mark.parametrize("key,value", [
     ("n_lines", 1), ("n_lines", 27), ("max_depth", 0), ("max_depth", 17), ("n_train", 0),
-    ("p_constant", 0.0), ("shortcut_accept", 1.5), ("p_reassign", 1.5), ("heldout_fraction", 0.9),
+    ("shortcut_accept", 0.0), ("shortcut_accept", 1.5), ("p_reassign", 1.5), ("heldout_fraction", 0.9),
     ("gen_max_lines", 30), ("gen_max_hops", 20), ("depth_exponent", -1.0), ("seed", -1)])
 def test_bad_config_names_the_key(key, value):
     with pytest.raises(UsageError, match=f"task.{key}="):

@@ -309,7 +309,7 @@ def test_presets_build(scale):
     ({"variant": "foo"}, "task.variant"),
     ({"held_out": (4, 25)}, "task.held_out"),
     ({"held_out": ()}, "task.held_out"),
-    ({"min_count": 0}, "task.min_count"),
+    ({"max_count": 0}, "task.max_count"),
     ({"void_p": 1.0}, "task.void_p"),
     ({"cf_counts": "some"}, "task.cf_counts"),
     ({"n_train": 0}, "task.n_train"),

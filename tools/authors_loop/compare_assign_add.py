@@ -63,7 +63,7 @@ from study.train.streams import loss_targets  # noqa: E402
 def build_ours(device: str):
     """The `scale=paper` run as `study run task=assign_add model=attn2` builds it."""
     cfg = resolve({"task": "assign_add", "model": "attn2", "scale": "paper",
-                   "train.device": device})
+                   "runtime.device": device})
     task = registry.get("task", cfg.task).obj(cfg.task_config)
     model = registry.get("model", cfg.model).obj(cfg.model_config, len(task.vocab), task.seq_len)
     rt = resolve_runtime(cfg.train)

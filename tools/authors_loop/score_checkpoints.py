@@ -61,7 +61,7 @@ class PoolsOnly:
 def build(examples: int):
     """(task, model, evaluator) of a `scale=paper` run of assign_add × attn2 on the CPU,
     scoring `examples` of each pool (evenly spaced, as `train.eval_examples` takes them)."""
-    cfg = resolve({"task": "assign_add", "model": "attn2", "scale": "paper", "train.device": "cpu",
+    cfg = resolve({"task": "assign_add", "model": "attn2", "scale": "paper", "runtime.device": "cpu",
                    "train.eval_examples": str(examples)})
     task = registry.get("task", cfg.task).obj(cfg.task_config)
     model = registry.get("model", cfg.model).obj(cfg.model_config, len(task.vocab), task.seq_len)

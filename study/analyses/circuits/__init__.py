@@ -37,45 +37,47 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import ClassVar
 
 from study.core.errors import UsageError
 from study.core.registry import register
-from study.core.settings import setting
+from study.core.settings import fixed, setting
 
 _METHODS = ("zero", "mean")
 
 
 @dataclass(frozen=True)
 class CircuitsConfig:
-    split: str = setting("test", "task split the attention scores are read on")
-    n_examples: int = setting(1000, "sequences drawn from it")
+    split: str = setting("test", "task split the attention scores are read on and the "
+                                 "ablated accuracy is measured on")
+    n_examples: int = setting(1000, "sequences drawn from it, for the scores and the ablation")
     n_induction: int = setting(256, "repeated random sequences for the induction score")
-    induction_len: int = setting(0, "T tokens repeated once (0: half the task's seq_len)")
+    induction_len: int = fixed(0, "T tokens repeated once: half the task's seq_len")
     ablation: tuple[str, ...] = setting(("zero", "mean"), "ablation methods (empty: no ablation)")
-    ablation_splits: tuple[str, ...] = setting(("test",), "splits whose accuracy is measured")
-    n_ablation: int = setting(1000, "sequences per ablation split")
-    fourier_top_k: int = setting(5, "frequencies counted by `fourier_frac`")
-    batch_size: int = setting(128, "sequences per forward pass")
+    fourier_top_k: int = fixed(5, "frequencies counted by `fourier_frac` [paper]")
+    batch_size: int = setting(128, "sequences per forward pass (circuits)",
+                              runtime="eval_batch_size")
     trajectory: bool = setting(False, "also score every logged checkpoint (no ablation there): "
                                       "the progress measures along training")
+
+    # settings folded into another: the ablation reads the scores' split and sequences
+    retired: ClassVar[dict[str, str]] = {"ablation_splits": "split", "n_ablation": "n_examples"}
 
     def __post_init__(self):
         bad = [m for m in self.ablation if m not in _METHODS]
         if bad:
             raise UsageError(f"circuits.ablation={','.join(self.ablation)}: choose among "
                              f"{', '.join(_METHODS)}")
-        for key in ("n_examples", "n_induction", "n_ablation", "fourier_top_k", "batch_size"):
+        for key in ("n_examples", "n_induction"):
             if getattr(self, key) < 1:
                 raise UsageError(f"circuits.{key}={getattr(self, key)} must be at least 1")
-        if self.induction_len < 0 or self.induction_len == 1:
-            raise UsageError(f"circuits.induction_len={self.induction_len} must be 0 (auto) "
-                             f"or at least 2")
+        if self.batch_size < 1:
+            raise UsageError(f"runtime.eval_batch_size={self.batch_size} must be at least 1")
 
 
 @register("analysis", "circuits", config=CircuitsConfig, requires=("attention", "heads"), presets={
-    "paper": {},
-    "small": {"n_examples": 500, "n_ablation": 500},
-    "smoke": {"n_examples": 48, "n_induction": 16, "n_ablation": 48},
+    "small": {"n_examples": 500},
+    "smoke": {"n_examples": 48, "n_induction": 16},
 })
 def run(ctx) -> dict:
     """Per-head attention scores, QK/OV and Fourier views, and head ablation by stratum."""
@@ -85,11 +87,8 @@ def run(ctx) -> dict:
     from study.core.tables import ABLATION, CIRCUITS
 
     cfg, task, model, dev = ctx.config, ctx.task, ctx.model, ctx.device
-    ids, labels, _ = sample(task, cfg.split, cfg.n_examples, ctx.seed)
+    ids, labels, strata = sample(task, cfg.split, cfg.n_examples, ctx.seed)
     T = cfg.induction_len or task.seq_len // 2
-    if 2 * T > task.seq_len and "learned_positions" in model.capabilities:
-        raise UsageError(f"circuits.induction_len={T}: 2T exceeds the {task.seq_len} positions "
-                         f"model {ctx.model_name} has learned")
 
     def score_rows(net) -> list[tuple]:
         rows = scores.task_head_scores(net, task, ids, dev, cfg.batch_size)
@@ -116,12 +115,9 @@ def run(ctx) -> dict:
     abl = []
     if cfg.ablation:
         n_heads = model.n_heads
-        for split in cfg.ablation_splits:
-            s_ids, s_labels, strata = sample(task, split, cfg.n_ablation, ctx.seed)
-            for layer, head, method, stratum, acc in ablation_rows(
-                    model, task, s_ids, s_labels, strata, dev, n_heads, cfg.ablation,
-                    cfg.batch_size):
-                abl.append((ctx.checkpoint, layer, head, method, split, stratum, acc))
+        for layer, head, method, stratum, acc in ablation_rows(
+                model, task, ids, labels, strata, dev, n_heads, cfg.ablation, cfg.batch_size):
+            abl.append((ctx.checkpoint, layer, head, method, cfg.split, stratum, acc))
     return {CIRCUITS.name: circuits, ABLATION.name: ABLATION.frame(abl)}
 
 

@@ -4,7 +4,7 @@ network per step for all of them [ours]; a single alignment is the batch of one 
 A member is one alignment with its own seed (its stream of batches), learning rate and decay
 (`Member`). The search (`study/analyses/das/search.py`) puts in one batch every member of one
 k that trains independently of the others: the restarts of every trained alignment kind
-(`das.batch_restarts`), which start each from its own draw or from its own kind's fit at the
+(`runtime.batch_restarts`), which start each from its own draw or from its own kind's fit at the
 previous k, never from another member of the batch. `train` gives each member what training
 it alone gives (to float tolerance; `tests/analyses/test_das_batched.py`):
 

@@ -22,7 +22,7 @@ Search [ours, so that a larger k does not lose what a smaller k found]: the lr d
 cosine to `lr_floor * lr`; each (alignment, k) is trained `restarts` times and the restart
 with the best training-split IIA on tested pairs is kept (the test split never chooses);
 the trainings of one k go through the loop in batches (`batches`): a kind's restarts
-together (`das.batch_restarts`) and, on a GPU, the kinds together (`das.batch_kinds`), one
+together (`runtime.batch_restarts`) and, on a GPU, the kinds together (`runtime.batch_kinds`), one
 forward over their stacked batches per step, each member stopping by its own rule (one by
 one, the same result to float tolerance);
 k runs in increasing order and the first restart of each k starts from the kept alignment of

@@ -75,7 +75,6 @@ def check(cfg: PatchingConfig, task_cls, model_entry, model_config) -> None:
 
 
 @register("analysis", "patching", config=PatchingConfig, check=check, presets={
-    "paper": {},
     "small": {"n_pairs": 200, "batch_size": 128},
     "smoke": {"n_pairs": 8, "batch_size": 64},
 })

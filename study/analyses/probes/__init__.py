@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from study.core.sites import KINDS, STEP_KINDS
 from study.core.errors import UsageError
 from study.core.registry import register
-from study.core.settings import setting
+from study.core.settings import fixed, setting
 
 _log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class ProbesConfig:
     n_examples: int = setting(
         2000,
         "sequences drawn (uniformly, without replacement) from the split")
-    test_fraction: float = setting(0.3, "share of those sequences the probes are scored on")
+    test_fraction: float = fixed(0.3, "share of those sequences the probes are scored on")
     variables: tuple[str, ...] = setting(
         (),
         "variables to probe (empty: every one the task offers)")
@@ -55,32 +55,34 @@ class ProbesConfig:
     max_pooled: int = setting(
         20_000,
         "cap on (sequence, position) samples of a pooled probe per split")
-    min_train: int = setting(
-        8,
-        "fewer defined training labels than this: no probe at that position")
-    min_test: int = setting(4, "likewise for test labels")
-    n_jobs: int = setting(1, "probes fitted in parallel processes (-1: one per core)")
-    batch_size: int = setting(256, "sequences per forward pass")
+    min_train: int = fixed(8, "fewer defined training labels than this: no probe at that "
+                              "position")
+    min_test: int = fixed(4, "likewise for test labels")
+    n_jobs: int = setting(
+        0, "probes fitted in parallel processes: -1 one per core; 0 = auto: one per core when "
+        "the network runs on a GPU (the CPU is then free), else 1", runtime="probe_jobs")
+    batch_size: int = setting(256, "sequences per forward pass (probes)",
+                              runtime="eval_batch_size")
 
     def __post_init__(self):
         if self.n_examples < 4:
             raise UsageError(f"probes.n_examples={self.n_examples} must be at least 4")
-        if not 0 < self.test_fraction < 1:
-            raise UsageError(f"probes.test_fraction={self.test_fraction} must be in (0, 1)")
         bad = [s for s in self.sites if s not in KINDS]
         if bad or not self.sites:
             raise UsageError(f"probes.sites={','.join(self.sites)}: choose among "
                              f"{', '.join(KINDS)}")
         if self.C <= 0:
             raise UsageError(f"probes.C={self.C} must be positive")
-        for key in ("max_iter", "max_pooled", "min_train", "min_test", "batch_size"):
+        for key in ("max_iter", "max_pooled", "batch_size"):
             if getattr(self, key) < 1:
-                raise UsageError(f"probes.{key}={getattr(self, key)} must be at least 1")
+                spelt = "runtime.eval_batch_size" if key == "batch_size" else f"probes.{key}"
+                raise UsageError(f"{spelt}={getattr(self, key)} must be at least 1")
         if self.max_positions < 0:
             raise UsageError(f"probes.max_positions={self.max_positions} must be 0 (every "
                              f"position) or at least 1")
-        if self.n_jobs == 0 or self.n_jobs < -1:
-            raise UsageError(f"probes.n_jobs={self.n_jobs} must be -1 or at least 1")
+        if self.n_jobs < -1:
+            raise UsageError(f"runtime.probe_jobs={self.n_jobs} must be -1, 0 (auto) or a "
+                             f"number of processes")
         if any(p < 0 for p in self.positions) or any(layer < 0 for layer in self.layers):
             raise UsageError("probes.positions and probes.layers must be non-negative")
 
@@ -109,7 +111,6 @@ def check(cfg: ProbesConfig, task_cls, model_entry, model_config) -> None:
 
 
 @register("analysis", "probes", config=ProbesConfig, check=check, presets={
-    "paper": {"n_jobs": -1},
     "small": {"n_examples": 1000},
     # max_iter stays 200 at smoke: at 50, 2-20 % of the smoke models' probes stopped
     # unconverged; six positions (and the pooled probe) exercise every code path
@@ -147,13 +148,14 @@ def run(ctx) -> dict:
         raise UsageError(f"probes.sites={','.join(cfg.sites)}: model {ctx.model_name} has sites "
                          f"{', '.join(kinds)}")
     positions = spread(list(cfg.positions) or list(range(ids.shape[1])), cfg.max_positions)
+    jobs = cfg.n_jobs or (-1 if getattr(ctx.device, "type", str(ctx.device)) == "cuda" else 1)
     rows = []
     for acts in grouped_collect(model, ids, sites, ctx.device, cfg.batch_size):
         for (kind, layer), x in acts.items():
             for var, pos, control, split, acc, converged in probe_site(
                     x, variables, train, test, positions, pooled=cfg.pooled, controls=controls,
                     min_train=cfg.min_train, min_test=cfg.min_test, max_pooled=cfg.max_pooled,
-                    C=cfg.C, max_iter=cfg.max_iter, seed=ctx.seed, n_jobs=cfg.n_jobs):
+                    C=cfg.C, max_iter=cfg.max_iter, seed=ctx.seed, n_jobs=jobs):
                 rows.append((ctx.checkpoint, var, kind, layer, pos, split, acc, control,
                              converged))
     fits = [r[-1] for r in rows if r[5] == "test"]  # one test row per fitted probe

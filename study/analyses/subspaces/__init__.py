@@ -14,8 +14,8 @@ basis-free ones of `analyses/compare` (`python -m study compare RUN...`: CKA, Pr
 of the projected activations, and cross-model interchange), so this analysis reads no other
 run.
 
-Only sites of equal width are compared, and only the same (alignment, variable, k); with
-`subspaces.match_sites` (default) also only the same site label (e.g. `resid[1]@pair`). The
+Only sites of equal width are compared, and only the same (alignment, variable, k) at the
+same site label (e.g. `resid[1]@pair`; `match_sites`, fixed). The
 `random` alignment's rows (an untrained rotation per checkpoint) give the chance level.
 
 Table `subspaces`: checkpoint, variable, site, alignment, k, other_run, other_checkpoint,
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
-from study.core.settings import setting
+from study.core.settings import fixed, setting
 
 _log = logging.getLogger(__name__)
 
@@ -40,9 +40,7 @@ class SubspacesConfig:
     space: str = setting(
         "write",
         "basis of a subspace: write | read | standardised (see _subspace_math)")
-    match_sites: bool = setting(
-        True,
-        "compare only equal site labels (False: any site of equal width)")
+    match_sites: bool = fixed(True, "compare only equal site labels")
     alignments: tuple[str, ...] = setting((), "alignments compared (empty: all that were saved)")
 
     def __post_init__(self):
@@ -50,9 +48,7 @@ class SubspacesConfig:
             raise UsageError(f"subspaces.space={self.space!r}: choose from {', '.join(_SPACES)}")
 
 
-@register("analysis", "subspaces", config=SubspacesConfig, presets={
-    "paper": {}, "small": {}, "smoke": {},
-})
+@register("analysis", "subspaces", config=SubspacesConfig)  # the same at every scale
 def run(ctx) -> dict:
     """Principal angles between a variable's DAS subspaces at this run's checkpoints."""
     from pathlib import Path

@@ -1,6 +1,6 @@
 """`laf_sd`: the authors' LAF trained as they train it [paper code: grantsrb/mas]: form sd,
-their initialisation, Adam at the constant `das.laf_sd_lr`, every k from a fresh draw (no
-warm start)."""
+their initialisation, Adam at their constant lr (1e-3, `laf_sd_lr`, fixed), every k from a
+fresh draw (no warm start)."""
 from study.analyses.das.alignments import AlignmentKind, register_alignment
 
 
