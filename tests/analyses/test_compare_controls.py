@@ -345,3 +345,27 @@ def test_the_new_settings_are_parsed_and_checked_on_the_command_line():
                             ("compare.input_window", "0", "at least 1")):
         with pytest.raises(UsageError, match=match):
             compare_config({key: bad})
+
+
+def test_a_one_hot_code_s_map_is_the_minimum_norm_one():
+    """[one-hot code, 1] is rank-deficient by construction (each block sums to the
+    intercept), so its map is chosen as the minimum-norm solution; rows with an unseen
+    token (a zero block) get that solution's prediction. (That a rerun's code IIAs are
+    identical on the same build is the smoke study's reproduction test.)"""
+    import numpy as np
+    import torch
+
+    from study.analyses.compare.stitch import apply_map, fit_map
+    g = np.random.default_rng(0)
+    keys = g.integers(0, 12, size=(2000, 2))
+    X = torch.zeros(2000, 24)
+    X[np.arange(2000), keys[:, 0]] = 1
+    X[np.arange(2000), 12 + keys[:, 1]] = 1
+    Y = torch.from_numpy(g.normal(size=(2000, 3))).float()
+    M = fit_map(X, Y, one_hot=True)
+    pinv = torch.linalg.pinv(torch.cat([X, torch.ones(2000, 1)], 1).double()) @ Y.double()
+    assert torch.allclose(M.double(), pinv, atol=1e-5)
+    unseen = torch.zeros(5, 24)
+    unseen[:, 12 + torch.arange(5)] = 1  # the first offset's token never seen
+    assert torch.allclose(apply_map(M, unseen).double(),
+                          torch.cat([unseen, torch.ones(5, 1)], 1).double() @ pinv, atol=1e-5)

@@ -174,12 +174,14 @@ def test_a_run_asked_with_other_analysis_settings_is_pending_again(tmp_path):
 def test_the_grant_study_runs_the_paper_das_preset_on_the_gru_trained_at_3e_3():
     """`study=counting-grant` trains at scale=small and takes the `paper` DAS preset alone
     (`das.scale=paper`): its das settings are the preset's but for the variable and k it
-    names, the rest of the run the small scale's, on the GRU at lr 3e-3 over three seeds."""
+    names and no control searches (the authors run none), the rest of the run the small
+    scale's, on the GRU at lr 3e-3 over three seeds."""
     from study.core.registry import get
 
     plan, _ = parse(["study=counting-grant", "dry_run=true"])
-    paper = get("analysis", "das").make_config("paper", {"variables": "up_down:count", "k": "16"})
-    small = get("analysis", "das").make_config("small", {"variables": "up_down:count", "k": "16"})
+    named = {"variables": "up_down:count", "k": "16", "controls": "false"}
+    paper = get("analysis", "das").make_config("paper", named)
+    small = get("analysis", "das").make_config("small", named)
     assert [(r.cfg.model, r.cfg.seed, r.cfg.train.lr) for r in plan.runs] == [
         ("gru", s, 3e-3) for s in (0, 1, 2)]
     for r in plan.runs:

@@ -52,9 +52,16 @@ from study.models.sites.pyvene_bridge import site_intervenable
 from study.models.sites.pyvene_run import interchange_vectors
 
 
-def fit_map(za: torch.Tensor, zb: torch.Tensor) -> torch.Tensor:
-    """Least squares M ((k_a + 1), k_b) with zb ≈ [za, 1] M; za (n, k_a), zb (n, k_b)."""
+def fit_map(za: torch.Tensor, zb: torch.Tensor, one_hot: bool = False) -> torch.Tensor:
+    """Least squares M ((k_a + 1), k_b) with zb ≈ [za, 1] M; za (n, k_a), zb (n, k_b).
+    `one_hot`: za is a one-hot code, whose blocks each sum to the intercept, so [za, 1] is
+    rank-deficient by construction: the minimum-norm solution through the SVD with a cutoff
+    well above rounding (1e-8 of the largest singular value), which rounding in another
+    process cannot move (QR with pivoting there gives maps that differ between processes)."""
     X = torch.cat([za.double(), torch.ones(len(za), 1, dtype=torch.float64, device=za.device)], 1)
+    if one_hot:
+        return torch.linalg.lstsq(X.cpu(), zb.double().cpu(), rcond=1e-8,
+                                  driver="gelsd").solution.float()
     return torch.linalg.lstsq(X.cpu(), zb.double().cpu(), rcond=None).solution.float()
 
 

@@ -120,8 +120,8 @@ class _Spaces:
         in_fit, in_src, in_both = input_codes(fb.pairs, tb.pairs, cfg.input_window)
         out_fit, out_cf, out_both = answer_codes(fb.pairs, tb.pairs)
         dev = sb.W.device
-        m_in = fit_map(in_fit.to(dev), sb.read(fb.both))
-        m_out = fit_map(out_fit.to(dev), sb.read(fb.base))
+        m_in = fit_map(in_fit.to(dev), sb.read(fb.both), one_hot=True)
+        m_out = fit_map(out_fit.to(dev), sb.read(fb.base), one_hot=True)
         zb = sb.read(tb.both).cpu().numpy()
         out = dict(input_code_iia=run(apply_map(m_in, in_src.to(dev))),
                    output_code_iia=run(apply_map(m_out, out_cf.to(dev))),
