@@ -209,11 +209,12 @@ def shared_table(runs) -> pd.DataFrame:
 
 
 def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> pd.DataFrame:
-    """Per (model, variable, k, alignment other than `reference`): the paired difference of
+    """Per (model, variable, k, trained alignment other than `reference`): the paired difference of
     test IIA (alignment − reference) over the runs that scored both, its mean and t interval
     over runs (none with one run), and each run's difference."""
     from scipy import stats
 
+    from study.core.alignments import trained
     from study.core.tables import DAS
     columns = ["model", "variable", "k", "alignment", "reference", "n_runs", "iia",
                "iia_reference", "gap", "gap_lo", "gap_hi", "gaps", "time_limited"]
@@ -223,6 +224,8 @@ def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> p
         if das is None:
             continue
         for (variable, alignment, k), g in das.groupby(["variable", "alignment", "k"]):
+            if alignment not in trained():  # the untrained control is no alignment to pair
+                continue
             train = g[g["split"] == "train"].dropna(subset=["iia"])
             test = g[g["split"] == "test"].dropna(subset=["iia"])
             if train.empty or test.empty:

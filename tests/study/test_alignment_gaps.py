@@ -58,3 +58,8 @@ def test_a_run_without_the_reference_alignment_is_left_out_of_the_pairing():
             _Run("gru s1", _das({"laf_sd": 0.1}))]
     row = alignment_gaps_table(runs).iloc[0]
     assert row["n_runs"] == 1 and row["gap"] == pytest.approx(0.3)
+
+
+def test_the_untrained_control_is_not_paired_as_an_alignment():
+    runs = [_Run("gru s0", _das({"oaf": 0.5, "laf": 0.8, "random": 0.01}))]
+    assert list(alignment_gaps_table(runs)["alignment"]) == ["laf"]
