@@ -1,7 +1,7 @@
-"""What a cross-run stitching result is: computation, input copy, output code, not shared or
-not captured [ours]. The comparison (`study.analyses.compare`) names each pair of runs with
-`classify`; the report names each pair of architectures with `classify_interval`, on
-intervals over runs.
+"""What a cross-run stitching result is: computation, partial computation, input copy,
+output code, not shared or not captured [ours]. The comparison (`study.analyses.compare`)
+names each pair of runs with `classify`; the report names each pair of architectures with
+`classify_interval`, on intervals over runs.
 
 Network → network stitching is set against two codes no network computed, fed into the same
 receiver through the same kind of map: a one-hot of the input window (the token the site has
@@ -12,19 +12,26 @@ both codes by a margin (`compare.margin`):
 
 - "not captured": the sender or the receiver stays below its validation bar at k;
 - "not shared": both hold it, but stitching does not clear the chance level by the margin;
-- "computation": stitching clears the input code and the answer code by the margin;
+- "computation": stitching clears the input code and the answer code by the margin and comes
+  within the margin of the receiver's own interchange;
+- "partial computation": it clears both codes by the margin but falls short of the receiver's
+  own interchange by more than the margin: some of what the receiver computes is reachable
+  from the sender's subspace, not all of it (e.g. stitched 0.32 into a receiver whose own
+  subspace scores 0.97);
 - "input copy" / "output code": otherwise, whichever code comes closer to stitching.
 """
 from __future__ import annotations
 
 import math
 
-VERDICTS = ("computation", "input copy", "output code", "not shared", "not captured")
+VERDICTS = ("computation", "partial computation", "input copy", "output code", "not shared",
+            "not captured")
 
 
 def classify(iia: float, input_iia: float, output_iia: float, chance: float, captured: bool,
-             margin: float) -> str:
-    """What a stitching result is (see the module docstring); NaN codes count as 0."""
+             margin: float, own_iia: float | None = None) -> str:
+    """What a stitching result is (see the module docstring); NaN codes count as 0, a missing
+    own IIA as no shortfall."""
     if not captured:
         return "not captured"
     z = lambda v: 0.0 if v is None or math.isnan(v) else float(v)  # noqa: E731
@@ -32,22 +39,30 @@ def classify(iia: float, input_iia: float, output_iia: float, chance: float, cap
     if iia < chance + margin:
         return "not shared"
     if iia >= max(input_iia, output_iia) + margin:
-        return "computation"
+        over_own = None if own_iia is None else iia - float(own_iia)
+        return "partial computation" if short_of_own(over_own, margin) else "computation"
     return "input copy" if input_iia >= output_iia else "output code"
 
 
 def classify_interval(lo_over_input: float, lo_over_output: float, lo_over_chance: float,
                       input_iia: float, output_iia: float, captured: bool,
-                      margin: float) -> str:
+                      margin: float, over_own: float | None = None) -> str:
     """What a result over runs is (the rule of `classify`, on intervals over runs):
     computation only where the *lower* ends of the intervals of stitching minus each code
     clear the margin; not shared where the lower end of stitching minus the chance level does
-    not."""
+    not; partial where the mean of stitching minus the receiver's own IIA (`over_own`) falls
+    below minus the margin."""
     if not captured:
         return "not captured"
     z = lambda v: -1.0 if v is None or math.isnan(v) else float(v)  # noqa: E731
     if z(lo_over_chance) < margin:
         return "not shared"
     if z(lo_over_input) >= margin and z(lo_over_output) >= margin:
-        return "computation"
+        return "partial computation" if short_of_own(over_own, margin) else "computation"
     return "input copy" if z(input_iia) >= z(output_iia) else "output code"
+
+
+def short_of_own(over_own: float | None, margin: float) -> bool:
+    """Whether stitching minus the receiver's own IIA falls below minus the margin (a missing
+    or NaN difference is no shortfall)."""
+    return over_own is not None and not math.isnan(over_own) and over_own < -margin

@@ -25,8 +25,8 @@ folders are committed:
   matched k: the stitched IIA, B's own IIA, the input and answer codes written into B, the
   chance level, B's shuffled control (letter-matched for binding's letters) and the stitched
   IIA minus each code, each a mean with a 95 % interval from resampling runs (each run counted
-  once), and the verdict (computation, input copy, output code, not shared, not captured), as
-  the report's "what the architectures share" tables give them
+  once), and the verdict (computation, partial computation, input copy, output code, not
+  shared, not captured), as the report's "what the architectures share" tables give them
   (`study/reports/sections/compare_stitching.py`).
 
 Every table has a `time_limited` column: a run that the time guard stopped trained a network

@@ -257,6 +257,17 @@ def test_a_result_is_computation_only_where_it_clears_both_codes_by_the_margin(
     assert classify(*scores, captured=captured, margin=0.1) == verdict
 
 
+@pytest.mark.parametrize("own,verdict", [
+    (0.97, "partial computation"),  # 0.32 of a receiver that holds it at 0.97
+    (0.40, "computation"),  # within the margin of what the receiver's own subspace does
+    (float("nan"), "computation"),  # no own IIA: no shortfall to name
+])
+def test_stitching_far_short_of_the_receivers_own_interchange_is_partial(own, verdict):
+    """Clearing both codes says something beyond the input and the answer is shared; reaching
+    only a third of what the receiver's own subspace does says it is not all of it."""
+    assert classify(0.32, 0.1, 0.1, 0.05, captured=True, margin=0.1, own_iia=own) == verdict
+
+
 # ----------------------------------------------------------------------------- k = auto
 
 class Spread(nn.Module):

@@ -10,13 +10,13 @@ from study.reports.sections._intervals import by_architecture, run_bootstrap
 from study.reports.sections.compare_stitching import verdicts
 
 
-def _rows(receiver_input: dict, iia=0.95, output=0.3, chance=0.25, val=0.95, k=4):
+def _rows(receiver_input: dict, iia=0.95, output=0.3, chance=0.25, val=0.95, k=4, own=0.97):
     """Stitching rows between every pair of runs of x (x0-x2) and y (y0-y2); the input
     code's IIA is a property of the receiving run (`receiver_input`: run -> IIA)."""
     runs = [("x", f"x{i}") for i in range(3)] + [("y", f"y{i}") for i in range(3)]
     return pd.DataFrame([dict(
         variable="v", run=a, other_run=b, model=ma, other_model=mb, k=k, matched_k=k,
-        iia=iia, own_iia=0.97, input_code_iia=receiver_input.get(b, 0.3),
+        iia=iia, own_iia=own, input_code_iia=receiver_input.get(b, 0.3),
         output_code_iia=output, chance_iia=chance, val_iia=val, other_val_iia=val,
         k_bar=0.9, margin=0.1) for ma, a in runs for mb, b in runs])
 
@@ -48,6 +48,7 @@ def test_the_verdict_follows_the_interval_over_runs_not_the_mean_over_pairs():
     (dict(output=0.9), "output code"),
     (dict(iia=0.3, chance=0.25), "not shared"),
     (dict(val=0.5), "not captured"),
+    (dict(iia=0.6, output=0.1, own=0.97), "partial computation"),
 ])
 def test_output_codes_failed_stitching_and_uncaptured_variables_are_named(change, verdict):
     assert set(verdicts(_rows({}, **change))["verdict"]) == {verdict}

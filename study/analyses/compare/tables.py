@@ -207,13 +207,15 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                     scored = {c: codes[c] for c in ("input_code_iia", "output_code_iia",
                                                     "chance_iia", "window_changed")}
                     captured = all(v >= cfg.k_bar for v in (val[id(a)][k], val[id(b)][k]))
+                    own = B.own(variable, k, "test")
                     stitch.append(dict(
-                        common, own_iia=B.own(variable, k, "test"), n_changed=changed,
+                        common, own_iia=own, n_changed=changed,
                         **scores, **scored, val_iia=val[id(a)][k], other_val_iia=val[id(b)][k],
                         auto_k=auto[id(a)], other_auto_k=auto[id(b)], matched_k=matched,
                         verdict=classify(scores["iia"], scored["input_code_iia"],
                                          scored["output_code_iia"], scored["chance_iia"],
-                                         captured, cfg.margin),
+                                         captured, cfg.margin,
+                                         own_iia=own),
                         k_bar=cfg.k_bar, margin=cfg.margin))
     return {COMPARE_SIMILARITY.name: COMPARE_SIMILARITY.frame(sim),
             COMPARE_STITCHING.name: COMPARE_STITCHING.frame(stitch),

@@ -4,8 +4,9 @@ gives the base label on the base and not the counterfactual one), with B's own i
 the two network-free codes (a one-hot of the input window and of the answer, written into B
 through the same kind of map), the chance level and the random-rotation subspaces beside
 it; then every k with stitched / own ratios, and what each architecture pair's result is
-(computation, input copy, output code, not shared, not captured) from intervals over runs.
-Anchors: `<task>-compare-stitching-<variable>`, `<task>-compare-shared-<variable>`."""
+(computation, partial computation, input copy, output code, not shared, not captured) from
+intervals over runs. Anchors: `<task>-compare-stitching-<variable>`,
+`<task>-compare-shared-<variable>`."""
 from __future__ import annotations
 
 import altair as alt
@@ -129,14 +130,16 @@ def _mean(g, col):
 
 # stitching minus each control: the verdict follows the lower ends of their intervals
 OVER = {"over_input": ("iia", "input_code_iia"), "over_output": ("iia", "output_code_iia"),
-        "over_chance": ("iia", "chance_iia")}
+        "over_chance": ("iia", "chance_iia"), "over_own": ("iia", "own_iia")}
 SHARED_NOTE = (
     "Each ordered pair of architectures at its pairs' matched k, over the pairs of runs that "
     "both learnt the task (a run never with itself): the mean and a {level:.0%} interval "
     "from resampling runs (each run counted once, not each pair of runs; none where too few "
     "runs let a draw differ: one run a side, or two runs of one architecture). Verdict: "
     "\"computation\" where the lower ends of the intervals of stitching minus the input code "
-    "and minus the answer code both clear the margin; \"input copy\" or \"output code\" "
+    "and minus the answer code both clear the margin and the mean stitched IIA comes within "
+    "the margin of B's own; \"partial computation\" where it clears both codes but falls "
+    "short of B's own by more than the margin; \"input copy\" or \"output code\" "
     "where one of the codes comes that close (the nearer one); \"not shared\" where "
     "stitching minus the chance level does not clear the margin; \"not captured\" where most "
     "pairs of runs hold a run below the validation bar at the matched k. \"B shuffled\": B's "
@@ -229,5 +232,6 @@ def _verdict(r: dict, captured: bool, margin: float) -> str:
     none = pd.isna(r["over_input_lo"])
     lo = lambda c: r[c] if none else r[c + "_lo"]  # noqa: E731
     said = classify_interval(lo("over_input"), lo("over_output"), lo("over_chance"),
-                             r["input_code_iia"], r["output_code_iia"], captured, margin)
+                             r["input_code_iia"], r["output_code_iia"], captured, margin,
+                             over_own=r["over_own"])
     return said + (" (means: too few runs for an interval)" if none and captured else "")
