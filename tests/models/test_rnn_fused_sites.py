@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
 from study.analyses.das.alignment import LinearAlignment, OrthogonalAlignment
 from study.models.sites import pyvene_bridge as ps
@@ -151,6 +152,37 @@ def test_per_row_steps_take_the_fused_path_and_equal_the_loop(cell, cls, bpos, k
     # the small remainder of large cancelling terms (|grad core| ~ 1e2, |grad signs| ~ 1e-3)
     g, w = torch.cat([x.flatten() for x in got_grads]), torch.cat([x.flatten() for x in want_grads])
     torch.testing.assert_close(g, w, rtol=0, atol=1e-5 * float(w.abs().max()))
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_the_packed_kernel_reads_nn_rnns_padded_outputs_by_one_gather(cell):
+    """`_kernel` with lengths reads each row's outputs at its chosen steps straight from the
+    packed outputs: torch's own nn.GRU / nn.LSTM on the PackedSequence, padded by
+    pad_packed_sequence and read at those steps, with the same weights."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    model = _net(cell)
+    H, g = model.d_hidden, torch.Generator().manual_seed(7)
+    lengths = torch.tensor([3, 12, 1, 7, 7])
+    x = torch.randn(5, T, model.cell.input_size, generator=g, requires_grad=True)
+    h0 = torch.randn(1, 5, H, generator=g)
+    c0 = torch.randn(1, 5, H, generator=g) if cell == "lstm" else None
+    read = torch.arange(T)[None, :].expand(5, T).minimum(lengths[:, None] - 1)  # (5, T)
+    w = torch.randn(5, T, H, generator=g)
+    y, hn, cn = model._kernel(x, h0, c0, lengths=lengths, read=read)
+    (gx,) = torch.autograd.grad((y * w).sum(), x)
+    rnn = (nn.LSTM if cell == "lstm" else nn.GRU)(model.cell.input_size, H, batch_first=True)
+    rnn.load_state_dict({f"{k}_l0": v for k, v in model.cell.state_dict().items()})
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, h_ref = rnn(packed, (h0, c0) if cell == "lstm" else h0)
+    padded = pad_packed_sequence(out, batch_first=True, total_length=T)[0]  # (5, T, H)
+    want = padded.gather(1, read[..., None].expand(-1, -1, H))
+    (gx_ref,) = torch.autograd.grad((want * w).sum(), x)
+    assert torch.equal(y, want)
+    assert torch.equal(hn, h_ref[0] if cell == "lstm" else h_ref)
+    if cell == "lstm":
+        assert torch.equal(cn, h_ref[1])
+    torch.testing.assert_close(gx, gx_ref, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import pack_padded_sequence
 
 from study.models.sites import SiteKind
 from study.models.sites.modules import Sites
@@ -150,12 +150,15 @@ class RecurrentLM(nn.Module):
                 return "loop", merged
         return "segmented", steps
 
-    def _kernel(self, x, h, c, lengths=None):
+    def _kernel(self, x, h, c, lengths=None, read=None):
         """torch's GRU/LSTM kernel on the cell's weights, float32, autocast off.
-        x (batch, L, d_embed); h, c (1, batch, H) the initial state (c None for the GRU);
+        x (batch, L, d_embed); h, c (1, batch, H) the initial state (c None for the GRU)
+        -> (y (batch, L, H) float32, h_n (1, batch, H), c_n (1, batch, H) or None).
         `lengths` (batch,) int64 on the CPU, each >= 1: row i's first lengths[i] inputs only,
-        packed (h_n, c_n are then each row's own last step).
-        -> (y (batch, L, H) float32, h_n (1, batch, H), c_n (1, batch, H) or None)."""
+        packed (h_n, c_n are then each row's own last step), and y is (batch, P, H), row i's
+        outputs at its steps read[i] ((batch, P) int64 on the CPU, each < lengths[i]), taken
+        from the packed outputs by one gather (pad_packed_sequence copies step by step,
+        forward and backward), or None without `read`."""
         cell = self.cell
         params = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
         # cuDNN keeps what its backward needs only with train=True; with one layer and no
@@ -168,8 +171,12 @@ class RecurrentLM(nn.Module):
                     return torch._VF.lstm(x, (h, c), params, True, 1, 0.0, train, False, True)
                 y, h = torch._VF.gru(x, h, params, True, 1, 0.0, train, False, True)
                 return y, h, None
-            p = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-            srt, uns = p.sorted_indices, p.unsorted_indices
+            # rows by decreasing length, as pack_padded_sequence(enforce_sorted=False) sorts
+            lengths, order = torch.sort(lengths, descending=True)  # (batch,) on the CPU
+            rank = torch.empty_like(order)
+            rank[order] = torch.arange(len(order))  # row i's place in the packed batch
+            srt, uns = order.to(x.device), rank.to(x.device)
+            p = pack_padded_sequence(x.index_select(0, srt), lengths, batch_first=True)
             if self.is_lstm:
                 out, h, c = torch._VF.lstm(p.data, p.batch_sizes, (h[:, srt], c[:, srt]),
                                            params, True, 1, 0.0, train, False)
@@ -177,8 +184,11 @@ class RecurrentLM(nn.Module):
                 out, h = torch._VF.gru(p.data, p.batch_sizes, h[:, srt], params, True, 1, 0.0,
                                        train, False)
                 c = None
-            y, _ = pad_packed_sequence(p._replace(data=out), batch_first=True,
-                                       total_length=x.shape[1])
+            y = None
+            if read is not None:  # out (sum of lengths, H): step s of rank r at start[s] + r
+                start = torch.cumsum(p.batch_sizes, 0) - p.batch_sizes  # (L,)
+                at = (start[read] + rank[:, None]).flatten().to(x.device)  # (batch * P,)
+                y = out.index_select(0, at).view(*read.shape, out.shape[-1])
             return y, h[:, uns], (None if c is None else c[:, uns])
 
     def _site_state(self, t: int, h, c) -> torch.Tensor:
@@ -224,30 +234,28 @@ class RecurrentLM(nn.Module):
            left-aligned; then per row: clean before pos, the site's h at pos, the rest after."""
         H, (B, T), dev = self.d_hidden, x.shape[:2], x.device
         first, last = int(pos.min()), int(pos.max())
-        pos_d = pos.to(dev, non_blocking=True)
+        steps_cpu = torch.arange(T)[None, :]  # (1, T)
         h0 = x.new_zeros(1, B, H, dtype=torch.float32)
-        # (B, last + 1, H), zero past each row's step; h_n, c_n (1, B, H)
+        # (B, T, H): each row's h at min(t, pos) (what the head reads before pos); h_n, c_n
         clean, hn, cn = self._kernel(x[:, :last + 1], h0, h0 if self.is_lstm else None,
-                                     lengths=pos + 1)
+                                     lengths=pos + 1, read=torch.minimum(steps_cpu, pos[:, None]))
         state = torch.cat([hn[0], cn[0]], 1) if self.is_lstm else hn[0].clone()  # (B, d_state)
         for t in steps:
             state = self.sites.state[t](state)
+        pos_d = pos.to(dev, non_blocking=True)
         t_idx = torch.arange(T, device=dev)[None, :]  # (1, T)
         before = (t_idx < pos_d[:, None])[..., None]  # (B, T, 1)
         at = (t_idx == pos_d[:, None])[..., None]
         h_new = state[:, None, :H].to(clean.dtype)  # (B, 1, H): what the head reads at pos
-        if clean.shape[1] < T:
-            clean = torch.cat([clean, clean.new_zeros(B, T - clean.shape[1], H)], 1)
         L = T - 1 - first  # the longest remainder
         if L <= 0:  # every row at the last step
             return torch.where(before, clean, h_new.expand(B, T, H))
         src = (pos_d[:, None] + 1 + torch.arange(L, device=dev)[None, :]).clamp_max(T - 1)
         xs = x.gather(1, src[..., None].expand(-1, -1, x.shape[2]))  # (B, L, d_embed)
         h1, c1 = self._split(state)
-        rest = self._kernel(xs, h1, c1, lengths=(T - 1 - pos).clamp_min(1))[0]  # (B, L, H)
-        j = (t_idx - pos_d[:, None] - 1).clamp(0, L - 1)  # (B, T): index into the remainder
-        after = rest.gather(1, j[..., None].expand(-1, -1, H))
-        return torch.where(before, clean, torch.where(at, h_new, after))
+        j = (steps_cpu - pos[:, None] - 1).clamp(0, L - 1)  # (B, T): index into the remainder
+        after = self._kernel(xs, h1, c1, lengths=(T - 1 - pos).clamp_min(1), read=j)[0]
+        return torch.where(before, clean, torch.where(at, h_new, after))  # (B, T, H)
 
     def _fusable(self) -> bool:
         return not torch.compiler.is_compiling() and not self.sites.hooked("state")
