@@ -155,6 +155,44 @@ def test_per_row_steps_take_the_fused_path_and_equal_the_loop(cell, cls, bpos, k
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_given_each_rows_clean_state_a_per_row_call_starts_every_row_at_its_step(cell,
+                                                                                monkeypatch):
+    """With the rows' clean states at their steps read beforehand (`clean_states`, as DAS
+    reads its bases' once), the intervened forward runs nothing before a row's step: one
+    kernel call (the rest) instead of two, the logits and gradients of every position at or
+    after each row's step bit for bit those of the forward that computes the clean prefix
+    itself, and NaN before them (never computed: a readout there shows)."""
+    model = _net(cell)
+    base, bpos = _ids(6, 4), torch.tensor([2, 5, 5, 9, 0, 11])
+    src = torch.randn(6, model.d_state, generator=torch.Generator().manual_seed(5))
+    inst = _alignment(OrthogonalAlignment, model.d_state)
+    iv = ps.site_intervenable(model, "state", 0, inst)
+    params = [p for p in inst.parameters() if p.requires_grad]
+    from_step = torch.arange(T)[None, :] >= bpos[:, None]  # (6, T)
+
+    def run(states, readout=from_step):
+        for p in params:
+            p.grad = None
+        out = pr.interchange_vectors(iv, base, bpos, src, readout=readout, base_states=states)
+        out.square().sum().backward()
+        return out.detach(), _grads(params)
+
+    want, want_grads = run(None)
+    states = model.clean_states(base, bpos)  # (6, d_state)
+    calls = Calls(model, monkeypatch)
+    got, got_grads = run(states)
+    assert calls.kernel == 1 and calls.step == 0
+    assert torch.equal(got, want)
+    assert all(torch.equal(g, w) for g, w in zip(got_grads, want_grads))
+    with torch.no_grad():
+        every = pr.interchange_vectors(iv, base, bpos, src, readout=torch.ones(6, T, dtype=bool),
+                                       base_states=states).view(6, T, -1)
+    assert every[~from_step].isnan().all() and every[from_step].isfinite().all()
+    with torch.no_grad():  # without a readout the states are not used: every output computed
+        assert pr.interchange_vectors(iv, base, bpos, src, base_states=states).isfinite().all()
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_the_packed_kernel_reads_nn_rnns_padded_outputs_by_one_gather(cell):
     """`_kernel` with lengths reads each row's outputs at its chosen steps straight from the
     packed outputs: torch's own nn.GRU / nn.LSTM on the PackedSequence, padded by
