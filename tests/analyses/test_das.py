@@ -16,7 +16,9 @@ from torch import nn
 from study.analyses.das.alignment import (LinearAlignment, OrthogonalAlignment,
                                     RotatedLinearAlignment, load_alignment, pv, random_oaf)
 from study.analyses.das.search import forward, search, site_data
-from study.analyses.common.interchange import pair_tensors
+from study.analyses.common.interchange import pair_tensors, with_base_states
+from study.analyses.das.update import scored_iv
+from study.models.sites.pyvene_bridge import site_intervenable
 from study.analyses.common.context import AnalysisContext
 from study.analyses.das import DasConfig
 from study.models.sites.pyvene_bridge import module_intervenable
@@ -319,6 +321,31 @@ def test_cached_source_path_equals_pyvenes_source_forward_and_hooks_on_the_recur
                                     lambda r, v: inst(v, data.src_test[r])):
         hooked = model(pt.base_ids[:, :T])
     torch.testing.assert_close(ours, hooked, atol=1e-6, rtol=1e-6)
+
+
+def test_the_bases_clean_states_are_read_once_where_nothing_scored_lies_before_the_site():
+    """site_data reads each base's clean state at its step once (`with_base_states`); the
+    scored logits from them are bit for bit those of the forward that reruns each base's
+    steps up to the site. Pairs that score a position before the site, and sites other than
+    a recurrent state, get none."""
+    task, model, _ = _smoke("counting", "gru")
+    pairs = task.counterfactuals("up_down:count", 40, split="test", seed=0)
+    data = site_data(model, pairs, pairs, "state", 0, -1, "cpu")
+    pt, src = data.test, data.src_test
+    assert pt.base_states is not None and pt.base_states.shape == src.shape
+    inst = LinearAlignment(src.shape[1], 3)
+    iv = site_intervenable(model, "state", 0, inst)
+    with torch.no_grad():
+        got = scored_iv(iv, pt, src)[0]
+        want = scored_iv(iv, replace(pt, base_states=None), src)[0]
+    assert torch.equal(got, want)
+    early = pt.cf_labels.clone()
+    early[0, int(pt.base_pos[0]) - 1] = early[0, -1].clamp_min(0)  # scored before the site
+    assert int(pt.base_pos[0]) > 0
+    assert with_base_states(model, replace(pt, cf_labels=early, base_states=None),
+                            "state").base_states is None
+    _, rope, _ = _smoke("counting", "rope2")
+    assert site_data(rope, pairs, pairs, "resid", 1, -1, "cpu").test.base_states is None
 
 
 @pytest.mark.parametrize("batch", [1, 4])

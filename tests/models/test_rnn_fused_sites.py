@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
 from study.analyses.das.alignment import LinearAlignment, OrthogonalAlignment
 from study.models.sites import pyvene_bridge as ps
@@ -151,6 +152,75 @@ def test_per_row_steps_take_the_fused_path_and_equal_the_loop(cell, cls, bpos, k
     # the small remainder of large cancelling terms (|grad core| ~ 1e2, |grad signs| ~ 1e-3)
     g, w = torch.cat([x.flatten() for x in got_grads]), torch.cat([x.flatten() for x in want_grads])
     torch.testing.assert_close(g, w, rtol=0, atol=1e-5 * float(w.abs().max()))
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_given_each_rows_clean_state_a_per_row_call_starts_every_row_at_its_step(cell,
+                                                                                monkeypatch):
+    """With the rows' clean states at their steps read beforehand (`clean_states`, as DAS
+    reads its bases' once), the intervened forward runs nothing before a row's step: one
+    kernel call (the rest) instead of two, the logits and gradients of every position at or
+    after each row's step bit for bit those of the forward that computes the clean prefix
+    itself, and NaN before them (never computed: a readout there shows)."""
+    model = _net(cell)
+    base, bpos = _ids(6, 4), torch.tensor([2, 5, 5, 9, 0, 11])
+    src = torch.randn(6, model.d_state, generator=torch.Generator().manual_seed(5))
+    inst = _alignment(OrthogonalAlignment, model.d_state)
+    iv = ps.site_intervenable(model, "state", 0, inst)
+    params = [p for p in inst.parameters() if p.requires_grad]
+    from_step = torch.arange(T)[None, :] >= bpos[:, None]  # (6, T)
+
+    def run(states, readout=from_step):
+        for p in params:
+            p.grad = None
+        out = pr.interchange_vectors(iv, base, bpos, src, readout=readout, base_states=states)
+        out.square().sum().backward()
+        return out.detach(), _grads(params)
+
+    want, want_grads = run(None)
+    states = model.clean_states(base, bpos)  # (6, d_state)
+    calls = Calls(model, monkeypatch)
+    got, got_grads = run(states)
+    assert calls.kernel == 1 and calls.step == 0
+    assert torch.equal(got, want)
+    assert all(torch.equal(g, w) for g, w in zip(got_grads, want_grads))
+    with torch.no_grad():
+        every = pr.interchange_vectors(iv, base, bpos, src, readout=torch.ones(6, T, dtype=bool),
+                                       base_states=states).view(6, T, -1)
+    assert every[~from_step].isnan().all() and every[from_step].isfinite().all()
+    with torch.no_grad():  # without a readout the states are not used: every output computed
+        assert pr.interchange_vectors(iv, base, bpos, src, base_states=states).isfinite().all()
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_the_packed_kernel_reads_nn_rnns_padded_outputs_by_one_gather(cell):
+    """`_kernel` with lengths reads each row's outputs at its chosen steps straight from the
+    packed outputs: torch's own nn.GRU / nn.LSTM on the PackedSequence, padded by
+    pad_packed_sequence and read at those steps, with the same weights."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    model = _net(cell)
+    H, g = model.d_hidden, torch.Generator().manual_seed(7)
+    lengths = torch.tensor([3, 12, 1, 7, 7])
+    x = torch.randn(5, T, model.cell.input_size, generator=g, requires_grad=True)
+    h0 = torch.randn(1, 5, H, generator=g)
+    c0 = torch.randn(1, 5, H, generator=g) if cell == "lstm" else None
+    read = torch.arange(T)[None, :].expand(5, T).minimum(lengths[:, None] - 1)  # (5, T)
+    w = torch.randn(5, T, H, generator=g)
+    y, hn, cn = model._kernel(x, h0, c0, lengths=lengths, read=read)
+    (gx,) = torch.autograd.grad((y * w).sum(), x)
+    rnn = (nn.LSTM if cell == "lstm" else nn.GRU)(model.cell.input_size, H, batch_first=True)
+    rnn.load_state_dict({f"{k}_l0": v for k, v in model.cell.state_dict().items()})
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, h_ref = rnn(packed, (h0, c0) if cell == "lstm" else h0)
+    padded = pad_packed_sequence(out, batch_first=True, total_length=T)[0]  # (5, T, H)
+    want = padded.gather(1, read[..., None].expand(-1, -1, H))
+    (gx_ref,) = torch.autograd.grad((want * w).sum(), x)
+    assert torch.equal(y, want)
+    assert torch.equal(hn, h_ref[0] if cell == "lstm" else h_ref)
+    if cell == "lstm":
+        assert torch.equal(cn, h_ref[1])
+    torch.testing.assert_close(gx, gx_ref, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])

@@ -48,6 +48,9 @@ class PairTensors:
     # (base_right), and also differs from the counterfactual label (tests); None until then
     base_right: torch.Tensor | None = None
     tests: torch.Tensor | None = None
+    # (n, width) each base's own site vector at base_pos without intervention, set by
+    # `with_base_states` where an intervened forward may start each base there; else None
+    base_states: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.base_ids.shape[0])
@@ -73,7 +76,8 @@ class PairTensors:
         pick = lambda t: None if t is None else t[idx]  # noqa: E731
         return PairTensors(self.base_ids[idx], self.source_ids[idx], self.base_labels[idx],
                            self.cf_labels[idx], self.base_pos[idx], self.source_pos[idx],
-                           self.aligned, self.outputs, pick(self.base_right), pick(self.tests))
+                           self.aligned, self.outputs, pick(self.base_right), pick(self.tests),
+                           pick(self.base_states))
 
 
 @torch.no_grad()
@@ -94,6 +98,23 @@ def judged(model, pt: PairTensors, batch_size: int = 512) -> PairTensors:
     empty = torch.zeros(0, dtype=torch.bool, device=pt.base_ids.device)
     cat = lambda xs: torch.cat(xs) if xs else empty  # noqa: E731
     return replace(pt, base_right=cat(right), tests=cat(tests))
+
+
+def with_base_states(model, pt: PairTensors, kind: str, batch_size: int = 512) -> PairTensors:
+    """`pt` with `base_states`: each base's own `kind` vector at base_pos, read once without
+    intervention (`study.models.sites.capture.clean_states`), so that an intervened forward
+    of a recurrent network starts each base at its step instead of rerunning the steps
+    before it at every call (`interchange_vectors(base_states=...)`) [ours]. `pt` as it is
+    where the network cannot, or where a pair scores a position (in either label) before its
+    base_pos: its readout would need those steps."""
+    from study.models.sites.capture import clean_states
+
+    scored = (pt.base_labels != IGNORE) | (pt.cf_labels != IGNORE)  # (n, seq)
+    steps = torch.arange(scored.shape[1], device=scored.device)[None, :]
+    if bool((scored & (steps < pt.base_pos[:, None])).any()):
+        return pt
+    states = clean_states(model, pt.base_ids, kind, pt.base_pos, batch_size)
+    return pt if states is None else replace(pt, base_states=states)
 
 
 def answer_positions(cf_labels: np.ndarray) -> np.ndarray:

@@ -47,7 +47,8 @@ import numpy as np
 import torch
 
 from study.analyses.common.stats import chance_iia, changed_iia, iia_scores
-from study.analyses.common.interchange import PairTensors, judged, pair_tensors, rows_right
+from study.analyses.common.interchange import (PairTensors, judged, pair_tensors, rows_right,
+                                               with_base_states)
 from study.analyses.das.alignment import (LinearAlignment, OrthogonalAlignment, make_alignment,
                                          tensors_of)
 from study.analyses.das.alignments import get as alignment_kind
@@ -93,6 +94,9 @@ def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: i
     judge = model if judge is None else judge
     train = judged(judge, pair_tensors(train_pairs, device, position, outputs), batch_size)
     test = judged(judge, pair_tensors(test_pairs, device, position, train.outputs), batch_size)
+    # the bases' clean states at their steps, read once: a recurrent network's intervened
+    # forward starts there (in the evaluation's batches: the same computation as its own)
+    train, test = (with_base_states(model, pt, kind, batch_size) for pt in (train, test))
     src = lambda pt: gather_site(model, pt.source_ids, kind, layer, pt.source_pos,  # noqa: E731
                                  batch_size)
     src_train, src_test = src(train), src(test)

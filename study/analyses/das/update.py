@@ -20,13 +20,15 @@ MIN_GAIN = 0.005  # windowed-IIA gain that resets the plateau count (`das.patien
 def forward_iv(iv, pt: PairTensors, src: torch.Tensor,
                readout: torch.Tensor | None = None) -> torch.Tensor:
     """`forward` with a ready intervenable (any `site_intervenable` holding alignments, one
-    `IntervenableModel.load` rebuilt too)."""
+    `IntervenableModel.load` rebuilt too); with `readout`, a recurrent network starts each
+    base at its step from `pt.base_states` where the pairs carry them (`with_base_states`)."""
     T = scored_end(pt.cf_labels, pt.base_pos)
     with contextlib.ExitStack() as stack:
         for inst in {id(i): i for i in iv.interventions.values()}.values():
             stack.enter_context(cached_maps(inst))  # each distinct alignment's maps, once
         return interchange_vectors(iv, pt.base_ids[:, :T], pt.base_pos, src,
-                                   readout=None if readout is None else readout[:, :T])
+                                   readout=None if readout is None else readout[:, :T],
+                                   base_states=pt.base_states)
 
 
 def scored_iv(iv, pt: PairTensors, src: torch.Tensor):

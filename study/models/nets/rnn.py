@@ -19,7 +19,8 @@ position is the argmax of the logits one step before [paper code: grantsrb/mas
 Fused kernel [ours]: torch's GRU/LSTM kernel (`_kernel`) runs the same weights instead of the
 step loop, the state sites only where a hook reads or replaces a step. `_plan` picks the mode
 of a teacher-forced forward: segmented (the kernel cut at each hooked step), gathered (under
-a `Sites.per_row` declaration, each row at its own step in two packed calls) or the loop
+a `Sites.per_row` declaration, each row at its own step in two packed calls, or in one from
+each row's step on where the declaration hands in the rows' clean states there) or the loop
 (torch.compile, CUDA-graph capture, a global hook); free-running uses the kernel by
 fixed-point passes (`_free_fused`). Every mode computes the loop's function: the modes, their
 costs and what is tested of them are in docs/models/rnn.md.
@@ -29,7 +30,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import pack_padded_sequence
 
 from study.models.sites import SiteKind
 from study.models.sites.modules import Sites
@@ -129,9 +130,10 @@ class RecurrentLM(nn.Module):
 
     def _plan(self, batch: int, pos_len: int):
         """How a teacher-forced forward of (batch, pos_len) tokens runs its state sites:
-        ("loop", merged) | ("segmented", hooked steps) | ("gathered", (pos, hooked steps)),
-        the steps sorted (docs/models/rnn.md). Under a merged `per_row` declaration the
-        gathered mode runs the one site that acts for every row, once; the loop (`merged`:
+        ("loop", merged) | ("segmented", hooked steps) | ("gathered", (pos, hooked steps,
+        the rows' clean states at pos or None)), the steps sorted (docs/models/rnn.md). Under
+        a merged `per_row` declaration the gathered mode runs the one site that acts for
+        every row, once; the loop (`merged`:
         (pos (batch,) on the CPU, that site's step), else None) applies it at each row's step."""
         declared = self.sites.declared_rows("state")
         merged = (declared[0], declared[1][0]) if declared is not None and declared[2] else None
@@ -145,17 +147,24 @@ class RecurrentLM(nn.Module):
             pos, own, _ = declared
             if (len(pos) == batch and 0 <= int(pos.min()) and int(pos.max()) < pos_len
                     and set(steps) <= set(own)):
-                return "gathered", (pos, own[:1] if merged is not None else steps)
+                clean = self.sites.declared_clean("state")
+                if clean is not None and tuple(clean.shape) != (batch, self.d_state):
+                    raise ValueError(f"per_row(clean=...): {tuple(clean.shape)} for a batch of "
+                                     f"{batch} states of width {self.d_state}")
+                return "gathered", (pos, own[:1] if merged is not None else steps, clean)
             if merged is not None:
                 return "loop", merged
         return "segmented", steps
 
-    def _kernel(self, x, h, c, lengths=None):
+    def _kernel(self, x, h, c, lengths=None, read=None):
         """torch's GRU/LSTM kernel on the cell's weights, float32, autocast off.
-        x (batch, L, d_embed); h, c (1, batch, H) the initial state (c None for the GRU);
+        x (batch, L, d_embed); h, c (1, batch, H) the initial state (c None for the GRU)
+        -> (y (batch, L, H) float32, h_n (1, batch, H), c_n (1, batch, H) or None).
         `lengths` (batch,) int64 on the CPU, each >= 1: row i's first lengths[i] inputs only,
-        packed (h_n, c_n are then each row's own last step).
-        -> (y (batch, L, H) float32, h_n (1, batch, H), c_n (1, batch, H) or None)."""
+        packed (h_n, c_n are then each row's own last step), and y is (batch, P, H), row i's
+        outputs at its steps read[i] ((batch, P) int64 on the CPU, each < lengths[i]), taken
+        from the packed outputs by one gather (pad_packed_sequence copies step by step,
+        forward and backward), or None without `read`."""
         cell = self.cell
         params = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
         # cuDNN keeps what its backward needs only with train=True; with one layer and no
@@ -168,8 +177,12 @@ class RecurrentLM(nn.Module):
                     return torch._VF.lstm(x, (h, c), params, True, 1, 0.0, train, False, True)
                 y, h = torch._VF.gru(x, h, params, True, 1, 0.0, train, False, True)
                 return y, h, None
-            p = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-            srt, uns = p.sorted_indices, p.unsorted_indices
+            # rows by decreasing length, as pack_padded_sequence(enforce_sorted=False) sorts
+            lengths, order = torch.sort(lengths, descending=True)  # (batch,) on the CPU
+            rank = torch.empty_like(order)
+            rank[order] = torch.arange(len(order))  # row i's place in the packed batch
+            srt, uns = order.to(x.device), rank.to(x.device)
+            p = pack_padded_sequence(x.index_select(0, srt), lengths, batch_first=True)
             if self.is_lstm:
                 out, h, c = torch._VF.lstm(p.data, p.batch_sizes, (h[:, srt], c[:, srt]),
                                            params, True, 1, 0.0, train, False)
@@ -177,8 +190,11 @@ class RecurrentLM(nn.Module):
                 out, h = torch._VF.gru(p.data, p.batch_sizes, h[:, srt], params, True, 1, 0.0,
                                        train, False)
                 c = None
-            y, _ = pad_packed_sequence(p._replace(data=out), batch_first=True,
-                                       total_length=x.shape[1])
+            y = None
+            if read is not None:  # out (sum of lengths, H): step s of rank r at start[s] + r
+                start = torch.cumsum(p.batch_sizes, 0) - p.batch_sizes  # (L,)
+                at = (start[read] + rank[:, None]).flatten().to(x.device)  # (batch * P,)
+                y = out.index_select(0, at).view(*read.shape, out.shape[-1])
             return y, h[:, uns], (None if c is None else c[:, uns])
 
     def _site_state(self, t: int, h, c) -> torch.Tensor:
@@ -212,42 +228,61 @@ class RecurrentLM(nn.Module):
             pieces.append(self._kernel(x[:, start:], h, c)[0])
         return pieces[0] if len(pieces) == 1 else torch.cat(pieces, 1)
 
-    def _gathered(self, x: torch.Tensor, pos: torch.Tensor, steps: list[int]) -> torch.Tensor:
+    def _own_states(self, x: torch.Tensor, pos: torch.Tensor, read=None):
+        """The clean kernel up to each row's own step, packed by length pos + 1, so that h_n
+        (and the LSTM's c_n) are each row's own step and no row runs past it (one call up to
+        the last row's step would compute every row's later steps too). x (batch, T, d_embed);
+        pos (batch,) int64 on the CPU; `read` as `_kernel`'s -> (the own-step states
+        (batch, d_state) float32, h at the steps `read` (batch, P, H) or None)."""
+        h0 = x.new_zeros(1, x.shape[0], self.d_hidden, dtype=torch.float32)
+        y, hn, cn = self._kernel(x[:, :int(pos.max()) + 1], h0, h0 if self.is_lstm else None,
+                                 lengths=pos + 1, read=read)
+        return (torch.cat([hn[0], cn[0]], 1) if self.is_lstm else hn[0].clone()), y
+
+    @torch.no_grad()
+    def clean_states(self, ids: torch.Tensor, pos) -> torch.Tensor:
+        """Each row's state at its own step pos[i], no site run: ids (batch, pos_len), pos
+        (batch,) ints -> (batch, d_state) float32, the gathered mode's own computation before
+        it intervenes there (`_own_states`): what `Sites.per_row(clean=...)` takes, so that
+        a forward intervening at those steps starts each row there."""
+        pos = torch.as_tensor(pos).reshape(-1).long().cpu()  # (batch,)
+        return self._own_states(self.embed(ids), pos)[0]
+
+    def _gathered(self, x: torch.Tensor, pos: torch.Tensor, steps: list[int],
+                  clean: torch.Tensor | None = None) -> torch.Tensor:
         """x (batch, T, d_embed); pos (batch,) int64 on the CPU, row i's own step; `steps` the
-        hooked ones, sorted -> h (batch, T, d_hidden).
-        1. The clean kernel up to each row's step, packed by length pos + 1, so that h_n (and
-           the LSTM's c_n) are each row's own step and no row runs past it (one call up to
-           the last row's step would compute every row's later steps too).
+        hooked ones, sorted; `clean` (batch, d_state) or None, each row's clean state at its
+        step read beforehand (`Sites.per_row(clean=...)`) -> h (batch, T, d_hidden).
+        1. The rows' clean states at their own steps (`_own_states`), with their h before
+           them; given as `clean`, nothing before each row's step is computed, and h there
+           is NaN (the caller reads none of it: a misread shows).
         2. The sites of `steps` in turn on the (batch, d_state) tensor of own-step states
            (`Sites.per_row`: the hooks at t touch the rows at t only).
         3. One packed call from each row's new state over its T - 1 - pos remaining steps,
            left-aligned; then per row: clean before pos, the site's h at pos, the rest after."""
         H, (B, T), dev = self.d_hidden, x.shape[:2], x.device
-        first, last = int(pos.min()), int(pos.max())
-        pos_d = pos.to(dev, non_blocking=True)
-        h0 = x.new_zeros(1, B, H, dtype=torch.float32)
-        # (B, last + 1, H), zero past each row's step; h_n, c_n (1, B, H)
-        clean, hn, cn = self._kernel(x[:, :last + 1], h0, h0 if self.is_lstm else None,
-                                     lengths=pos + 1)
-        state = torch.cat([hn[0], cn[0]], 1) if self.is_lstm else hn[0].clone()  # (B, d_state)
+        first = int(pos.min())
+        steps_cpu = torch.arange(T)[None, :]  # (1, T)
+        if clean is None:  # h before each row's step: its own h at min(t, pos) (B, T, H)
+            state, prefix = self._own_states(x, pos, torch.minimum(steps_cpu, pos[:, None]))
+        else:  # a copy: the sites' hooks may write into what they are handed
+            state, prefix = clean.float().clone(), float("nan")
         for t in steps:
             state = self.sites.state[t](state)
+        pos_d = pos.to(dev, non_blocking=True)
         t_idx = torch.arange(T, device=dev)[None, :]  # (1, T)
         before = (t_idx < pos_d[:, None])[..., None]  # (B, T, 1)
         at = (t_idx == pos_d[:, None])[..., None]
-        h_new = state[:, None, :H].to(clean.dtype)  # (B, 1, H): what the head reads at pos
-        if clean.shape[1] < T:
-            clean = torch.cat([clean, clean.new_zeros(B, T - clean.shape[1], H)], 1)
+        h_new = state[:, None, :H].to(torch.float32)  # (B, 1, H): what the head reads at pos
         L = T - 1 - first  # the longest remainder
         if L <= 0:  # every row at the last step
-            return torch.where(before, clean, h_new.expand(B, T, H))
+            return torch.where(before, prefix, h_new.expand(B, T, H))
         src = (pos_d[:, None] + 1 + torch.arange(L, device=dev)[None, :]).clamp_max(T - 1)
         xs = x.gather(1, src[..., None].expand(-1, -1, x.shape[2]))  # (B, L, d_embed)
         h1, c1 = self._split(state)
-        rest = self._kernel(xs, h1, c1, lengths=(T - 1 - pos).clamp_min(1))[0]  # (B, L, H)
-        j = (t_idx - pos_d[:, None] - 1).clamp(0, L - 1)  # (B, T): index into the remainder
-        after = rest.gather(1, j[..., None].expand(-1, -1, H))
-        return torch.where(before, clean, torch.where(at, h_new, after))
+        j = (steps_cpu - pos[:, None] - 1).clamp(0, L - 1)  # (B, T): index into the remainder
+        after = self._kernel(xs, h1, c1, lengths=(T - 1 - pos).clamp_min(1), read=j)[0]
+        return torch.where(before, prefix, torch.where(at, h_new, after))  # (B, T, H)
 
     def _fusable(self) -> bool:
         return not torch.compiler.is_compiling() and not self.sites.hooked("state")

@@ -8,7 +8,8 @@ forward never leaves one behind.
   replaces the activation); `hooked_many` does it for several kinds.
 - `collect` / `grouped_collect`: numpy activations of many sequences, in batches.
 - `capture`: the activations of the forward calls made during a block, as tensors.
-- `gather_site`, `state_at`: each example's vector at its own position or step.
+- `gather_site`, `state_at`: each example's vector at its own position or step;
+  `clean_states`: the same as a recurrent network computes it before intervening there.
 - `site_widths`: the width of each kind a network offers; `device_of`: where it lives.
 
 The step kind is read as a sequence: `collect` and `capture` stack its per-step outputs into
@@ -156,6 +157,18 @@ def gather_site(model, ids: torch.Tensor, kind: str, layer: int, pos: torch.Tens
         a = acts[(kind, layer)]  # (b, pos, width)
         out.append(a[torch.arange(len(x), device=a.device), p])
     return torch.cat(out)
+
+
+def clean_states(model, ids: torch.Tensor, kind: str, pos: torch.Tensor,
+                 batch_size: int = 512) -> torch.Tensor | None:
+    """Each row's `kind` vector at its own step `pos[row]` in a forward without intervention,
+    as the network computes it on its way to an intervention there
+    (`RecurrentLM.clean_states`), in batches of `batch_size` rows: (n, width), what
+    `interchange_vectors(base_states=...)` takes. None where the network cannot start a row
+    at its step (a sequence kind, or a network without `clean_states`)."""
+    if kind not in STEP_KINDS or not hasattr(model, "clean_states"):
+        return None
+    return torch.cat([model.clean_states(ids[s], pos[s]) for s in batches(len(ids), batch_size)])
 
 
 def state_at(model: nn.Module, ids: torch.Tensor, steps: Sequence[int]) -> torch.Tensor:

@@ -101,13 +101,21 @@ class Sites(nn.Module):
                 return None
         return decl.pos, sorted(decl.steps), decl.merged
 
+    def declared_clean(self, kind: str) -> torch.Tensor | None:
+        """The rows' clean activations (batch, width) handed to an active `per_row` block on
+        `kind` (`per_row(clean=...)`), or None (none given, or `declared_rows` is None)."""
+        if self.declared_rows(kind) is None:
+            return None
+        return self.__dict__["_declared"][kind].clean
+
     def only(self, kind: str, steps, inert=None):
         """Context manager: within the block, hooks at `kind` sites outside `steps` leave their
         site unchanged, so a network may skip those sites. `inert(hook) -> bool` names the hooks
         this holds for (default: every hook); a site with any other hook keeps running."""
         return self._declare(kind, None, steps, inert)
 
-    def per_row(self, kind: str, pos, inert=None, merged: bool = False):
+    def per_row(self, kind: str, pos, inert=None, merged: bool = False,
+                clean: torch.Tensor | None = None):
         """Context manager: within the block, row i of a forward is read or replaced at its own
         index pos[i] only. The hooks at index t touch only the rows with pos == t, and the
         hooks (vouched by `inert`, as in `only`) at indices no row sits at leave their site
@@ -119,18 +127,23 @@ class Sites(nn.Module):
         sites at the other declared indices leave their rows unchanged. The network must
         then apply that one site to each row at the row's own index: once, on the tensor of
         own-index activations, or step by step keeping only the rows at that step. One call
-        instead of one per distinct index (a batch of pairs at many time steps)."""
+        instead of one per distinct index (a batch of pairs at many time steps).
+        `clean` (batch, width): row i's activation at pos[i] in a forward without any
+        intervention, read beforehand (`RecurrentLM.clean_states`). A network may then start
+        row i there instead of recomputing its indices before pos[i]; the outputs before
+        pos[i] are then not computed, so the caller reads only outputs at or after each
+        row's own index (`readout`)."""
         pos = torch.as_tensor(pos).reshape(-1).long().cpu()  # (batch,)
-        return self._declare(kind, pos, pos.unique().tolist(), inert, merged)
+        return self._declare(kind, pos, pos.unique().tolist(), inert, merged, clean)
 
     @contextlib.contextmanager
-    def _declare(self, kind, pos, steps, inert, merged=False):
+    def _declare(self, kind, pos, steps, inert, merged=False, clean=None):
         # kept in __dict__: not a buffer or submodule, so state_dict and .to() ignore it
         table = self.__dict__.setdefault("_declared", {})
         if kind in table:
             raise RuntimeError(f"a declaration on the {kind} sites is already active")
         table[kind] = _Declaration(pos, frozenset(int(s) for s in steps), inert or _every_hook,
-                                   bool(merged))
+                                   bool(merged), clean)
         try:
             yield
         finally:
@@ -140,11 +153,13 @@ class Sites(nn.Module):
 class _Declaration(NamedTuple):
     """An active `Sites.only` / `Sites.per_row` block: pos (batch,) or None, the declared
     indices, the predicate naming the hooks that leave other indices unchanged, and whether
-    the smallest index's site acts for every row (`per_row(merged=True)`)."""
+    the smallest index's site acts for every row (`per_row(merged=True)`), and the rows'
+    clean activations at their indices where the caller read them (`per_row(clean=...)`)."""
     pos: torch.Tensor | None
     steps: frozenset
     inert: Callable
     merged: bool = False
+    clean: torch.Tensor | None = None
 
 
 def _every_hook(_fn) -> bool:

@@ -23,11 +23,12 @@ from study.models.sites.pyvene_bridge import _copy_inputs, where
 from study.models.sites.pyvene_loader import pyvene
 
 
-def _rows_at_own_steps(iv, kind: str, base_pos, merged: bool = False):
+def _rows_at_own_steps(iv, kind: str, base_pos, merged: bool = False, clean=None):
     """Declare (`Sites.per_row`) that a `site_intervenable` call touches each row at its own
     step only (the row masks), so the network may run the hooked steps' sites once on each
     row's own-step state; `merged`: the masks hand every row to the smallest step's
-    representation (`Sites.per_row(merged=True)`). Costs one host read of device positions;
+    representation (`Sites.per_row(merged=True)`); `clean`: the rows' clean states there
+    (`Sites.per_row(clean=...)`). Costs one host read of device positions;
     nothing is declared while a CUDA graph is being captured (that read would sync): returns
     (the context, whether it declares)."""
     sites = iv.model.net.sites
@@ -36,7 +37,7 @@ def _rows_at_own_steps(iv, kind: str, base_pos, merged: bool = False):
         return contextlib.nullcontext(), False
     if isinstance(base_pos, list):
         base_pos = [int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in base_pos]
-    return sites.per_row(kind, base_pos, inert=_bridge_hook, merged=merged), True
+    return sites.per_row(kind, base_pos, inert=_bridge_hook, merged=merged, clean=clean), True
 
 
 def _one_intervention(iv) -> bool:
@@ -187,14 +188,19 @@ _STEP_LAYERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # iv ->
 
 
 def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor, *,
-                        readout: torch.Tensor | None = None) -> torch.Tensor:
+                        readout: torch.Tensor | None = None,
+                        base_states: torch.Tensor | None = None) -> torch.Tensor:
     """Run `base` (batch, pos) through pyvene with each example's site vector at its position
     `base_pos[i]` intervened on against `sources[i]` (batch, width), vectors read beforehand
     (pyvene's `source_representations`; `study.models.sites.capture.gather_site` reads them).
     `iv`: a `site_intervenable` (the step kind: any step per example) or a
     `module_intervenable`. Returns logits (batch, pos, vocab), or with `readout` (batch, pos)
     bool only the True positions', (n_true, vocab). Gradients reach trainable
-    interventions."""
+    interventions. `base_states` (batch, width): each base's own site vector at base_pos
+    without intervention, read beforehand as the sources are (`capture.clean_states`);
+    with a `readout` that selects no position before its row's base_pos, a recurrent
+    network (`site_intervenable` at the state) starts each row there instead of rerunning
+    the steps before it. Ignored without `readout` and at other sites."""
     at = where(iv)
     _reset_fast(iv)
     kind, index, n_units = at.kind, at.layer, at.n_units
@@ -213,7 +219,8 @@ def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor,
         if at.per_step:
             layers = _step_layers(iv, pos.device)  # (n_steps,)
             merged = _one_intervention(iv)
-            ctx, declared = _rows_at_own_steps(iv, kind, base_pos, merged)
+            ctx, declared = _rows_at_own_steps(iv, kind, base_pos, merged,
+                                               None if readout is None else base_states)
             with ctx:
                 # a user's hook on a step site voids the declaration: each step its own rows
                 if merged and declared and iv.model.net.sites.declared_rows(kind) is not None:
