@@ -14,7 +14,8 @@ folders are committed:
 - `das_best.csv`: per run, variable and alignment, the best test IIA over sites and k (ties:
   the smaller k), where it was reached and its interval over the tested pairs.
 - `comparisons.csv`: the cross-run similarity measures and stitching IIAs (`study compare`),
-  one row per (variable, pair of runs, site, alignment, k, measure).
+  one row per (variable, pair of runs, site, alignment, k, measure), each pair of runs at its
+  matched k (the report keeps every k).
 - `phases.csv`: per run, the plateaus of its accuracy trajectory and the update each starts at
   (`study/reports/phases.py`).
 - `alignment_gaps.csv`: per model, variable and k, each alignment's test IIA against OAF's
@@ -132,7 +133,9 @@ def das_best_table(runs) -> pd.DataFrame:
 
 
 def comparisons_table(runs, folder: Path | None) -> pd.DataFrame:
-    """The sweep's similarity and stitching tables in one long table, runs by their labels."""
+    """The sweep's similarity and stitching tables in one long table, runs by their labels,
+    each pair of runs at its matched k (`matched_k`, where the tables have it): the report
+    keeps every k, the folder the k each pair is judged at."""
     from study.core.tables import COMPARE_SIMILARITY, COMPARE_STITCHING
     # the comparisons name runs by the paths the sweep gave them (relative to where it ran);
     # a run directory's name (config hash included) is unique within a sweep
@@ -142,11 +145,11 @@ def comparisons_table(runs, folder: Path | None) -> pd.DataFrame:
     keys = ["variable", "run", "other_run", "model", "other_model", "site", "other_site",
             "alignment", "k"]
     if folder is not None and (folder / f"{COMPARE_SIMILARITY.name}.parquet").is_file():
-        sim = pd.read_parquet(folder / f"{COMPARE_SIMILARITY.name}.parquet")
+        sim = _at_matched_k(pd.read_parquet(folder / f"{COMPARE_SIMILARITY.name}.parquet"))
         if len(sim):
             parts.append(sim[keys + ["measure", "value", "baseline", "random_subspace"]])
     if folder is not None and (folder / f"{COMPARE_STITCHING.name}.parquet").is_file():
-        st = pd.read_parquet(folder / f"{COMPARE_STITCHING.name}.parquet")
+        st = _at_matched_k(pd.read_parquet(folder / f"{COMPARE_STITCHING.name}.parquet"))
         for measure, baseline, control in (("stitched_iia", "own_iia", "random_subspace_iia"),
                                            ("shuffled_map_iia", None, None)):
             if len(st):
@@ -163,6 +166,13 @@ def comparisons_table(runs, folder: Path | None) -> pd.DataFrame:
     df["k"] = df["k"].astype(int)
     df["time_limited"] = df["run"].map(guarded).fillna(False) | df["other_run"].map(guarded).fillna(False)
     return df.sort_values(keys + ["measure"], kind="stable").reset_index(drop=True)
+
+
+def _at_matched_k(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a comparison table at their pair's matched k (all where it has none)."""
+    if "matched_k" not in df.columns:
+        return df
+    return df[df["matched_k"].isna() | (df["k"] == df["matched_k"])].reset_index(drop=True)
 
 
 def phases_table(runs) -> pd.DataFrame:

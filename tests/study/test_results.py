@@ -175,3 +175,24 @@ def test_reproduce_reruns_the_smoke_study_and_gets_every_table_back(tmp_path):
 def test_reproduce_refuses_a_folder_without_a_manifest(tmp_path):
     r = run_cli("reproduce", str(tmp_path))
     assert r.returncode == 2 and "holds no manifest.json" in r.stderr
+
+
+def test_the_comparisons_table_keeps_each_pair_of_runs_at_its_matched_k(tmp_path):
+    """The report shows every k; the result folder keeps the k each pair is judged at (a
+    pair's `matched_k`), so a study of many runs stays a small table."""
+    from study.core.tables import COMPARE_SIMILARITY, COMPARE_STITCHING
+    from study.sweep.result_tables import comparisons_table
+    pairs = [("a", "b", 4), ("b", "a", 8)]
+    common = lambda run, other, k, matched: dict(  # noqa: E731
+        variable="v", run=run, other_run=other, model="m", other_model="m", site="s",
+        other_site="s", alignment="oaf", k=k, matched_k=matched)
+    sim = [dict(common(a, b, k, m), measure="cka", value=0.5, baseline=0.0, random_subspace=0.1)
+           for a, b, m in pairs for k in (4, 8, 16)]
+    st = [dict(common(a, b, k, m), iia=0.9, own_iia=0.95, shuffled_map_iia=0.2,
+               random_subspace_iia=0.0) for a, b, m in pairs for k in (4, 8, 16)]
+    COMPARE_SIMILARITY.frame(sim).to_parquet(tmp_path / f"{COMPARE_SIMILARITY.name}.parquet")
+    COMPARE_STITCHING.frame(st).to_parquet(tmp_path / f"{COMPARE_STITCHING.name}.parquet")
+    table = comparisons_table([], tmp_path)
+    kept = table.groupby(["run", "other_run"])["k"].agg(set).to_dict()
+    assert kept == {("a", "b"): {4}, ("b", "a"): {8}}
+    assert set(table["measure"]) == {"cka", "stitched_iia", "shuffled_map_iia"}
