@@ -122,7 +122,7 @@ HELP = {
     "reproduce": Help(
         ("reproduce RESULT_DIR [work=DIR]",),
         (("work", "a temporary folder", "where the study is rerun"),),
-        "python -m study reproduce results/demo-2026-11-27"),
+        "python -m study reproduce results/demo-2026-11-29"),
     "results-docs": Help(
         ("results-docs [check=true]",),
         (("check", "false", "true: rewrite nothing, exit 1 where a docs table differs"),),
