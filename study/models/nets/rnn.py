@@ -180,7 +180,7 @@ class RecurrentLM(nn.Module):
             # rows by decreasing length, as pack_padded_sequence(enforce_sorted=False) sorts
             lengths, order = torch.sort(lengths, descending=True)  # (batch,) on the CPU
             rank = torch.empty_like(order)
-            rank[order] = torch.arange(len(order))  # row i's place in the packed batch
+            rank[order] = torch.arange(len(order), device=order.device)  # row i's place, packed
             srt, uns = order.to(x.device), rank.to(x.device)
             p = pack_padded_sequence(x.index_select(0, srt), lengths, batch_first=True)
             if self.is_lstm:
@@ -262,7 +262,7 @@ class RecurrentLM(nn.Module):
            left-aligned; then per row: clean before pos, the site's h at pos, the rest after."""
         H, (B, T), dev = self.d_hidden, x.shape[:2], x.device
         first = int(pos.min())
-        steps_cpu = torch.arange(T)[None, :]  # (1, T)
+        steps_cpu = torch.arange(T, device="cpu")[None, :]  # (1, T): indices for the packed call
         if clean is None:  # h before each row's step: its own h at min(t, pos) (B, T, H)
             state, prefix = self._own_states(x, pos, torch.minimum(steps_cpu, pos[:, None]))
         else:  # a copy: the sites' hooks may write into what they are handed
