@@ -222,8 +222,7 @@ def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> p
     """Per (model, variable, k, trained alignment other than `reference`): the paired difference of
     test IIA (alignment − reference) over the runs that scored both, its mean and t interval
     over runs (none with one run), and each run's difference."""
-    from scipy import stats
-
+    from study.analyses.common.stats import t_interval
     from study.core.alignments import trained
     from study.core.tables import DAS
     columns = ["model", "variable", "k", "alignment", "reference", "n_runs", "iia",
@@ -260,13 +259,11 @@ def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> p
             continue
         base = ref.loc[[(run, variable, k) for run in g["run"]]].to_numpy()
         gaps = g["iia"].to_numpy() - base
-        n = len(gaps)
-        half = (stats.t.ppf(0.5 + level / 2, n - 1) * gaps.std(ddof=1) / math.sqrt(n)
-                if n > 1 else math.nan)
+        gap, gap_lo, gap_hi = t_interval(gaps, level)
         rows.append({"model": model, "variable": variable, "k": int(k), "alignment": alignment,
-                     "reference": reference, "n_runs": n, "iia": float(g["iia"].mean()),
-                     "iia_reference": float(base.mean()), "gap": float(gaps.mean()),
-                     "gap_lo": float(gaps.mean() - half), "gap_hi": float(gaps.mean() + half),
+                     "reference": reference, "n_runs": len(gaps), "iia": float(g["iia"].mean()),
+                     "iia_reference": float(base.mean()), "gap": gap,
+                     "gap_lo": gap_lo, "gap_hi": gap_hi,
                      "gaps": " ".join(f"{run}: {d:+.3f}" for run, d in zip(g["run"], gaps)),
                      "time_limited": bool(g["time_limited"].any())})
     return pd.DataFrame(rows, columns=columns)

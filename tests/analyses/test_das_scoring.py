@@ -189,3 +189,17 @@ def test_the_analysis_fits_the_trained_control_on_the_step_0_network(tmp_path):
     with pytest.warns(UserWarning, match="step-0"):
         out = get("analysis", "das").obj(replace(ctx, model_at=None))
     assert out["das_control"].empty and len(out["das_shuffled"])
+
+
+def test_the_t_interval_over_runs_is_students_and_needs_two_runs():
+    """The interval the seed verdicts and the paired alignment gaps share: mean ± t(0.975,
+    n − 1) · sd / √n, with no interval from one run."""
+    from scipy.stats import t
+
+    from study.analyses.common.stats import t_interval
+    mean, lo, hi = t_interval(np.array([0.2, 0.4, 0.6]))
+    half = t.ppf(0.975, 2) * 0.2 / np.sqrt(3)
+    assert mean == pytest.approx(0.4) and (lo, hi) == pytest.approx((0.4 - half, 0.4 + half))
+    assert t_interval(np.array([0.2, 0.4, 0.6]), sd=0.4)[2] == pytest.approx(0.4 + 2 * half)
+    one = t_interval(np.array([0.7]))
+    assert one[0] == 0.7 and np.isnan(one[1]) and np.isnan(one[2])

@@ -50,6 +50,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from study.analyses.common.stats import t_interval
 from study.core.alignments import control, label_of, trained
 from study.core.sites import site_label
 from study.core.tables import (COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING, DAS,
@@ -78,24 +79,19 @@ def seed_interval(values, restart_sd=None, level: float = 0.95) -> tuple[float, 
     the seeds' own and the restarts' pooled one (root mean square; a seed's kept value is one
     restart's, so the seeds' spread may understate it). IIA is a share: the interval is
     clipped to [0, 1]. (mean, nan, nan) under two seeds."""
-    from scipy.stats import t
-
     v = np.asarray(values, dtype=float)
     keep = ~np.isnan(v)
     v = v[keep]
-    if v.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    mean = float(v.mean())
     if v.size < 2:
-        return mean, float("nan"), float("nan")
+        return t_interval(v, level)
     sd = float(v.std(ddof=1))
     if restart_sd is not None:
         r = np.asarray(restart_sd, dtype=float)[keep]
         r = r[~np.isnan(r)]
         if r.size:
             sd = max(sd, float(np.sqrt(np.mean(r ** 2))))
-    half = float(t.ppf(0.5 + level / 2, v.size - 1)) * sd / np.sqrt(v.size)
-    return mean, max(0.0, mean - half), min(1.0, mean + half)
+    mean, lo, hi = t_interval(v, level, sd)
+    return mean, max(0.0, lo), min(1.0, hi)
 
 
 def _nan(x) -> bool:
