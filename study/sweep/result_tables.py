@@ -222,7 +222,7 @@ def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> p
     """Per (model, variable, k, trained alignment other than `reference`): the paired difference of
     test IIA (alignment − reference) over the runs that scored both, its mean and t interval
     over runs (none with one run), and each run's difference."""
-    from study.analyses.common.stats import t_interval
+    from study.core.intervals import t_interval
     from study.core.alignments import trained
     from study.core.tables import DAS
     columns = ["model", "variable", "k", "alignment", "reference", "n_runs", "iia",

@@ -196,7 +196,7 @@ def test_the_t_interval_over_runs_is_students_and_needs_two_runs():
     n − 1) · sd / √n, with no interval from one run."""
     from scipy.stats import t
 
-    from study.analyses.common.stats import t_interval
+    from study.core.intervals import t_interval
     mean, lo, hi = t_interval(np.array([0.2, 0.4, 0.6]))
     half = t.ppf(0.975, 2) * 0.2 / np.sqrt(3)
     assert mean == pytest.approx(0.4) and (lo, hi) == pytest.approx((0.4 - half, 0.4 + half))

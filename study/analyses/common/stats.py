@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-LEVEL = 0.95  # the interval's coverage
+from study.core.intervals import LEVEL  # the intervals' coverage
 
 
 def wilson_interval(right: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
@@ -35,22 +35,6 @@ def wilson_interval(right: np.ndarray, level: float = LEVEL) -> tuple[float, flo
     ci = binomtest(int(x.sum()), int(x.size)).proportion_ci(confidence_level=level,
                                                             method="wilson")
     return float(ci.low), float(ci.high)
-
-
-def t_interval(values: np.ndarray, level: float = LEVEL,
-               sd: float | None = None) -> tuple[float, float, float]:
-    """(mean, lo, hi): Student's t interval at coverage `level` for the mean of `values`
-    ((n,) floats, none NaN), with the sample standard deviation or `sd` where given; lo and hi
-    NaN under two values."""
-    from scipy.stats import t
-
-    v = np.asarray(values, dtype=float)
-    mean = float(v.mean()) if v.size else float("nan")
-    if v.size < 2:
-        return mean, float("nan"), float("nan")
-    spread = float(v.std(ddof=1)) if sd is None else float(sd)
-    half = float(t.ppf(0.5 + level / 2, v.size - 1)) * spread / np.sqrt(v.size)
-    return mean, mean - half, mean + half
 
 
 def iia_scores(right: np.ndarray, changed: np.ndarray, tested: np.ndarray,

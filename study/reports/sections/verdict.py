@@ -50,7 +50,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from study.analyses.common.stats import t_interval
+from study.core.intervals import t_interval
 from study.core.alignments import control, label_of, trained
 from study.core.sites import site_label
 from study.core.tables import (COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING, DAS,
