@@ -16,6 +16,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from study.analyses.common.context import PARTIAL
 from study.checks.gpu_check_items import ROOT, Item, Options, Result
 
 SUMMARY, LOG, ARCHIVE = "summary.md", "gpu-check.log", "runs.tar.gz"
@@ -195,9 +196,14 @@ def _tail(text: str, limit: int) -> str:
 
 
 def _weights(info: tarfile.TarInfo) -> bool:
-    """A trained network's weights or optimiser state: under `checkpoints/`, all but meta.json."""
+    """A trained network's weights or optimiser state: under `checkpoints/`, all but
+    meta.json; and an analysis's work in progress (`analyses/<name>/partial/`: das's training
+    snapshots, `study.analyses.common.context.PARTIAL`)."""
     parts = Path(info.name).parts
-    return "checkpoints" in parts[:-1] and info.isfile() and parts[-1] != "meta.json"
+    if not info.isfile():
+        return False
+    snapshot = any(a == "analyses" and p == PARTIAL for a, p in zip(parts, parts[2:-1]))
+    return snapshot or ("checkpoints" in parts[:-1] and parts[-1] != "meta.json")
 
 
 def _pack(work: Path, archive: Path, limit: int = ARCHIVE_BYTES,

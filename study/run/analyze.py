@@ -4,11 +4,14 @@ tables go to `RUN_DIR/analyses/<name>/<table>.parquet` (atomic), artefacts besid
 
 Analysing holds the run directory's claim (a no-op inside `run`, which holds it already); a
 damaged table or alignment file found there is set aside as `NAME.damaged` and recomputed.
+An analysis's work in progress (`partial/`, `study.analyses.common.context.PARTIAL`: das's
+training snapshots) is removed once its tables are written.
 Each analysis is a timed stage (`study/core/progress.py`): its wall time goes to the log when
 it ends, and a line at least every 30 s while it runs."""
 from __future__ import annotations
 
 import logging
+import shutil
 
 from study.run.handle import Run
 from study.run.config import json_settings
@@ -41,7 +44,7 @@ def analyze(run: Run, configs: dict, checkpoint: str | int = "final",
 def _analyze(run: Run, configs: dict, checkpoint: str | int, trajectory: bool) -> None:
     import pandas as pd
 
-    from study.analyses.common.context import AnalysisContext
+    from study.analyses.common.context import PARTIAL, AnalysisContext
 
     rd, cfg, task = run.rundir, run.config, run.task
     from study.train.runtime import resolve_device
@@ -68,6 +71,8 @@ def _analyze(run: Run, configs: dict, checkpoint: str | int, trajectory: bool) -
                 df = _merge_checkpoints(out / f"{table}.parquet", df, ctx.checkpoint)
                 rd.write_parquet(f"analyses/{name}/{table}.parquet", df)
             rd.write_json(f"analyses/{name}/{SETTINGS}", json_settings(acfg))
+            if (out / PARTIAL).is_dir():  # its tables are written: nothing left to resume
+                shutil.rmtree(out / PARTIAL)
 
 
 def _merge_checkpoints(path, df, step: int):

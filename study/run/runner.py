@@ -15,6 +15,7 @@ import socket
 import time
 from pathlib import Path
 
+from study.analyses.common.context import PARTIAL
 from study.core import registry
 from study.run.build import build_task
 from study.run.handle import open_run
@@ -290,7 +291,9 @@ def _analyses(cfg: RunConfig, rd: RunDir) -> None:
     for name in cfg.analyses:  # every table it writes, or it runs again whole
         missing = runstate.missing_outputs(rd, name)
         if missing and rd.analysis_dir(name).is_dir() and any(rd.analysis_dir(name).iterdir()):
-            log(f"analysis {name}: {', '.join(missing)} missing; recomputing it")
+            how = ("continuing it from its snapshots (partial/)"
+                   if (rd.analysis_dir(name) / PARTIAL).is_dir() else "recomputing it")
+            log(f"analysis {name}: {', '.join(missing)} missing; {how}")
         if missing:
             todo.append(name)
     if todo:

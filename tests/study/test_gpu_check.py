@@ -204,6 +204,9 @@ def test_the_archive_stops_short_of_its_cap_small_files_first_and_names_what_is_
     (runs / "huge.bin").write_bytes(os.urandom(800 << 10))  # over the member cap
     (work / "grid" / "run" / "checkpoints" / "step-1").mkdir(parents=True)
     (runs / "checkpoints" / "step-1" / "model.safetensors").write_bytes(b"w" * 100)
+    (runs / "analyses" / "das" / "partial").mkdir(parents=True)  # DAS training snapshots
+    (runs / "analyses" / "das" / "partial" / "0123.pt").write_bytes(b"s" * 100)
+    (runs / "analyses" / "das" / "das.parquet").write_bytes(b"t" * 100)
     archive = tmp_path / "runs.tar.gz"
     assert gpu_check_summary._pack(work, archive, limit=int(1.5 * 2**20),
                                    member_limit=600 << 10) is None
@@ -216,7 +219,8 @@ def test_the_archive_stops_short_of_its_cap_small_files_first_and_names_what_is_
     assert 0 < len(kept) < 6
     assert "grid/run/huge.bin" in note and "grid/run/huge.bin" not in names
     assert all(f"grid/run/big{i}.bin" in note for i in range(6) if f"grid/run/big{i}.bin" not in names)
-    assert not [n for n in names if n.endswith("model.safetensors")]
+    assert not [n for n in names if n.endswith("model.safetensors") or "/partial/" in n]
+    assert "grid/run/analyses/das/das.parquet" in names
 
 
 def test_the_log_keeps_each_items_last_lines_past_its_cap():

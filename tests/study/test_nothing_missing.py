@@ -1,10 +1,14 @@
 """Nothing of a finished run goes missing silently: each table or weights file truncated, the
 same `run` command makes the run whole again, equal to the undamaged run; what cannot be
-remade is named; a full disk is one line in every writer, leaving no folder of its own."""
+remade is named; a full disk is one line in every writer, leaving no folder of its own. A run
+stopped during DAS continues its search from the snapshots (`analyses/das/partial/`) to the
+same tables, and the snapshot folder, removed once the tables are written, never makes an
+analysis look done or damaged."""
 from __future__ import annotations
 
 import errno
 import shutil
+import signal
 from pathlib import Path
 
 import pandas as pd
@@ -87,6 +91,57 @@ def test_a_missing_table_is_recomputed_while_its_siblings_stay(copy_of, name):
     (copy / "analyses" / name).unlink()
     _rerun(copy)
     assert "missing; recomputing it" in (copy / "run.log").read_text()
+    _assert_same(original, copy)
+
+
+def test_a_run_stopped_during_das_continues_it_to_the_same_tables(copy_of, monkeypatch):
+    from study.analyses.common.context import PARTIAL
+    from study.analyses.das import loop, snapshot
+    from study.core.signals import Interrupted
+    from study.run import runstate
+    original, copy = copy_of
+    shutil.rmtree(copy / "analyses" / "das")
+    monkeypatch.setattr(snapshot, "SNAPSHOT_S", 0.0)
+    update, calls = loop.Batch.update, []
+
+    def stopped(batch, active, idx):  # a SIGTERM after the 30th update, before its snapshot
+        out = update(batch, active, idx)
+        calls.append(1)
+        if len(calls) == 30:
+            raise Interrupted(signal.SIGTERM)
+        return out
+
+    monkeypatch.setattr(loop.Batch, "update", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        _rerun(copy)
+    partial = copy / "analyses" / "das" / PARTIAL
+    assert runstate.state_of(copy) == "interrupted" and any(partial.glob("*.pt"))
+    assert not runstate.complete(copy, ["das"])  # snapshots are no tables
+    monkeypatch.setattr(loop.Batch, "update", update)
+    _rerun(copy)
+    log = (copy / "run.log").read_text()
+    assert "missing; continuing it from its snapshots (partial/)" in log
+    assert "das: resumed up_down:count state@pair k=" in log
+    _assert_same(original, copy)
+    assert not partial.exists() and runstate.complete(copy, ["das", "patching"])
+
+
+def test_a_leftover_snapshot_folder_leaves_a_finished_analysis_done_and_unread(copy_of):
+    from study.analyses.common.context import PARTIAL
+    from study.reports.load import load_run
+    from study.run import runstate
+    original, copy = copy_of
+    partial = copy / "analyses" / "das" / PARTIAL
+    partial.mkdir()
+    (partial / "0123.pt").write_bytes(b"not a snapshot")
+    (partial / "das.parquet").write_bytes(b"not a table")
+    assert runstate.complete(copy, ["das", "patching"])
+    tables = {p: p.stat().st_mtime_ns for p in copy.glob("analyses/*/*.parquet")}
+    _rerun(copy)
+    assert {p: p.stat().st_mtime_ns for p in copy.glob("analyses/*/*.parquet")} == tables
+    assert not list(copy.rglob("*.damaged*"))
+    assert "recomputing" not in (copy / "run.log").read_text()
+    assert load_run(copy).tables.keys() == load_run(original).tables.keys()
     _assert_same(original, copy)
 
 

@@ -16,6 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+# `ctx.out_dir / PARTIAL`: an analysis's work in progress (das's training snapshots,
+# `study/analyses/das/snapshot.py`), kept across an interruption so that the same command
+# continues it; the application removes it once the analysis's tables are written
+# (`study/run/analyze.py`). It is never a table or an artefact: what a run, a report or a
+# result folder reads of an analysis lies directly in its folder.
+PARTIAL = "partial"
+
 
 @dataclass
 class AnalysisContext:
@@ -28,7 +35,7 @@ class AnalysisContext:
     model_name: str
     checkpoint: int  # the training step of the weights analysed
     device: Any  # torch.device
-    out_dir: Path  # RUN_DIR/analyses/<name>/ (exists)
+    out_dir: Path  # RUN_DIR/analyses/<name>/ (exists); work in progress under PARTIAL
     seed: int = 0
     # model_at(step) -> the same network at another logged training step, prepared like
     # `model` (eval mode, on `device`, frozen); raises LookupError when the run has no such

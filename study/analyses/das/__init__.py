@@ -327,6 +327,7 @@ def run(ctx):
     from study.analyses.das.controls import (control_ks, shuffled_sources, transfer_rows,
                                              value_keys)
     from study.analyses.das.search import COLUMNS, search, site_data
+    from study.analyses.das.snapshot import Snapshots
     from study.core.tables import DAS_TRANSFER
     from study.models.sites import default_sites
 
@@ -334,6 +335,8 @@ def run(ctx):
     variables = asked_variables(cfg.variables, task)
     sites = default_sites(model, cfg.sites, cfg.layers, every_layer=False, setting="das")
     seed = ctx.seed + cfg.seed
+    # each training's snapshots, so that an interrupted analysis continues (`partial/`)
+    snaps = Snapshots.under(ctx.out_dir, cfg).within(checkpoint=ctx.checkpoint)
     untrained = _step0(ctx) if cfg.controls else None
     trained = tuple(a for a in cfg.alignments if a in TRAINED) if cfg.controls else ()
     n_controls = 1 + (untrained is not None)
@@ -361,7 +364,8 @@ def run(ctx):
                 init = (seed * 1_000_003 + ctx.checkpoint) * 1009 + v_i
                 here = {}
                 r, s = search(model, data, variable, position, cfg, init,
-                              ctx.checkpoint, progress=bar, kept=here)
+                              ctx.checkpoint, progress=bar, kept=here,
+                              snapshots=snaps.within(search="trained"))
                 rows += r
                 saved.update(s)
                 if cfg.save_pyvene:
@@ -375,14 +379,16 @@ def run(ctx):
                                                       pairs=(train_pairs, test_pairs),
                                                       task=task), variable,
                               position, cfg, init, ctx.checkpoint, progress=bar,
-                              alignments=trained, ks=ks)
+                              alignments=trained, ks=ks,
+                              snapshots=snaps.within(search="shuffled control"))
                 shuffled += r
                 if untrained is not None:
                     data0 = site_data(untrained, train_pairs, test_pairs, kind, layer, position,
                                       ctx.device, cfg.eval_batch_size, outputs=task,
                                       judge=model)
                     r, _ = search(untrained, data0, variable, position, cfg, init, 0,
-                                  progress=bar, alignments=trained, ks=ks)
+                                  progress=bar, alignments=trained, ks=ks,
+                                  snapshots=snaps.within(search="step-0 control"))
                     control += r
                 fits = {(name, k): inst for (name, _, _, k), inst in here.items()}
                 for pairs in checks:

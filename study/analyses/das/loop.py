@@ -27,19 +27,31 @@ it alone gives (to float tolerance; `tests/analyses/test_das_batched.py`):
   the next forward, so its parameters get no gradient, and Adam, which skips a parameter
   without one, moves it no further (a zero gradient would still move it through the
   momentum). Training ends once every member has stopped.
+- snapshots [ours]: given its key (`study/analyses/das/snapshot.py`), `train` saves its whole
+  state every `SNAPSHOT_S` seconds and when it ends, and continues from a matching snapshot
+  (a finished one: the members restored, nothing trained), so a stopped search resumes to
+  the result of one never stopped (bit for bit on a CPU); the only per-update cost is a
+  clock read. While it trains, a progress line every `EVERY_S` seconds reaches run.log.
 A pair is right when every scored position is right: its argmax among the task's output ids
 is its counterfactual label (the rule training scores with).
 """
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 
 import torch
 
 from study.analyses.common.interchange import rows_right
+from study.analyses.das import snapshot as snapshots
 from study.analyses.das.stacked import StackedAlignment
 from study.analyses.das.update import MIN_GAIN, WINDOW, lr_factor, scored_iv
 from study.core.labels import IGNORE
+from study.core.logs import PROGRESS
+from study.core.progress import EVERY_S
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -98,16 +110,38 @@ class Batch:
         right = rows_right(logits.detach(), labels, rows, len(idx), pt.outputs)  # (m * b,)
         return right.view(m, b).float().mean(1).tolist()  # one host sync per step
 
+    def state_dict(self) -> dict:
+        """The members' parameters, the optimiser's and the schedule's state (what a
+        snapshot keeps of the batch, `study/analyses/das/snapshot.py`)."""
+        return {"params": [m.inst.state_dict() for m in self.members],
+                "optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for m, params in zip(self.members, state["params"]):
+            m.inst.load_state_dict(params)
+        self.opt.load_state_dict(state["optimizer"])
+        self.sched.load_state_dict(state["scheduler"])
+
 
 def train(model, data, members: list[Member], *, steps: int, batch_size: int,
-          stop_iia: float, patience: int = 0) -> list[int]:
+          stop_iia: float, patience: int = 0, snapshot=None) -> list[int]:
     """Fit the members' alignments together on `data` (a `search.SiteData`); returns each
-    one's number of updates, as training it alone would."""
+    one's number of updates, as training it alone would. `snapshot` (a
+    `study.analyses.das.snapshot.Snapshots` of this call's key), where given: the state is
+    saved there every `SNAPSHOT_S` seconds and at the end, and a matching snapshot is
+    continued from (a finished one restores the members without training), to the same
+    result; while training, a line every `EVERY_S` seconds says how far it is."""
     out = [0] * len(members)
     live = [j for j, m in enumerate(members)
             if any(p.requires_grad for p in m.inst.parameters())]
     if not live or steps == 0:
         return out
+    fingerprint = None if snapshot is None else snapshot.fingerprint(data)
+    saved = None if snapshot is None else snapshot.load(fingerprint)
+    if saved is not None and saved["finished"]:  # nothing left to train
+        for j, params in zip(live, saved["params"]):
+            members[j].inst.load_state_dict(params)
+        return _updates(out, live, saved["done"], steps)
     batch = Batch(model, data, [members[j] for j in live], steps)
     n, n_m = len(data.train), len(live)
     gens = [torch.Generator().manual_seed(int(members[j].seed)) for j in live]  # host-side
@@ -116,7 +150,22 @@ def train(model, data, members: list[Member], *, steps: int, batch_size: int,
     recent: list[list[float]] = [[] for _ in range(n_m)]
     best, best_at = [-1.0] * n_m, [0] * n_m
     done: list[int | None] = [None] * n_m  # updates made, once stopped
-    for i in range(steps):
+    start = 0
+    if saved is not None:  # continue where the snapshot stopped
+        batch.load_state_dict(saved)
+        for g, state in zip(gens, saved["generators"]):
+            g.set_state(state)
+        order, at, start = saved["order"], saved["at"], saved["step"]
+        recent, best, best_at, done = (saved[k] for k in ("recent", "best", "best_at", "done"))
+        _log.info(f"das: resumed {snapshot.label()} at update {start:,} from its snapshot")
+
+    def state(i: int) -> dict:
+        return {"step": i, "finished": False, **batch.state_dict(),
+                "generators": [g.get_state() for g in gens], "order": order, "at": at,
+                "recent": recent, "best": best, "best_at": best_at, "done": done}
+
+    saved_at = said_at = time.monotonic()
+    for i in range(start, steps):
         active = [j for j in range(n_m) if done[j] is None]
         if not active:
             break
@@ -138,6 +187,23 @@ def train(model, data, members: list[Member], *, steps: int, batch_size: int,
                 best[j], best_at[j] = mean, i
             elif patience and i - best_at[j] >= patience:
                 done[j] = i + 1
+        if snapshot is None:
+            continue
+        now = time.monotonic()  # the only per-update cost of snapshots
+        if now - saved_at >= snapshots.SNAPSHOT_S:
+            snapshot.save(fingerprint, state(i + 1))
+            saved_at = now
+        if now - said_at >= EVERY_S:
+            _log.info(f"das: {snapshot.label()}: {i + 1:,}/{steps:,} updates", extra=PROGRESS)
+            said_at = now
+    if snapshot is not None:  # finished: the alignments and their updates are all it needs
+        snapshot.save(fingerprint, {"step": steps, "finished": True, "done": done,
+                                    "params": [members[j].inst.state_dict() for j in live]})
+    return _updates(out, live, done, steps)
+
+
+def _updates(out: list[int], live: list[int], done: list, steps: int) -> list[int]:
+    """Each member's number of updates: where it stopped, else the whole budget."""
     for j, d in zip(live, done):
         out[j] = steps if d is None else d
     return out

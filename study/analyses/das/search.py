@@ -222,11 +222,13 @@ def batches(names, cfg, device) -> list[list[tuple[str, int]]]:
 
 
 def fit(model, data: SiteData, names, k: int, cfg, seed: int, warm: dict | None = None,
-        label: str = "", variable: str = "") -> dict[str, Fit]:
+        label: str = "", variable: str = "", snapshots=None) -> dict[str, Fit]:
     """Every alignment kind of `names` at one k: each kind's restarts (`starts`, from
     `warm[name]` where given) trained in the batches of `batches` (one forward of the network
     per step for each batch, `study/analyses/das/loop.py`), and each kind's best chosen
-    (`choose`)."""
+    (`choose`). `snapshots`: where each batch's training keeps its snapshots
+    (`study/analyses/das/snapshot.py`), keyed further by k, the batch's members and `seed`;
+    None: none kept."""
     warm = warm or {}
     insts = {name: starts(data, name, k, cfg, kind_seed(name, k, seed), warm.get(name))
              for name in names}
@@ -235,7 +237,9 @@ def fit(model, data: SiteData, names, k: int, cfg, seed: int, warm: dict | None 
     budget = dict(steps=cfg.steps, batch_size=cfg.batch_size, stop_iia=cfg.stop_iia,
                   patience=cfg.patience)
     for group in batches(names, cfg, data.src_train.device):
-        train(model, data, [trainings[key] for key in group], **budget)
+        snapshot = (None if snapshots is None
+                    else snapshots.within(k=k, members=group, seed=seed))
+        train(model, data, [trainings[key] for key in group], **budget, snapshot=snapshot)
     return {name: choose(model, data, name, insts[name], cfg, k, label, variable)
             for name in names}
 
@@ -271,12 +275,15 @@ COLUMNS = list(DAS.columns)  # the das, das_shuffled and das_control tables' col
 
 def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
            checkpoint: int, progress=None, alignments=None,
-           kept: dict | None = None, ks=None) -> tuple[list[dict], dict]:
+           kept: dict | None = None, ks=None, snapshots=None) -> tuple[list[dict], dict]:
     """Every (alignment, k) of the config at one site: table rows (`COLUMNS`) and saved
     tensors. k runs in increasing order so each k can start from the previous one's fit of
     the same kind. `alignments`, `ks`: only these kinds and k (default: the config's; the
     controls run at `control_ks`). `kept`, if given, receives the fitted alignments:
-    (alignment, variable, site label, k) -> the instance."""
+    (alignment, variable, site label, k) -> the instance. `snapshots`: where the trainings
+    keep their snapshots (`study/analyses/das/snapshot.py`; keyed by the caller with which
+    search this is, and here by variable and site), so an interrupted search continues;
+    None: none kept."""
     width = data.src_train.shape[1]
     rows, saved = [], {}
     label = site_key(data.kind, data.layer, position)
@@ -285,6 +292,8 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
     chance = {s: chance_iia(getattr(data, s).cf_labels.cpu().numpy(), tested[s])
               for s in ("train", "test")}
     names = tuple(alignments or cfg.alignments)
+    if snapshots is not None:
+        snapshots = snapshots.within(variable=variable, site=label, position=position)
     warm = {}
     for k in sorted(cfg.k if ks is None else ks):
         if k > width:
@@ -293,7 +302,7 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
                 progress.update(len(names))
             continue
         fits = fit(model, data, names, k, cfg, seed, warm if cfg.warm_start else None,
-                   label, variable)
+                   label, variable, snapshots)
         for name in names:
             got = fits[name]
             for split in ("train", "test"):
