@@ -4,7 +4,7 @@ At the authors' budget (`das.scale=paper`: 20,000 updates of batch 128, 3 restar
 code: grantsrb/mas]) one network's search takes hours on a CPU. Each call of the loop
 (`study/analyses/das/loop.train`: one batch of members, some (alignment kind, restart)
 trainings at one k) keeps its state in one file under the analysis's `partial/` folder
-(`FOLDER`), written every `SNAPSHOT_S` seconds and when it finishes: each member's
+(`PARTIAL`), written every `SNAPSHOT_S` seconds and when it finishes: each member's
 parameters, the Adam and learning-rate schedule states, each member's batch generator, its
 permutation of the pairs and place in it, the stopping rule's bookkeeping and the update
 index. Re-running the same command loads it and continues from that update, which on a CPU
@@ -35,7 +35,6 @@ from study.analyses.common.context import PARTIAL
 from study.core.atomic import atomic_path, remove_temporaries
 
 SNAPSHOT_S = 60.0  # seconds between a training's snapshots (tests set 0: every update)
-FOLDER = PARTIAL  # under the analysis's folder (`ctx.out_dir`)
 VERSION = 1  # of the file's layout; another version is not loaded
 
 _log = logging.getLogger(__name__)
@@ -71,7 +70,7 @@ class Snapshots:
         """The snapshots of an analysis writing to `out_dir` with settings `cfg` (its frozen
         config dataclass); temporaries a killed write left there are removed (the caller
         holds the run directory's claim)."""
-        folder = Path(out_dir) / FOLDER
+        folder = Path(out_dir) / PARTIAL
         if folder.is_dir():
             remove_temporaries(folder)
         return cls(folder, _digest(asdict(cfg)))
