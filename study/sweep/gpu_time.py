@@ -10,8 +10,14 @@ default every restart of every trained alignment kind in one forward). A fused
 recurrent kernel (`torch._VF.gru` / `lstm`, which a recurrent network's intervened forward
 runs) is one operation on CUDA (cuDNN) each way, where the CPU runs it as a loop of small
 operations per time step: it counts as one operation issued forward and one backward, and
-the CPU's operations inside it as kernels it runs on the GPU (`kernels`; cuDNN fuses each
-step's gates into fewer, so this bounds them from above). A step then takes on the GPU
+the kernels cuDNN runs inside it as cuDNN's RNN implementation is described (Appleyard,
+Kočiský & Blunsom 2016, "Optimizing Performance of Recurrent Neural Networks on GPUs",
+arXiv:1604.01946, the optimisations in cuDNN 5 on: the input's GEMM for every step at once,
+then per step one GEMM of the recurrent weights for all gates and one kernel of the fused
+element-wise gate operations; `CUDNN_*`). The CPU's own operations inside it, as if each were
+a GPU kernel, give an upper bound (`kernels_bound`, `kernels=cpu`). A step then takes on the GPU
+
+A step then takes on the GPU
 
     max(ops x OP_S, busy),   busy = (ops + kernels) x KERNEL_S + FLOPs / (PEAK x MFU)
 
@@ -50,6 +56,14 @@ KERNEL_S = 3e-6  # [ours] GPU time of one small kernel
 START_S = 30.0  # [ours] per run: imports, CUDA context, torch.compile, final evaluation
 CORES = 16  # a GPU node's cores (the H100/H200 nodes here have 16)
 JOB_S = 480.0  # what one GPU job gives a study: 8 of its 10 minutes
+# cuDNN's kernels for one layer and direction of a recurrent call over T steps (Appleyard et
+# al. 2016, arXiv:1604.01946): forward, the input GEMM of every step at once, then per step
+# the recurrent GEMM and the fused gate kernel; backward, per step the fused gate gradient and
+# the recurrent GEMM, then the input's gradient GEMM and the two weight-gradient GEMMs.
+CUDNN_STEP = 2  # kernels per time step, each way
+CUDNN_FORWARD = 1  # kernels per layer and direction, forward, besides the steps'
+CUDNN_BACKWARD = 3  # the same, backward
+KERNEL_MODELS = ("cudnn", "cpu")  # the kernels inside a recurrent call: cuDNN's, or the bound
 
 
 FUSED = ("gru", "lstm", "rnn_tanh", "rnn_relu")  # torch's fused recurrent kernels
@@ -59,20 +73,23 @@ class _Ops(TorchDispatchMode):
     """Counts the tensor operations (not views) run under it and their FLOPs (torch's
     `flop_registry`, what `FlopCounterMode` counts with: that mode also hooks every module,
     which would send a recurrent network down its step loop, `study/models/nets/rnn.py`).
-    Inside a fused kernel (`_Fused`) the operations the CPU runs are the kernel's own work
-    on the GPU (`kernels`), not operations issued one by one."""
+    Inside a fused kernel (`_Fused`) the operations the CPU runs are not issued one by one:
+    they bound the kernel's own work on the GPU (`bound`); `kernels` is cuDNN's count."""
 
     def __init__(self):
         super().__init__()
         self.count = 0  # operations issued
-        self.kernels = 0  # GPU kernels run inside fused operations
+        self.kernels = 0  # GPU kernels run inside fused operations, as cuDNN runs them
+        self.bound = 0  # the same, one for each operation the CPU runs inside them
         self.flops = 0.0
         self.inside = 0
 
     @contextlib.contextmanager
-    def fused(self):
-        """One fused operation: issued once, what runs inside it counted as its kernels."""
+    def fused(self, kernels: int):
+        """One fused operation running `kernels` GPU kernels: issued once, what the CPU runs
+        inside it counted as the bound on its kernels."""
         self.count += 1
+        self.kernels += kernels
         self.inside += 1
         try:
             yield
@@ -85,7 +102,7 @@ class _Ops(TorchDispatchMode):
         out = func(*args, **kwargs)
         if not getattr(func, "is_view", False):
             if self.inside:
-                self.kernels += 1
+                self.bound += 1
             else:
                 self.count += 1
         count_flops = flop_registry.get(func._overloadpacket)
@@ -96,18 +113,18 @@ class _Ops(TorchDispatchMode):
 
 class _Opaque(torch.autograd.Function):
     """A fused recurrent kernel as CUDA runs it (cuDNN: `_cudnn_rnn` forward,
-    `_cudnn_rnn_backward` backward): one operation each way. The CPU runs the same function
-    as a loop of small operations per time step; those are counted as the kernels the fused
-    operation runs on the GPU (an upper bound: cuDNN fuses each step's gates)."""
+    `_cudnn_rnn_backward` backward): one operation each way, running `kernels` (forward,
+    backward) GPU kernels. The CPU runs the same function as a loop of small operations per
+    time step; those are counted as the bound on its kernels."""
 
     @staticmethod
-    def forward(ctx, ops, call, spec, *leaves):
+    def forward(ctx, ops, call, kernels, spec, *leaves):
         from torch.utils._pytree import tree_unflatten
         inner = [x.detach().requires_grad_() if isinstance(x, torch.Tensor) and x.requires_grad
                  else x for x in leaves]
-        with torch.enable_grad(), ops.fused():
+        with torch.enable_grad(), ops.fused(kernels[0]):
             out = call(*tree_unflatten(inner, spec))
-            ctx.ops, ctx.inner, ctx.outs = ops, inner, out
+            ctx.ops, ctx.inner, ctx.outs, ctx.kernels = ops, inner, out, kernels[1]
             return tuple(o.detach().clone() for o in out)
 
     @staticmethod
@@ -115,12 +132,12 @@ class _Opaque(torch.autograd.Function):
         wanted = [i for i, x in enumerate(ctx.inner)
                   if isinstance(x, torch.Tensor) and x.requires_grad]
         pairs = [(o, g) for o, g in zip(ctx.outs, grads) if o.requires_grad]
-        with ctx.ops.fused():
+        with ctx.ops.fused(ctx.kernels):
             got = torch.autograd.grad([o for o, _ in pairs], [ctx.inner[i] for i in wanted],
                                       [g for _, g in pairs], allow_unused=True)
-        out = [None] * (3 + len(ctx.inner))
+        out = [None] * (4 + len(ctx.inner))
         for i, g in zip(wanted, got):
-            out[3 + i] = g
+            out[4 + i] = g
         return tuple(out)
 
 
@@ -138,23 +155,41 @@ class _Fused(TorchFunctionMode):
             return func(*args, **(kwargs or {}))
         from torch.utils._pytree import tree_flatten
         leaves, spec = tree_flatten((args, kwargs or {}))  # (args, kwargs) as leaves
-        return _Opaque.apply(self.ops, lambda a, kw: func(*a, **kw), spec, *leaves)
+        return _Opaque.apply(self.ops, lambda a, kw: func(*a, **kw), cudnn_kernels(args),
+                             spec, *leaves)
+
+
+def cudnn_kernels(args) -> tuple[int, int]:
+    """(forward, backward) kernels cuDNN runs for a call of a fused recurrent kernel with
+    these positional arguments: `(input, hx, params, has_biases, num_layers, dropout, train,
+    bidirectional, batch_first)`, or packed `(data, batch_sizes, hx, params, has_biases,
+    num_layers, dropout, train, bidirectional)`, whose steps are `len(batch_sizes)`."""
+    packed = isinstance(args[1], torch.Tensor) and args[1].dim() == 1 and \
+        not args[1].is_floating_point()
+    if packed:
+        steps, layers, both = len(args[1]), int(args[5]), bool(args[8])
+    else:
+        steps, layers, both = args[0].shape[1 if args[8] else 0], int(args[4]), bool(args[7])
+    cells = layers * (2 if both else 1)
+    return (cells * (CUDNN_STEP * steps + CUDNN_FORWARD),
+            cells * (CUDNN_STEP * steps + CUDNN_BACKWARD))
 
 
 @dataclass(frozen=True)
 class Cost:
-    """What one step issues: tensor operations, the kernels fused operations run inside,
-    and FLOPs."""
+    """What one step issues: tensor operations, the kernels fused operations run inside (as
+    cuDNN runs them, and their bound), and FLOPs."""
     ops: int
     kernels: int
     flops: float
+    bound: int = 0
 
 
 def _counted(fn) -> Cost:
     ops = _Ops()
     with ops, _Fused(ops):
         fn()
-    return Cost(ops.count, ops.kernels, ops.flops)
+    return Cost(ops.count, ops.kernels, ops.flops, ops.bound)
 
 
 def train_step(cfg, task) -> Cost:
@@ -251,12 +286,14 @@ class RunTime:
 
 
 class Estimator:
-    """Steps costed once per distinct setting, the op time calibrated on `ANCHOR`."""
+    """Steps costed once per distinct setting, the op time calibrated on `ANCHOR`; the
+    kernels inside recurrent calls as `kernels` says (`KERNEL_MODELS`: cuDNN's, or the
+    CPU's operations as the bound), which may be changed between estimates."""
 
-    def __init__(self, gpu: str = "h200"):
+    def __init__(self, gpu: str = "h200", kernels: str = "cudnn"):
         from study.run.build import build_task
         from study.run.config import resolve
-        self.gpu, self.peak = gpu, PEAK[gpu] * MFU
+        self.gpu, self.peak, self.kernels = gpu, PEAK[gpu] * MFU, kernels
         anchor = resolve(dict(ANCHOR))
         self.op_s = ANCHOR_S_PER_STEP / train_step(anchor, build_task(anchor)).ops
         self._cache: dict = {}
@@ -264,7 +301,8 @@ class Estimator:
     def _step(self, cost: Cost) -> tuple[float, float]:
         """(seconds, GPU-busy seconds) of a step issuing `cost`: as long as issuing its
         operations takes, or the GPU's work if that is longer."""
-        busy = (cost.ops + cost.kernels) * KERNEL_S + cost.flops / self.peak
+        inside = cost.bound if self.kernels == "cpu" else cost.kernels
+        busy = (cost.ops + inside) * KERNEL_S + cost.flops / self.peak
         return max(cost.ops * self.op_s, busy), busy
 
     def run(self, cfg) -> RunTime:
@@ -277,9 +315,9 @@ class Estimator:
         if key not in self._cache:
             das = cfg.analysis_configs.get("das")
             batches = das_batches(das) if "das" in cfg.analyses else []
-            self._cache[key] = (self._step(train_step(cfg, task)),
-                                [self._step(das_update(cfg, task, b)) for b in batches])
-        (t_s, t_busy), das_steps = self._cache[key]
+            self._cache[key] = (train_step(cfg, task), [das_update(cfg, task, b) for b in batches])
+        train_cost, das_costs = self._cache[key]
+        (t_s, t_busy), das_steps = self._step(train_cost), [self._step(c) for c in das_costs]
         n_das = das_updates(cfg) // max(1, len(das_steps))  # updates of each batch
         secs = START_S + cfg.train.steps * t_s + n_das * sum(d_s for d_s, _ in das_steps)
         busy = cfg.train.steps * t_busy + n_das * sum(d_busy for _, d_busy in das_steps)
@@ -302,9 +340,11 @@ def packed_seconds(times: list[RunTime]) -> float:
     return max(wall, sum(t.busy for t in times))
 
 
-def estimate(args: list[str], gpu: str = "h200") -> list[tuple[str, list[RunTime], float]]:
+def estimate(args: list[str], gpu: str = "h200", est: Estimator | None = None
+             ) -> list[tuple[str, list[RunTime], float]]:
     """(part, its runs' times, its packed wall time) for each part of the sweep `args`
-    describes (a study's parts, or the one sweep), on one GPU."""
+    describes (a study's parts, or the one sweep), on one GPU; `est` (one costs each setting
+    once) a new `Estimator` unless given."""
     from study.core.settings import split_args
     from study.sweep import studies
     from study.sweep.plan import parse
@@ -315,7 +355,7 @@ def estimate(args: list[str], gpu: str = "h200") -> list[tuple[str, list[RunTime
         study = studies.load(kv["study"])
         rest = {k: v for k, v in kv.items() if k != "study"}
         parts = [{**s, **rest} for s in study.sweeps()]
-    est = Estimator(gpu)
+    est = est or Estimator(gpu)
     out = []
     for part in parts:
         plan, _ = parse([f"{k}={v}" for k, v in part.items()])
@@ -325,22 +365,37 @@ def estimate(args: list[str], gpu: str = "h200") -> list[tuple[str, list[RunTime
     return out
 
 
+def _whole(parts) -> float:
+    return packed_seconds([t for _, times, _ in parts for t in times])
+
+
 def main(args: list[str]) -> int:
     from study.run.estimate import duration
-    gpu = "h200"
+    gpu, kernels = "h200", "cudnn"
     rest = []
     for a in args:
-        if a.startswith("gpu="):
-            gpu = a.split("=", 1)[1]
-            if gpu not in PEAK:
-                print(f"error: gpu={gpu!r}: choose from {', '.join(PEAK)}", file=sys.stderr)
+        key, _, value = a.partition("=")
+        if key == "gpu":
+            if value not in PEAK:
+                print(f"error: gpu={value!r}: choose from {', '.join(PEAK)}", file=sys.stderr)
                 return 2
+            gpu = value
+        elif key == "kernels":
+            if value not in KERNEL_MODELS:
+                print(f"error: kernels={value!r}: choose from {', '.join(KERNEL_MODELS)} (the "
+                      f"kernels inside a recurrent call: cuDNN's, or the CPU's operations as an "
+                      f"upper bound)", file=sys.stderr)
+                return 2
+            kernels = value
         else:
             rest.append(a)
-    parts = estimate(rest, gpu)
+    est = Estimator(gpu, kernels)
+    parts = estimate(rest, gpu, est)
     total = 0.0
+    inside = ("as cuDNN runs them" if kernels == "cudnn"
+              else "one for each operation the CPU runs: an upper bound")
     print(f"GPU time estimated on the CPU for one {gpu.upper()} (not measured on a GPU; "
-          f"study/sweep/gpu_time.py):")
+          f"study/sweep/gpu_time.py; kernels inside recurrent calls {inside}):")
     for name, times, wall in parts:
         longest = max(times, key=lambda t: t.seconds)
         print(f"- {name}: {len(times)} runs, up to {min(t.per_gpu for t in times)} per GPU; "
@@ -348,10 +403,17 @@ def main(args: list[str]) -> int:
               f"alone, the GPU busy {sum(t.busy for t in times):.0f} s of it; "
               f"packed {wall:.0f} s")
         total += wall
-    whole = packed_seconds([t for _, times, _ in parts for t in times])
+    whole = _whole(parts)
     print(f"in all: {whole:.0f} s ({duration(whole)}) as one sweep packs them "
           f"({total:.0f} s one part after another); "
           + ("within" if whole <= JOB_S else "over") + f" the {JOB_S:.0f} s of one GPU job")
+    if kernels == "cudnn":
+        est.kernels = "cpu"
+        bound = estimate(rest, gpu, est)
+        busy = sum(t.busy for _, times, _ in bound for t in times)
+        print(f"with every operation the CPU runs inside a recurrent call as a GPU kernel "
+              f"(kernels=cpu, an upper bound): {_whole(bound):.0f} s "
+              f"({duration(_whole(bound))}), the GPU busy {busy:.0f} s")
     return 0
 
 

@@ -102,8 +102,9 @@ def test_das_updates_count_every_batch_of_the_loop_at_every_k_and_control():
 
 
 def test_a_fused_recurrent_kernel_counts_as_one_operation_each_way_as_on_cuda():
-    """cuDNN runs torch's GRU as one operation forward and one backward; the CPU runs it as
-    a loop of small ones per step, counted as the kernels the GPU runs inside it. The
+    """cuDNN runs torch's GRU as one operation forward and one backward, two kernels a step
+    each way inside it (the recurrent GEMM, the fused gates) and a few per layer; the CPU
+    runs it as a loop of small ones per step, counted as the bound on those kernels. The
     counted step computes what the plain one does."""
     torch.manual_seed(0)
     gru, x = torch.nn.GRU(4, 8, batch_first=True), torch.randn(3, 20, 4)  # 20 steps
@@ -117,57 +118,40 @@ def test_a_fused_recurrent_kernel_counts_as_one_operation_each_way_as_on_cuda():
     cost = gpu_time._counted(step)
     for p, g in zip(gru.parameters(), plain):
         torch.testing.assert_close(p.grad, g)
-    assert cost.ops <= 12 and cost.kernels >= 20 * 10  # a handful issued; ~30 a step inside
-    ops = gpu_time._Ops()
-    with ops:  # without the fused kernel's rule: every small operation issued
-        step()
-    assert ops.count >= cost.kernels and ops.kernels == 0
+    assert cost.ops <= 12  # a handful issued
+    assert cost.kernels == (2 * 20 + 1) + (2 * 20 + 3)  # cuDNN's, forward and backward
+    assert cost.bound >= 20 * 10 > cost.kernels  # ~30 a step inside as the CPU runs it
 
 
-def test_a_recurrent_das_update_is_counted_on_the_path_it_runs():
-    """The DAS update at a recurrent state runs the fused kernel (`study/models/nets/rnn.py`,
-    gathered); a counter that hooked every module (torch's `FlopCounterMode`) would send it
-    down the step loop, and count that instead."""
-    cfg = resolve({"task": "counting", "model": "gru", "scale": "smoke", "analyses": "das",
-                   "das.alignments": "oaf,laf_sd", "das.variables": "up_down:count"})
-    task = build_task(cfg)
-    one, two = (gpu_time.das_update(cfg, task, kinds) for kinds in (("oaf",), ("oaf", "laf_sd")))
-    assert one.kernels > one.ops > 0  # most of the work inside the two fused calls
-    assert two.flops > 1.9 * one.flops  # two members' rows in one forward ...
-    assert two.ops < 1.5 * one.ops  # ... issued as about one update's operations
+def test_cudnn_kernels_follow_the_steps_layers_and_directions_of_a_call():
+    """Packed calls run `len(batch_sizes)` steps, padded ones the time axis (batch_first or
+    not); each layer and direction runs its own."""
+    from torch.nn.utils.rnn import pack_padded_sequence
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(4, 8, num_layers=2, bidirectional=True)
+    x = torch.randn(7, 3, 4)  # (time, batch, features)
+    seen = []
+    real = gpu_time.cudnn_kernels
+    gpu_time.cudnn_kernels = lambda args: seen.append(real(args)) or seen[-1]
+    try:
+        gpu_time._counted(lambda: lstm(x)[0].sum().backward())
+        packed = pack_padded_sequence(x, torch.tensor([5, 3, 2]))
+        gpu_time._counted(lambda: lstm(packed)[0].data.sum().backward())
+    finally:
+        gpu_time.cudnn_kernels = real
+    assert seen == [(4 * (2 * 7 + 1), 4 * (2 * 7 + 3)), (4 * (2 * 5 + 1), 4 * (2 * 5 + 3))]
 
 
-@pytest.mark.slow  # the calibration trains a paper-scale attn2 step on the CPU: minutes here
-def test_the_gpu_time_of_each_part_is_estimated():
-    parts = gpu_time.estimate(["study=gpu-fidelity"])
-    assert [len(times) for _, times, _ in parts] == [16, 6]
-    assert all(wall > 0 for *_, wall in parts)
-    add = parts[0]
-    assert all(t.per_gpu == 8 for t in add[1])  # small networks, packed 8 to the GPU
-    assert add[2] <= gpu_time.JOB_S  # the routing part fits one job by the estimate
-
-
-def test_the_study_runs_end_to_end_at_smoke_scale_and_reports_the_routing_steps(
-        tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert main(["sweep", f"study={_smoke_study(tmp_path)}", *SMOKE]) == 0
-    lines = printed.getvalue().strip().splitlines()
-    runs = [tmp_path / line for line in lines[:-1]]
-    assert len(runs) == 4 + 2 and lines[-1] == "report: runs/study-gpu-fidelity/index.html"
-    streams = set()
-    for rd in runs:
-        cfg = json.loads((rd / "config.json").read_text())
-        assert json.loads((rd / "status.json").read_text())["status"] == "done"
-        if cfg["task"] == "assign_add":
-            streams.add(cfg["task_config"]["batch_seed"])
-        else:
-            das = pd.read_parquet(rd / "analyses" / "das" / "das.parquet")
-            assert set(das["alignment"]) >= {"oaf", "laf_sd"} and set(das["k"]) == {2}
-    assert streams == {0, 1, 2, 3}
-    page = (tmp_path / lines[-1].removeprefix("report: ")).read_text()
-    assert "When each run crosses, beside the published run" in page
-    # the released run's routing step (every transition pool >= 0.95) and each smoke run's
-    assert "5,401" in page
-    assert len(re.findall(r"not by \d+", page)) >= 4
+def test_the_estimate_prints_cudnns_count_and_the_upper_bound(capsys):
+    """`python -m study.sweep.gpu_time`: the estimate, and beside it the bound where a run
+    has recurrent calls; a wrong setting is one line naming the allowed values."""
+    args = ["task=counting", "model=gru", "scale=smoke", "seed=0", "analyses=das",
+            "das.steps=10", "das.variables=up_down:count", "das.controls=false"]
+    assert gpu_time.main(args) == 0
+    out = capsys.readouterr().out
+    assert "as cuDNN runs them" in out and "(kernels=cpu, an upper bound)" in out
+    cudnn = float(re.search(r"in all: ([\d.]+) s", out).group(1))
+    bound = float(re.search(r"upper bound\): ([\d.]+) s", out).group(1))
+    assert bound >= cudnn
+    assert gpu_time.main(["kernels=gpu", *args]) == 2
+    assert "kernels='gpu': choose from cudnn, cpu" in capsys.readouterr().err
