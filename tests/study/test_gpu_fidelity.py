@@ -155,3 +155,54 @@ def test_the_estimate_prints_cudnns_count_and_the_upper_bound(capsys):
     assert bound >= cudnn
     assert gpu_time.main(["kernels=gpu", *args]) == 2
     assert "kernels='gpu': choose from cudnn, cpu" in capsys.readouterr().err
+
+
+def test_a_recurrent_das_update_is_counted_on_the_path_it_runs():
+    """The DAS update at a recurrent state runs the fused kernel (`study/models/nets/rnn.py`,
+    gathered); a counter that hooked every module (torch's `FlopCounterMode`) would send it
+    down the step loop, and count that instead."""
+    cfg = resolve({"task": "counting", "model": "gru", "scale": "smoke", "analyses": "das",
+                   "das.alignments": "oaf,laf_sd", "das.variables": "up_down:count"})
+    task = build_task(cfg)
+    one, two = (gpu_time.das_update(cfg, task, kinds) for kinds in (("oaf",), ("oaf", "laf_sd")))
+    assert one.bound > one.ops > 0  # most of the CPU's work inside the two fused calls
+    assert 0 < one.kernels < one.bound  # which cuDNN runs as fewer, fused kernels
+    assert two.flops > 1.9 * one.flops  # two members' rows in one forward ...
+    assert two.ops < 1.5 * one.ops  # ... issued as about one update's operations
+
+
+@pytest.mark.slow  # the calibration trains a paper-scale attn2 step on the CPU: minutes here
+def test_the_gpu_time_of_each_part_is_estimated():
+    parts = gpu_time.estimate(["study=gpu-fidelity"])
+    assert [len(times) for _, times, _ in parts] == [16, 6]
+    assert all(wall > 0 for *_, wall in parts)
+    add = parts[0]
+    assert all(t.per_gpu == 8 for t in add[1])  # small networks, packed 8 to the GPU
+    assert add[2] <= gpu_time.JOB_S  # the routing part fits one job by the estimate
+    assert gpu_time._whole(parts) <= gpu_time.JOB_S  # and so does the study, as one sweep
+
+
+def test_the_study_runs_end_to_end_at_smoke_scale_and_reports_the_routing_steps(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["sweep", f"study={_smoke_study(tmp_path)}", *SMOKE]) == 0
+    lines = printed.getvalue().strip().splitlines()
+    runs = [tmp_path / line for line in lines[:-1]]
+    assert len(runs) == 4 + 2 and lines[-1] == "report: runs/study-gpu-fidelity/index.html"
+    streams = set()
+    for rd in runs:
+        cfg = json.loads((rd / "config.json").read_text())
+        assert json.loads((rd / "status.json").read_text())["status"] == "done"
+        if cfg["task"] == "assign_add":
+            streams.add(cfg["task_config"]["batch_seed"])
+        else:
+            das = pd.read_parquet(rd / "analyses" / "das" / "das.parquet")
+            assert set(das["alignment"]) >= {"oaf", "laf_sd"} and set(das["k"]) == {2}
+    assert streams == {0, 1, 2, 3}
+    page = (tmp_path / lines[-1].removeprefix("report: ")).read_text()
+    assert "When each run crosses, beside the published run" in page
+    # the released run's routing step (every transition pool >= 0.95) and each smoke run's
+    assert "5,401" in page
+    assert len(re.findall(r"not by \d+", page)) >= 4
