@@ -9,7 +9,9 @@
   at its end one line sums them: `time: total 4m02s (data 0.4 s, training 3m10s, ...)`.
 - `tqdm`: a tqdm bar that also logs its count every `EVERY_S` as a progress line, so a bar's
   progress reaches `run.log` and a stderr that is not a terminal (where the bar itself is
-  off): `das 120/480 alignment (25%), 1m30s, ETA 4m30s`.
+  off): `das 120/480 alignment (25%), 1m30s, ETA 4m30s`; a bar that logged a count logs
+  its last one when it closes, so the log ends on what was done (`das 480/480 alignment
+  (100%), 6m02s`), not on an earlier count and its ETA.
 """
 from __future__ import annotations
 
@@ -111,6 +113,7 @@ class tqdm(_tqdm):
         self._of, self._unit = total, kwargs.get("unit", "it")
         self._count = self._start = kwargs.get("initial", 0)
         self._t0 = self._last = time.monotonic()
+        self._logged = None  # the count last logged
 
     def update(self, n=1):
         shown = super().update(n)
@@ -127,7 +130,14 @@ class tqdm(_tqdm):
         now = time.monotonic()
         if now - self._last >= EVERY_S:
             self._last = now
+            self._logged = self._count
             self._say.info(self._line(now), extra=PROGRESS)
+
+    def close(self):
+        if getattr(self, "_logged", None) is not None and self._logged != self._count:
+            self._logged = self._count
+            self._say.info(self._line(time.monotonic()), extra=PROGRESS)
+        super().close()
 
     def _line(self, now: float) -> str:
         spent = now - self._t0
@@ -135,5 +145,5 @@ class tqdm(_tqdm):
         pct = f" ({100 * self._count / self._of:.0f}%)" if self._of else ""
         done = self._count - self._start
         eta = (f", ETA {duration((self._of - self._count) * spent / done)}"
-               if self._of and done > 0 else "")
+               if self._of and 0 < done and self._count < self._of else "")
         return f"{self._what} {self._count}{of} {self._unit}{pct}, {duration(spent)}{eta}"

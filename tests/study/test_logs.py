@@ -133,6 +133,27 @@ def test_a_long_stage_leaves_a_line_at_least_every_interval_and_its_time(tmp_pat
     assert re.fullmatch(r"time: total 1\.\d s \(quiet stage 1\.\d s, bar stage 0\.\d s\)", lines[-1])
 
 
+def test_a_bar_that_logged_a_count_logs_its_last_one_when_it_closes(tmp_path, monkeypatch):
+    """A bar whose last updates come in a burst (DAS counts an alignment when its training
+    ends) must not leave the log on an earlier count and its ETA: it closes on what was
+    done, without an ETA. A bar that never logged stays silent."""
+    monkeypatch.setattr(progress, "EVERY_S", 0.2)
+    path, log = tmp_path / "run.log", logging.getLogger("study.test")
+    with runlog.kept(path):
+        bar = progress.tqdm(total=3, desc="das", unit="alignment", disable=True)
+        time.sleep(0.3)
+        bar.update(1)  # logged: 1/3 and an ETA
+        bar.update(2)  # within the interval: not logged
+        bar.close()
+        quick = progress.tqdm(total=3, desc="quick", unit="alignment", disable=True)
+        quick.update(3)
+        quick.close()
+    counts = [line for line in _untimed(path.read_text()) if line.startswith(("das ", "quick "))]
+    assert len(counts) == 2 and re.fullmatch(r"das 1/3 alignment \(33%\), 0\.\d s, ETA .*",
+                                             counts[0]), counts
+    assert re.fullmatch(r"das 3/3 alignment \(100%\), 0\.\d s", counts[1]), counts
+
+
 def test_library_lines_can_be_silenced_and_routed_with_the_logging_api(tmp_path, capsys):
     """A program using the library routes its lines with a handler of its own and silences
     them with the standard calls; nothing then reaches stderr either."""
