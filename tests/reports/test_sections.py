@@ -219,18 +219,6 @@ def test_the_das_chart_keeps_its_colour_legend_of_architectures(report):
     assert found and all(c.get("legend", {}) is not None for c in found), found
 
 
-def test_the_das_line_style_legend_draws_line_styles(report):
-    """Vega-Lite draws a legend from its layers' marks: a line with `point: true` gives dots,
-    and the OAF / LAF / random legend would show names without their dashes. Every layer that
-    encodes the line style is a plain line."""
-    das = {f.key: f for f in charts(report)}["counting-das-iia"]
-    marks = [layer["mark"] for layer in _encoding(das.spec(), "strokeDash")]
-    assert marks
-    for mark in marks:
-        mark = mark if isinstance(mark, dict) else {"type": mark}
-        assert mark["type"] == "line" and not mark.get("point"), mark
-
-
 def test_binding_rope2_is_not_in_counting_charts(report):
     # Same label "rope2 s0" in both tasks: each chart must only hold its own task's runs.
     binding_variables = set(pd.read_parquet(

@@ -196,6 +196,41 @@ def test_the_section_opens_with_the_table_and_its_chart_and_das_draws_the_contro
                         ("rope2", "oaf", "step 0", 2)}
 
 
+def test_the_das_line_style_legend_draws_line_styles(planted):
+    """Vega-Lite draws a legend from its layers' marks: a line with `point: true` gives dots,
+    and the OAF / LAF / random legend would show names without their dashes. Every layer that
+    encodes the line style is a plain line."""
+    spec = {f.key: f for f in das_build(planted)}["das-iia"].spec()
+    marks = [layer["mark"] for layer in spec["spec"]["layer"]
+             if "strokeDash" in layer.get("encoding", {})]
+    assert marks
+    for mark in marks:
+        mark = mark if isinstance(mark, dict) else {"type": mark}
+        assert mark["type"] == "line" and not mark.get("point"), mark
+
+
+def test_a_search_at_one_k_puts_the_alignments_on_the_x_axis_with_their_controls():
+    """At a single k a line joins nothing, so line styles cannot tell the alignments apart:
+    each alignment gets its own column, its controls hollow marks in it, and the range over
+    seeds a rule."""
+    runs = [_run("gru", [*_rows(20, "oaf", 16, 0.7, 0.6 + 0.1 * seed),
+                         *_rows(20, "laf_sd", 16, 0.99, 0.99), *_rows(20, "random", 16, 0.01, 0.01)],
+                 _rows(20, "oaf", 16, 0.1, 0.05), _rows(0, "oaf", 16, 0.02, 0.02), seed=seed)
+            for seed in (0, 1)]
+    fig = {f.key: f for f in das_build(runs)}["das-iia"]
+    assert fig.title == "DAS: IIA at subspace size k = 16"
+    spec = fig.spec()
+    assert not problems(spec), problems(spec)
+    layers = spec["spec"]["layer"]
+    assert {layer["encoding"]["x"]["field"] for layer in layers} == {"alignment"}
+    assert [layer["mark"]["type"] for layer in layers] == ["point", "rule", "point"]
+    drawn = [r for rs in spec["datasets"].values() for r in rs]
+    assert {(r["alignment"], r["control"]) for r in drawn} == {
+        ("oaf", ""), ("laf_sd", ""), ("random", ""), ("oaf", "shuffled"), ("oaf", "step 0")}
+    oaf = next(r for r in drawn if (r["alignment"], r["control"]) == ("oaf", ""))
+    assert (oaf["min"], oaf["max"]) == pytest.approx((0.6, 0.7))
+
+
 def test_controls_are_read_at_the_candidates_own_site_and_k_with_its_chance_level():
     """The controls climb the search's ladder, so each is read where the candidate is (k = 2
     here, chosen by training IIA), not at its best k; the chance level comes with it."""

@@ -104,12 +104,39 @@ def build(runs) -> list[Figure]:
         layers.append(alt.Chart().transform_filter(~is_searched).mark_point(
             filled=False, size=50).encode(
             x=x, y=y, shape=shape, color=model_color(runs), tooltip=tip))
+    if len(ks) == 1:  # one k: no line to tell the alignments apart; they go on the x axis
+        layers = _one_k(curves, ks[0], alignments, controls, seeds, y, tip, runs)
     chart = alt.layer(*layers, data=curves).properties(width=WIDTH, height=HEIGHT).facet(
         facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
     at = sorted(controls["k"].unique().tolist()) if len(controls) else []
     where = ("" if not at else f" at k = {', '.join(map(str, at))}" if len(at) < len(ks)
              else " at every k")
-    return [_iia_figure(chart, at, where, seeds), *_chance_figure(runs), *_transfer_figure(runs)]
+    return [_iia_figure(chart, at, where, seeds, ks), *_chance_figure(runs),
+            *_transfer_figure(runs)]
+
+
+def _one_k(curves, k: int, alignments, controls, seeds, y, tip, runs) -> list:
+    """The layers of a search at a single k: each alignment a column of marks, filled for
+    the search, hollow shapes for its controls, a rule for the range over seeds."""
+    names = alignments + [a for a in dict.fromkeys(curves["alignment"]) if a not in alignments]
+    x = alt.X("alignment:N", sort=names, title=f"alignment, at k = {k}",
+              axis=alt.Axis(labelAngle=0))
+    off = alt.XOffset("model:N")
+    is_searched = alt.datum.control == ""
+    layers = [alt.Chart().mark_point(filled=True, size=60, opacity=1).encode(
+        x=x, xOffset=off, y=y, color=model_color(runs), tooltip=tip).transform_filter(
+        is_searched)]
+    if seeds:
+        layers.append(alt.Chart().transform_filter(is_searched).mark_rule(opacity=0.5).encode(
+            x=x, xOffset=off, y="min:Q", y2="max:Q", color=model_color(runs)))
+    if len(controls):
+        kinds = [c for c in SHAPES if c in set(controls["control"])]
+        layers.append(alt.Chart().transform_filter(~is_searched).mark_point(
+            filled=False, size=60).encode(
+            x=x, xOffset=off, y=y, color=model_color(runs), tooltip=tip,
+            shape=alt.Shape("control:N", sort=kinds, title="control", scale=alt.Scale(
+                domain=kinds, range=[SHAPES[c] for c in kinds]))))
+    return layers
 
 
 def _chance_figure(runs) -> list[Figure]:
@@ -152,7 +179,23 @@ def _transfer_figure(runs) -> list[Figure]:
                    table=table)]
 
 
-def _iia_figure(chart, at, where, seeds) -> Figure:
+def _iia_figure(chart, at, where, seeds, ks) -> Figure:
+    if len(ks) == 1:
+        return Figure(
+            key="das-iia", title=f"DAS: IIA at subspace size k = {ks[0]}",
+            caption=("Test IIA on the pairs that test the intervention (the network gives the "
+                     "base answer and not the counterfactual one), searched at this one k: "
+                     "one column per alignment (OAF orthogonal; LAF a rotation times the "
+                     "authors' symmetric matrix; laf_sd the authors' LAF trained their way; "
+                     "random the untrained random-rotation control), one colour per "
+                     "architecture."
+                     + (" Hollow marks: each trained alignment's controls, triangles the same "
+                        "search with the variable's values shuffled across pairs, squares the "
+                        "search on the untrained (step-0) network." if at else
+                        " No control search ran: the random rotation is the only control.")
+                     + (" Filled marks: the mean over seeds; rules: their range." if seeds
+                        else "")),
+            chart=chart)
     return Figure(
         key="das-iia", title="DAS: IIA against subspace size k",
         caption=("Test IIA on the pairs that test the intervention (the network gives the base "
