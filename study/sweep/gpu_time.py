@@ -15,9 +15,7 @@ Kočiský & Blunsom 2016, "Optimizing Performance of Recurrent Neural Networks o
 arXiv:1604.01946, the optimisations in cuDNN 5 on: the input's GEMM for every step at once,
 then per step one GEMM of the recurrent weights for all gates and one kernel of the fused
 element-wise gate operations; `CUDNN_*`). The CPU's own operations inside it, as if each were
-a GPU kernel, give an upper bound (`kernels_bound`, `kernels=cpu`). A step then takes on the GPU
-
-A step then takes on the GPU
+a GPU kernel, give an upper bound (`Cost.bound`, `kernels=cpu`). A step then takes on the GPU
 
     max(ops x OP_S, busy),   busy = (ops + kernels) x KERNEL_S + FLOPs / (PEAK x MFU)
 
