@@ -69,14 +69,36 @@ def build(runs) -> list[Figure]:
     dash_of = dashes()
     alignments = [a for a in dash_of if a in set(searched["alignment"])]
     ks = sorted(curves["k"].unique().tolist())
-    x = alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="subspace size k",
-              axis=alt.Axis(values=ks))
     y = alt.Y("mean:Q", title="IIA (test)" + (", mean over seeds" if seeds else ""),
               scale=alt.Scale(domain=[0, 1]))
     tip = ["model:N", "variable:N", "site:N", "alignment:N", "control:N", "k:Q",
            alt.Tooltip("mean:Q", format=".3f", title="IIA"),
            alt.Tooltip("min:Q", format=".3f"), alt.Tooltip("max:Q", format=".3f"),
            "n_seeds:Q"]
+    kinds = [c for c in SHAPES if c in set(controls["control"])]
+    shape = alt.Shape("control:N", sort=kinds, title="control", scale=alt.Scale(
+        domain=kinds, range=[SHAPES[c] for c in kinds]))
+    if len(ks) == 1:  # one k: no line to tell the alignments apart; they go on the x axis
+        layers = _one_k(curves, ks[0], alignments, len(controls) > 0, seeds, y, tip, shape,
+                        runs)
+    else:
+        layers = _k_curves(ks, alignments, dash_of, len(controls) > 0, seeds, y, tip, shape,
+                           runs)
+    chart = alt.layer(*layers, data=curves).properties(width=WIDTH, height=HEIGHT).facet(
+        facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
+    at = sorted(controls["k"].unique().tolist()) if len(controls) else []
+    where = ("" if not at else f" at k = {', '.join(map(str, at))}" if len(at) < len(ks)
+             else " at every k")
+    return [_iia_figure(chart, at, where, seeds, ks), *_chance_figure(runs),
+            *_transfer_figure(runs)]
+
+
+def _k_curves(ks, alignments, dash_of, controls: bool, seeds, y, tip, shape, runs) -> list:
+    """The layers of a search over several k: a line per alignment (its style) and site,
+    filled points, a band for the range over seeds, thin lines and hollow shapes for the
+    controls."""
+    x = alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="subspace size k",
+              axis=alt.Axis(values=ks))
     dash = alt.StrokeDash("alignment:N", sort=alignments, scale=alt.Scale(
         domain=alignments, range=[dash_of[a] for a in alignments]),
         legend=alt.Legend(symbolType="stroke", symbolStrokeColor="gray", symbolSize=300))
@@ -92,10 +114,7 @@ def build(runs) -> list[Figure]:
         layers.append(alt.Chart().transform_filter(is_searched).mark_area(opacity=0.15).encode(
             x=x, y="min:Q", y2="max:Q", detail=[alt.Detail("site:N"), alt.Detail("alignment:N")],
             color=model_color(runs)))
-    if len(controls):
-        kinds = [c for c in SHAPES if c in set(controls["control"])]
-        shape = alt.Shape("control:N", sort=kinds, title="control", scale=alt.Scale(
-            domain=kinds, range=[SHAPES[c] for c in kinds]))
+    if controls:
         layers.append(alt.Chart().transform_filter(~is_searched).mark_line(
             strokeWidth=1, opacity=0.6).encode(
             x=x, y=y, detail=[alt.Detail("site:N"), alt.Detail("alignment:N"),
@@ -104,18 +123,10 @@ def build(runs) -> list[Figure]:
         layers.append(alt.Chart().transform_filter(~is_searched).mark_point(
             filled=False, size=50).encode(
             x=x, y=y, shape=shape, color=model_color(runs), tooltip=tip))
-    if len(ks) == 1:  # one k: no line to tell the alignments apart; they go on the x axis
-        layers = _one_k(curves, ks[0], alignments, controls, seeds, y, tip, runs)
-    chart = alt.layer(*layers, data=curves).properties(width=WIDTH, height=HEIGHT).facet(
-        facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
-    at = sorted(controls["k"].unique().tolist()) if len(controls) else []
-    where = ("" if not at else f" at k = {', '.join(map(str, at))}" if len(at) < len(ks)
-             else " at every k")
-    return [_iia_figure(chart, at, where, seeds, ks), *_chance_figure(runs),
-            *_transfer_figure(runs)]
+    return layers
 
 
-def _one_k(curves, k: int, alignments, controls, seeds, y, tip, runs) -> list:
+def _one_k(curves, k: int, alignments, controls: bool, seeds, y, tip, shape, runs) -> list:
     """The layers of a search at a single k: each alignment a column of marks, filled for
     the search, hollow shapes for its controls, a rule for the range over seeds."""
     names = alignments + [a for a in dict.fromkeys(curves["alignment"]) if a not in alignments]
@@ -129,13 +140,10 @@ def _one_k(curves, k: int, alignments, controls, seeds, y, tip, runs) -> list:
     if seeds:
         layers.append(alt.Chart().transform_filter(is_searched).mark_rule(opacity=0.5).encode(
             x=x, xOffset=off, y="min:Q", y2="max:Q", color=model_color(runs)))
-    if len(controls):
-        kinds = [c for c in SHAPES if c in set(controls["control"])]
+    if controls:
         layers.append(alt.Chart().transform_filter(~is_searched).mark_point(
             filled=False, size=60).encode(
-            x=x, xOffset=off, y=y, color=model_color(runs), tooltip=tip,
-            shape=alt.Shape("control:N", sort=kinds, title="control", scale=alt.Scale(
-                domain=kinds, range=[SHAPES[c] for c in kinds]))))
+            x=x, xOffset=off, y=y, shape=shape, color=model_color(runs), tooltip=tip))
     return layers
 
 
