@@ -121,9 +121,13 @@ def test_a_fused_recurrent_kernel_counts_as_one_operation_each_way_as_on_cuda():
     assert cost.ops <= 12  # a handful issued
     assert cost.kernels == (2 * 20 + 1) + (2 * 20 + 3)  # cuDNN's, forward and backward
     assert cost.bound >= 20 * 10 > cost.kernels  # ~30 a step inside as the CPU runs it
+    ops = gpu_time._Ops()
+    with ops:  # without the fused kernel's rule: every small operation issued
+        step()
+    assert ops.count >= cost.bound and ops.kernels == ops.bound == 0
 
 
-def test_cudnn_kernels_follow_the_steps_layers_and_directions_of_a_call():
+def test_cudnn_kernels_follow_the_steps_layers_and_directions_of_a_call(monkeypatch):
     """Packed calls run `len(batch_sizes)` steps, padded ones the time axis (batch_first or
     not); each layer and direction runs its own."""
     from torch.nn.utils.rnn import pack_padded_sequence
@@ -132,13 +136,10 @@ def test_cudnn_kernels_follow_the_steps_layers_and_directions_of_a_call():
     x = torch.randn(7, 3, 4)  # (time, batch, features)
     seen = []
     real = gpu_time.cudnn_kernels
-    gpu_time.cudnn_kernels = lambda args: seen.append(real(args)) or seen[-1]
-    try:
-        gpu_time._counted(lambda: lstm(x)[0].sum().backward())
-        packed = pack_padded_sequence(x, torch.tensor([5, 3, 2]))
-        gpu_time._counted(lambda: lstm(packed)[0].data.sum().backward())
-    finally:
-        gpu_time.cudnn_kernels = real
+    monkeypatch.setattr(gpu_time, "cudnn_kernels", lambda args: seen.append(real(args)) or seen[-1])
+    gpu_time._counted(lambda: lstm(x)[0].sum().backward())
+    packed = pack_padded_sequence(x, torch.tensor([5, 3, 2]))
+    gpu_time._counted(lambda: lstm(packed)[0].data.sum().backward())
     assert seen == [(4 * (2 * 7 + 1), 4 * (2 * 7 + 3)), (4 * (2 * 5 + 1), 4 * (2 * 5 + 3))]
 
 
