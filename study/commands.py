@@ -265,7 +265,7 @@ def _checkpoints(run, value: str) -> list:
 
 def cmd_report(args):
     from study.run.handle import open_runs
-    from study.reports.load import labelled
+    from study.claims.runs import labelled
     from study.reports.write import default_out, write_runs_report
     dirs, options = split_dirs_and_args(args)
     out = options.pop("out", None)

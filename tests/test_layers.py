@@ -1,7 +1,7 @@
 """The packages form layers and every import points down.
 
-kernel (`study.core`) <- tasks, models <- training (`study.train`) and analyses <- reports
-<- one run (`study.run`) <- many runs (`study.sweep`) <- the checks (`study.checks`) <- the
+kernel (`study.core`) <- tasks, models <- training (`study.train`) and analyses <- claims
+(`study.claims`, torch-free: tables from tables) <- reports <- one run (`study.run`) <- many runs (`study.sweep`) <- the checks (`study.checks`) <- the
 command line (`study/cli.py`, `study/commands.py`, `study/__init__.py`). Inside `study.run`
 the run's settings and state lie below the run handle, which lies below the work done on a
 run. The command modules never import each other. Imports inside functions count too: a lazy
@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "study"
 # the layers inside the one top-level package, the most specific first
 LAYERS = ("study.core", "study.train", "study.tasks", "study.models", "study.analyses",
-          "study.reports", "study.run", "study.sweep", "study.checks")
+          "study.claims", "study.reports", "study.run", "study.sweep", "study.checks")
 LIBRARY = {"study.core", "study.train", "study.tasks", "study.models", "study.analyses",
-           "study.reports"}
+           "study.claims", "study.reports"}
 
 # layer -> the layers it may import (itself included); "study.cli" is the command line: the
 # modules directly in study/
@@ -28,7 +28,8 @@ ALLOWED = {
     "study.models": {"study.core", "study.models"},
     "study.train": {"study.core", "study.train"},
     "study.analyses": {"study.core", "study.tasks", "study.models", "study.analyses"},
-    "study.reports": {"study.core", "study.reports"},
+    "study.claims": {"study.core", "study.claims"},
+    "study.reports": {"study.core", "study.claims", "study.reports"},
     "study.run": LIBRARY | {"study.run"},
     "study.sweep": LIBRARY | {"study.run", "study.sweep"},
     "study.checks": LIBRARY | {"study.run", "study.sweep", "study.checks"},
@@ -208,3 +209,25 @@ def test_no_two_modules_import_each_other_even_lazily():
     cycles = _cycles(_import_graph())
     assert not cycles, "import cycles (a lazy import inside a function counts):\n" + "\n".join(
         " <-> ".join(c) for c in cycles)
+
+
+# outside the reports, what may import them: the application's calls that write a report
+REPORT_WRITERS = {"study.reports.write"}
+
+
+def test_only_the_report_writers_are_imported_from_outside_the_reports():
+    """No section, loader or helper of `study.reports` is read by the application, the
+    result tables or the run handle: they read `study.claims`, and the reports only draw."""
+    graph = _import_graph()
+    bad = [f"{m} imports {other}" for m in graph if not m.startswith("study.reports")
+           for other in graph[m]
+           if other.startswith("study.reports") and other not in REPORT_WRITERS
+           and other != "study.reports"]
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_the_claims_import_no_torch():
+    """The claims are made from tables on any machine, torch or not."""
+    for path in (ROOT / "study" / "claims").rglob("*.py"):
+        names = [n for _, n in imports_of(path, module_name(path))]
+        assert not [n for n in names if n.split(".")[0] == "torch"], path

@@ -15,7 +15,7 @@ from study.run.config import resolve
 from study.core.errors import UsageError
 from study.core.rundir import atomic_write_bytes
 from study.core.settings import split_args
-from study.reports.markdown import markdown_table
+from study.core.markdown import markdown_table
 
 DEFAULTS = {"train": {"task": "binding", "model": "gpt12"}, "das": {"task": "counting", "model": "gru"}}
 # `model=all`: every family on the task of its paper (Wu et al.: gpt12 on binding; Exoo et al.:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from study.reports.figure import Figure, Section, slug
-from study.reports.load import RunTables
+from study.claims.runs import RunTables
 from study.reports.sections import sections
 
 

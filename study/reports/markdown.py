@@ -6,6 +6,7 @@ from pathlib import Path
 from study.reports.build import Report
 from study.reports.html import runs_table
 from study.reports.vega import to_png
+from study.core.markdown import markdown_table
 from study.core.rundir import atomic_write_bytes
 
 
@@ -40,12 +41,3 @@ def write_markdown(report: Report, out: Path, figures_dir: str = "figures") -> P
     path = out / "report.md"
     atomic_write_bytes(path, "\n".join(lines).encode())
     return path
-
-
-def markdown_table(df) -> str:
-    """A pandas DataFrame as a GitHub Markdown table (floats to 4 significant digits)."""
-    def cell(v):
-        return f"{v:.4g}" if isinstance(v, float) else str(v)
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)

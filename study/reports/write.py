@@ -9,7 +9,7 @@ from pathlib import Path
 
 from study.reports.build import build_report
 from study.reports.html import render
-from study.reports.load import RunTables, load_runs
+from study.claims.runs import RunTables, load_runs
 from study.core.atomic import new_folder
 from study.core.errors import UsageError
 from study.core.rundir import atomic_write_bytes

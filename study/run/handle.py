@@ -42,7 +42,7 @@ def open_run(path) -> "Run":
 
 def open_runs(paths) -> list["Run"]:
     """Several run directories, each opened once, in the order given."""
-    from study.reports.load import unique_paths
+    from study.claims.runs import unique_paths
     runs = [Run(p) for p in unique_paths(paths)]
     if not runs:
         raise UsageError("open_runs needs at least one run directory")
@@ -64,7 +64,7 @@ class Run:
 
     def __init__(self, path):
         from study.core.rundir import RunDir
-        from study.reports.load import run_path
+        from study.claims.runs import run_path
 
         self.path = run_path(path)  # one-line UsageError for a path that is no run
         self.rundir = RunDir(self.path)
@@ -77,8 +77,8 @@ class Run:
 
     @cached_property
     def run_tables(self):
-        """The run's files as reports read them (`study.reports.load.RunTables`; no torch)."""
-        from study.reports.load import load_run
+        """The run's files as reports read them (`study.claims.runs.RunTables`; no torch)."""
+        from study.claims.runs import load_run
         return load_run(self.path)
 
     @cached_property

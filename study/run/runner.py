@@ -259,7 +259,7 @@ def _train(cfg: RunConfig, rd: RunDir, task) -> None:
 def _smoke_note(cfg: RunConfig, acc) -> str:
     """Said after a smoke run's accuracy when it did not learn: smoke presets check that the
     code runs, in seconds; they are not meant to learn (examples/smoke.toml's settings do)."""
-    from study.reports.sections._compare import LEARNED_ACC
+    from study.claims.learnt import LEARNED_ACC
     if cfg.scale != "smoke" or acc is None or acc >= LEARNED_ACC:
         return ""
     return (" (smoke scale: not meant to learn; the README's quick start and "

@@ -15,7 +15,7 @@ def finish(paths, out, compare=None) -> Path:
     """The comparisons across the finished runs (`compare`: their CompareConfig, None for
     the defaults), then their comparative report."""
     from study.run.handle import open_runs
-    from study.reports.load import labelled
+    from study.claims.runs import labelled
     from study.reports.write import write_runs_report
     runs = open_runs(paths)
     compare_end(runs, out, compare)  # before the report reads the runs: it draws their comparisons

@@ -17,7 +17,7 @@ folders are committed:
   one row per (variable, pair of runs, site, alignment, k, measure), each pair of runs at its
   matched k (the report keeps every k).
 - `phases.csv`: per run, the plateaus of its accuracy trajectory and the update each starts at
-  (`study/reports/phases.py`).
+  (`study/claims/phases.py`).
 - `alignment_gaps.csv`: per model, variable and k, each alignment's test IIA against OAF's
   on the same run, paired by run (seed): the mean difference over runs and its 95 % t
   interval, each run's difference beside (Grant et al.'s LAF − OAF, over seeds). Each run's
@@ -176,8 +176,8 @@ def _at_matched_k(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def phases_table(runs) -> pd.DataFrame:
-    from study.reports.phases import detect
-    from study.reports.sections.trajectory import accuracy_curves, eval_split
+    from study.claims.phases import detect
+    from study.claims.curves import accuracy_curves, eval_split
     rows = []
     for r in runs:
         curves = accuracy_curves(r)
@@ -197,7 +197,8 @@ def shared_table(runs) -> pd.DataFrame:
     """`shared_stats` of every compared variable over the runs' stitching tables; a pair
     of architectures is time-limited where a run of either is."""
     from study.core.tables import COMPARE_STITCHING
-    from study.reports.sections._compare import cross_table, learnt_pairs, with_receiver_control
+    from study.claims.cross import cross_table, with_receiver_control
+    from study.claims.learnt import learnt_pairs
     from study.reports.sections.compare_stitching import STATS, shared_stats
     columns = ["variable", "model", "other_model", "n_runs", "n_other_runs", "n_pairs", "k",
                *(f"{c}{end}" for c in STATS for end in ("", "_lo", "_hi")), "verdict",
@@ -270,7 +271,7 @@ def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> p
 
 
 def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
-    """Every table of `TABLES` from loaded, labelled runs (`study.reports.load`) and the
+    """Every table of `TABLES` from loaded, labelled runs (`study.claims.runs`) and the
     sweep's comparisons folder."""
     return {"summary": summary_table(runs), "verdicts": verdicts_table(runs),
             "das_best": das_best_table(runs), "comparisons": comparisons_table(runs, comparisons),
@@ -315,7 +316,7 @@ def write_results(record: dict, out: Path) -> Path:
     """Write the result folder of a sweep's record (`sweep.json`) to `out`, whole or not at
     all; returns it. Every run must be finished."""
     from study.core.atomic import atomic_dir
-    from study.reports.load import labelled, load_runs
+    from study.claims.runs import labelled, load_runs
     from study.run import runstate
     from study.sweep.manifest import manifest
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from study.analyses.compare import CompareConfig, Subject, compare
 from study.analyses.compare.choice import auto_k, matched_k
-from study.core.verdicts import classify
+from study.claims.rules import classify
 from study.core.labels import IGNORE
 from study.models.sites.modules import Sites
 from study.tasks.base import Examples, Pairs

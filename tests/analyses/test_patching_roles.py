@@ -255,7 +255,7 @@ def test_patching_roles_table_has_one_row_per_site_layer_head_role_kind_stratum_
 
 
 def test_report_draws_the_role_heatmap_in_chain_order(analysed, tmp_path):
-    from study.reports.load import RunTables
+    from study.claims.runs import RunTables
     from study.reports.sections.patching import build
 
     _, _, out = analysed

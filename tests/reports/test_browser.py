@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover - depends on the environment
                 allow_module_level=True)
 
 from study.reports.build import build_report
-from study.reports.load import load_runs
+from study.claims.runs import load_runs
 from study.reports.write import write_report
 
 ROOT = Path(__file__).resolve().parents[2]

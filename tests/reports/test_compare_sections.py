@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from study.reports.build import build_report
-from study.reports.load import load_runs
-from study.reports.sections._compare import display_label
+from study.claims.runs import load_runs
+from study.claims.learnt import display_label
 from tests.reports.test_sections import chart_rows, problems
 
 COUNTING_LABELS = {"gru s0", "gru s1", "lstm s0", "rope2 s0"}
@@ -97,7 +97,7 @@ def test_runs_named_by_relative_paths_are_found_from_another_directory(compared,
                                                                       monkeypatch):
     """A sweep compares its runs by the paths it was given (`runs/...`, relative to where it
     ran); a report made from another directory still finds every run's rows."""
-    from study.reports.sections._compare import cross_table
+    from study.claims.cross import cross_table
     dirs, _, _ = compared
     runs = load_runs(dirs)
     for r in runs:

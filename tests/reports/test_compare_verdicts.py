@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.reports.sections._intervals import by_architecture, run_bootstrap
+from study.claims.intervals import by_architecture, run_bootstrap
 from study.reports.sections.compare_stitching import verdicts
 
 
@@ -93,7 +93,7 @@ def test_too_few_runs_give_no_interval_and_the_verdict_says_it_rests_on_means():
 def test_each_pair_is_shown_at_its_matched_k_and_every_k_in_the_ratio_chart():
     """The matrices and the verdicts read each pair at its matched k (no fixed k <= 4); the
     chart of stitched / own IIA keeps every k compared."""
-    from study.reports.sections._compare import at_matched_k
+    from study.claims.cross import at_matched_k
     from study.reports.sections.compare_stitching import _shared
     parts = []
     for k in (1, 2, 4, 8):
@@ -141,7 +141,7 @@ def test_b_s_shuffled_control_is_read_at_b_s_site_alignment_and_k():
     """The control beside a stitched IIA is the receiving run's own shuffled search at the
     site the stitching wrote into, the same alignment and k, on test pairs: not another
     site's, k's or split's."""
-    from study.reports.sections._compare import with_receiver_control
+    from study.claims.cross import with_receiver_control
 
     def row(site, layer, k, split, iia, alignment="oaf"):
         return dict(checkpoint=100, variable="query", site=site, layer=layer, position=-1,

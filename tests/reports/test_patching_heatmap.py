@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from study.reports.load import RunTables
+from study.claims.runs import RunTables
 from study.reports.sections.patching import KEPT, build
 from tests.reports.test_sections import problems, views
 

@@ -8,7 +8,7 @@ import pytest
 
 from study.reports.build import build_report
 from study.reports.html import render, spec_json
-from study.reports.load import load_run, load_runs
+from study.claims.runs import load_run, load_runs
 from study.reports.write import write_report
 from study.core.errors import UsageError
 
@@ -37,7 +37,7 @@ def test_a_study_of_many_runs_renders_every_point_of_its_trajectories(tmp_path):
     allows by default; the page still renders, with every row inlined."""
     import pandas as pd
     from pathlib import Path
-    from study.reports.load import RunTables, labelled
+    from study.claims.runs import RunTables, labelled
 
     steps = range(0, 7200, 100)
     strata = ["all", *(f"root_line={i}" for i in range(5))]

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from study.reports.build import build_report
-from study.reports.load import load_runs
+from study.claims.runs import load_runs
 from study.reports.sections.das import iia_curves
 from study.reports.sections.headline import (THRESHOLD, by_number, headline_numbers, iia_table,
                                              spread_over_seeds)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from study.reports.load import RunTables
+from study.claims.runs import RunTables
 from study.reports.sections.das import build as das_build
 from study.reports.sections.verdict import (ALIGNED_IIA, MARGIN, build, verdict, verdict_numbers,
                                             verdict_table)

@@ -128,7 +128,7 @@ def test_a_run_stopped_during_das_continues_it_to_the_same_tables(copy_of, monke
 
 def test_a_leftover_snapshot_folder_leaves_a_finished_analysis_done_and_unread(copy_of):
     from study.analyses.common.context import PARTIAL
-    from study.reports.load import load_run
+    from study.claims.runs import load_run
     from study.run import runstate
     original, copy = copy_of
     partial = copy / "analyses" / "das" / PARTIAL

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from study.core import registry
-from study.reports.load import RunTables
+from study.claims.runs import RunTables
 from study.reports.sections import published as section
 from study.tasks.assign_add import AssignAddConfig, AssignAddTask, published
 from study.tasks.assign_add.generate import NINE_POOLS

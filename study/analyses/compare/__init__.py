@@ -15,7 +15,7 @@ here is a pure function of networks, their saved alignments and the task:
 - `codes`: the network-free controls: one-hot codes of the input window and of the answer,
   stitched into each run the same way;
 - `choice`: the k each run is read at (`compare.k=auto`, on validation pairs); what each
-  result is (computation, input copy, ...) is `study.core.verdicts`;
+  result is (computation, input copy, ...) is `study.claims.rules`;
 - `sites`: which of a run's saved sites is read (`compare.site`);
 - `tables` (here): the three tables over every pair of subjects.
 
@@ -35,7 +35,7 @@ Tables (one row per compared pair, run paths as given):
   codes stitched into B, `codes`), chance_iia (B written with other pairs' sources),
   window_changed (share of pairs whose input window differs between base and source),
   val_iia / other_val_iia (A's / B's own IIA on validation pairs at k), auto_k /
-  other_auto_k (each run's own k), matched_k (the pair's), verdict (`study.core.verdicts.classify`),
+  other_auto_k (each run's own k), matched_k (the pair's), verdict (`study.claims.rules.classify`),
   k_bar and margin (the settings the verdict used).
 """
 from __future__ import annotations

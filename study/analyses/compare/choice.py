@@ -7,7 +7,7 @@ in 4). So each run's k is the smallest k whose *own* interchange IIA on validati
 validation k and marked not captured. Two runs are compared at the larger of their two ks
 (`matched_k`), the smallest k at which both hold the variable; every k stays in the tables.
 
-What each result is, from the codes (`codes`) and this choice: `study.core.verdicts`.
+What each result is, from the codes (`codes`) and this choice: `study.claims.rules`.
 """
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ Controls [ours]:
 - `random_subspace_iia`: both runs' random-rotation subspaces (their random DAS controls), the
   map fitted the same way.
 - `input_code_iia`, `output_code_iia`: network-free codes of the input window and of the
-  answer written into B through the same kind of map (`codes`, `study.core.verdicts`).
+  answer written into B through the same kind of map (`codes`, `study.claims.rules`).
 `own_iia` is B's own interchange (B's source vector read and written by B's alignment) on the
 same tested pairs: stitching can at best recover it.
 """

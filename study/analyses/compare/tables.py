@@ -11,7 +11,7 @@ import torch
 
 from study.analyses.common.data import sample
 from study.analyses.compare.choice import auto_k, matched_k
-from study.core.verdicts import classify
+from study.claims.rules import classify
 from study.analyses.compare.codes import answer_codes, input_codes, window_changed
 from study.analyses.compare.measures import MEASURES, shuffled_baseline
 from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors

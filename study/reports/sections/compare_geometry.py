@@ -8,9 +8,9 @@ import altair as alt
 from study.core.tables import COMPARE_GEOMETRY
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
-                                              at_matched_k, display_label, k_note,
-                                              run_order, sites_note)
+from study.claims.cross import at_matched_k, cross_table
+from study.claims.learnt import NOT_LEARNT_NOTE, any_not_learnt, display_label
+from study.reports.sections._compare import k_note, run_order, sites_note
 
 
 def geometry(runs):

@@ -11,11 +11,11 @@ import pandas as pd
 from study.core.tables import COMPARE_SIMILARITY
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, cross_table,
-                                              at_matched_k, k_note, learnt_pairs, run_order,
-                                              sites_note)
+from study.claims.cross import at_matched_k, cross_table
+from study.claims.learnt import NOT_LEARNT_NOTE, any_not_learnt, learnt_pairs
+from study.reports.sections._compare import k_note, run_order, sites_note
 from study.reports.sections._heatmap import heatmap, matrix_size
-from study.reports.sections._intervals import LEVEL, by_architecture, interval_text
+from study.claims.intervals import LEVEL, by_architecture, interval_text
 
 # the other run's side of each matrix: its aligned subspace, with shuffled inputs, its random
 # rotation, and the one-hot input-window and answer codes compared with its subspace

@@ -13,15 +13,15 @@ import altair as alt
 import pandas as pd
 
 from study.core.tables import COMPARE_STITCHING
-from study.core.verdicts import classify_interval
+from study.claims.rules import classify_interval
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._common import PLOT_WIDTH
-from study.reports.sections._compare import (NOT_LEARNT_NOTE, any_not_learnt, at_matched_k,
-                                              cross_table, k_note, learnt_pairs, run_order,
-                                              sites_note, with_receiver_control)
+from study.claims.cross import at_matched_k, cross_table, with_receiver_control
+from study.claims.learnt import NOT_LEARNT_NOTE, any_not_learnt, learnt_pairs
+from study.reports.sections._compare import k_note, run_order, sites_note
 from study.reports.sections._heatmap import heatmap, matrix_size
-from study.reports.sections._intervals import LEVEL, by_architecture, interval_text
+from study.claims.intervals import LEVEL, by_architecture, interval_text
 
 COLUMNS = {"iia": "stitched A → B", "own_iia": "B's own interchange",
            "input_code_iia": "input code → B", "output_code_iia": "answer code → B",

@@ -14,7 +14,7 @@ import pandas as pd
 from study.reports.figure import Figure
 from study.reports.sections import section
 from study.reports.sections._common import HEIGHT, facet_columns, panel_width, step_axis
-from study.reports.sections.trajectory import split_curves
+from study.claims.curves import split_curves
 
 LEVELS = (0.5, 0.95)  # the transition table's accuracy levels
 

@@ -59,7 +59,7 @@ from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._common import PLOT_WIDTH, TALL, WIDTH, chosen_on_train, model_color
 # below this test accuracy a run gets "did not learn", not a verdict (as the comparisons mark it)
-from study.reports.sections._compare import LEARNED_ACC, accuracy_on_test, display_label
+from study.claims.learnt import LEARNED_ACC, accuracy_on_test, display_label
 
 MARGIN = 0.1  # the lower end of the interval must clear every control by this much
 ALIGNED_IIA = 0.9  # and the IIA itself reach this, for "aligned"
@@ -276,7 +276,7 @@ _COMPARISONS = ((COMPARE_SIMILARITY.name, "compare-similarity", "similarity acro
 def _comparison_links(runs, numbers: pd.DataFrame) -> tuple[tuple[str, str], ...]:
     """Links to the cross-run figures (the `compare_*` sections) of the verdict's variables,
     where the runs hold those tables."""
-    from study.reports.sections._compare import cross_table
+    from study.claims.cross import cross_table
     links = []
     for table, prefix, text in _COMPARISONS:
         df = cross_table(runs, table)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from study.reports.phases import detect
+from study.claims.phases import detect
 
 EVERY = 50  # steps between evaluations
 
