@@ -1,7 +1,18 @@
-"""What a cross-run stitching result is: computation, partial computation, input copy,
-output code, not shared or not captured [ours]. The comparison (`study.analyses.compare`)
-names each pair of runs with `classify`; the report names each pair of architectures with
-`classify_interval`, on intervals over runs.
+"""Every verdict rule, in one place [ours].
+
+**Is a variable aligned in one run?** (`verdict`): a trained alignment's test IIA, with its
+95 % interval over the tested pairs, against its controls (an untrained random rotation, the
+same search with the variable's values shuffled across pairs, the same search on the step-0
+network): "aligned" where the interval's lower end clears the highest control by `MARGIN`
+and the IIA reaches `ALIGNED_IIA`; "partial" where it clears them but the IIA is lower; "not
+aligned" otherwise; "too few pairs" where the IIA is not scored; "no control" where the
+random or the shuffled control is missing (a missing step-0 control leaves the bar to the
+other two).
+
+**Is a variable shared by two networks?** What a cross-run stitching result is:
+computation, partial computation, input copy, output code, not shared or not captured. Each
+pair of runs is named with `classify` (`study.claims.shared.pair_verdicts`); each pair of
+architectures with `classify_interval`, on intervals over runs.
 
 Network → network stitching is set against two codes no network computed, fed into the same
 receiver through the same kind of map: a one-hot of the input window (the token the site has
@@ -23,6 +34,34 @@ both codes by a margin (`compare.margin`):
 from __future__ import annotations
 
 import math
+
+MARGIN = 0.1  # the lower end of the interval must clear every control by this much
+ALIGNED_IIA = 0.9  # and the IIA itself reach this, for "aligned"
+ALIGNED = ("aligned", "partial", "not aligned", "too few pairs", "no control", "did not learn")
+BAR = "max(random, shuffled, step 0)"
+RULE = (f"aligned: the lower end of the 95 % interval ≥ {BAR} + {MARGIN} and IIA ≥ "
+        f"{ALIGNED_IIA}; partial: the lower end ≥ {BAR} + {MARGIN} and IIA < {ALIGNED_IIA}; "
+        f"not aligned: otherwise")
+
+
+def _nan(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def verdict(iia: float, lo: float, random: float, shuffled: float,
+            step0: float = float("nan")) -> str:
+    """'aligned' | 'partial' | 'not aligned' by the rule above; 'too few pairs' where the IIA
+    is not scored, 'no control' where the random or the shuffled control is missing (a
+    missing step-0 control leaves the bar to the other two)."""
+    if _nan(iia) or _nan(lo):
+        return "too few pairs"
+    if _nan(random) or _nan(shuffled):
+        return "no control"
+    bar = max(c for c in (random, shuffled, step0) if not _nan(c))
+    if lo >= bar + MARGIN:
+        return "aligned" if iia >= ALIGNED_IIA else "partial"
+    return "not aligned"
+
 
 VERDICTS = ("computation", "partial computation", "input copy", "output code", "not shared",
             "not captured")

@@ -5,30 +5,7 @@ takes it. The command writes a small folder of tables, read from the sweep's fin
 and its comparisons (no checkpoints), each a CSV with one row per measured value and its keys
 first; the default folder is `results/<study>-<date>/` at the repository's root, where such
 folders are committed:
-
-- `summary.csv`: per run, its update budget (`train.steps`), the updates it made, how it
-  ended (`target accuracy`, `all steps`, or `time guard` where `runtime.max_minutes` stopped it
-  first), the accuracy on every scored split, the last training loss.
-- `verdicts.csv`: per run, variable and trained alignment, the verdict and its numbers, as the
-  report's verdict section gives them (`study/reports/sections/verdict.py`).
-- `das_best.csv`: per run, variable and alignment, the best test IIA over sites and k (ties:
-  the smaller k), where it was reached and its interval over the tested pairs.
-- `comparisons.csv`: the cross-run similarity measures and stitching IIAs (`study compare`),
-  one row per (variable, pair of runs, site, alignment, k, measure), each pair of runs at its
-  matched k (the report keeps every k).
-- `phases.csv`: per run, the plateaus of its accuracy trajectory and the update each starts at
-  (`study/claims/phases.py`).
-- `alignment_gaps.csv`: per model, variable and k, each alignment's test IIA against OAF's
-  on the same run, paired by run (seed): the mean difference over runs and its 95 % t
-  interval, each run's difference beside (Grant et al.'s LAF − OAF, over seeds). Each run's
-  site is the one with the best training IIA for that alignment and k.
-- `shared.csv`: per variable and ordered pair of architectures (A into B) at the pairs'
-  matched k: the stitched IIA, B's own IIA, the input and answer codes written into B, the
-  chance level, B's shuffled control (letter-matched for binding's letters) and the stitched
-  IIA minus each code, each a mean with a 95 % interval from resampling runs (each run counted
-  once), and the verdict (computation, partial computation, input copy, output code, not
-  shared, not captured), as the report's "what the architectures share" tables give them
-  (`study/reports/sections/compare_stitching.py`).
+the tables of `study.claims.results` (what each holds is said there), then a manifest.
 
 Every table has a `time_limited` column: a run that the time guard stopped trained a network
 the update budget did not decide, and is no study result. `manifest.json` says what made the
@@ -39,18 +16,16 @@ tolerance per table that `python -m study reproduce` holds a rerun to (`TOLERANC
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from study.claims.results import TABLES, result_tables
 from study.core.errors import UsageError
 
 MANIFEST = "manifest.json"
 RESULTS_ROOT = Path(__file__).resolve().parents[2] / "results"
-TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases", "shared",
-          "alignment_gaps")
 
 # What a rerun must match, per table: key columns (strings, integer settings) always exactly;
 # each numeric column to within `abs + rel * |committed|` when the rerun's build differs
@@ -73,210 +48,6 @@ TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
 EXACT = {"seed", "steps", "k", "layer", "position", "n_params", "phase", "too_few", "n_runs",
          "n_other_runs", "n_pairs",
          "time_limited"}
-
-
-def ended(summary: dict) -> str:
-    """How a run's training ended: the time guard, its target accuracy, or all its updates."""
-    if summary.get("time_limited"):
-        return "time guard"
-    return "target accuracy" if summary.get("stopped_early") else "all steps"
-
-
-def _guarded(runs) -> dict[str, bool]:
-    return {r.label: bool(r.summary.get("time_limited")) for r in runs}
-
-
-def summary_table(runs) -> pd.DataFrame:
-    rows = []
-    splits = sorted({s for r in runs for s in (r.summary.get("accuracy") or {})},
-                    key=lambda s: (s != "test", s))
-    for r in runs:
-        s = r.summary
-        row = {"run": r.label, "task": r.task, "model": r.model, "seed": r.seed,
-               "scale": r.scale, "steps": s.get("steps"), "steps_done": s.get("steps_done"),
-               "ended": ended(s), "time_limited": bool(s.get("time_limited"))}
-        for split in splits:
-            acc = (s.get("accuracy") or {}).get(split) or {}
-            row[f"acc_{split}"] = acc.get("all", math.nan)
-        row["train_loss"] = s.get("train_loss", math.nan)
-        row["n_params"] = s.get("n_params")
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def verdicts_table(runs) -> pd.DataFrame:
-    from study.reports.sections.verdict import verdict_numbers
-    df = verdict_numbers(runs)
-    guarded = _guarded(runs)
-    df.insert(0, "run", df.pop("run").map(lambda label: label.split(" (")[0]))
-    df["time_limited"] = df["run"].map(guarded).fillna(False).astype(bool)
-    return df.reset_index(drop=True)
-
-
-def das_best_table(runs) -> pd.DataFrame:
-    from study.core.tables import DAS
-    rows = []
-    for r in runs:
-        das = r.final(DAS.name)
-        if das is None:
-            continue
-        test = das[das["split"] == "test"].dropna(subset=["iia"])
-        for (variable, alignment), g in test.groupby(["variable", "alignment"], sort=True):
-            best = g.sort_values(["iia", "k"], ascending=[False, True], kind="stable").iloc[0]
-            rows.append({"run": r.label, "model": r.model, "seed": r.seed, "variable": variable,
-                         "alignment": alignment, "site": best["site"], "layer": int(best["layer"]),
-                         "position": str(best["position"]), "k": int(best["k"]),
-                         "iia": float(best["iia"]), "iia_lo": float(best["iia_lo"]),
-                         "iia_hi": float(best["iia_hi"]), "n_tested": int(best["n_tested"]),
-                         "time_limited": bool(r.summary.get("time_limited"))})
-    return pd.DataFrame(rows)
-
-
-def comparisons_table(runs, folder: Path | None) -> pd.DataFrame:
-    """The sweep's similarity and stitching tables in one long table, runs by their labels,
-    each pair of runs at its matched k (`matched_k`, where the tables have it): the report
-    keeps every k, the folder the k each pair is judged at."""
-    from study.core.tables import COMPARE_SIMILARITY, COMPARE_STITCHING
-    # the comparisons name runs by the paths the sweep gave them (relative to where it ran);
-    # a run directory's name (config hash included) is unique within a sweep
-    labels = {Path(r.path).name: r.label for r in runs}
-    guarded = _guarded(runs)
-    parts = []
-    keys = ["variable", "run", "other_run", "model", "other_model", "site", "other_site",
-            "alignment", "k"]
-    if folder is not None and (folder / f"{COMPARE_SIMILARITY.name}.parquet").is_file():
-        sim = _at_matched_k(pd.read_parquet(folder / f"{COMPARE_SIMILARITY.name}.parquet"))
-        if len(sim):
-            parts.append(sim[keys + ["measure", "value", "baseline", "random_subspace"]])
-    if folder is not None and (folder / f"{COMPARE_STITCHING.name}.parquet").is_file():
-        st = _at_matched_k(pd.read_parquet(folder / f"{COMPARE_STITCHING.name}.parquet"))
-        for measure, baseline, control in (("stitched_iia", "own_iia", "random_subspace_iia"),
-                                           ("shuffled_map_iia", None, None)):
-            if len(st):
-                parts.append(st[keys].assign(
-                    measure=measure, value=st["iia" if measure == "stitched_iia" else measure],
-                    baseline=st[baseline] if baseline else math.nan,
-                    random_subspace=st[control] if control else math.nan))
-    if not parts:
-        return pd.DataFrame(columns=keys + ["measure", "value", "baseline", "random_subspace",
-                                            "time_limited"])
-    df = pd.concat(parts, ignore_index=True)
-    for col in ("run", "other_run"):
-        df[col] = df[col].map(lambda p: labels.get(Path(str(p)).name, str(p)))
-    df["k"] = df["k"].astype(int)
-    df["time_limited"] = df["run"].map(guarded).fillna(False) | df["other_run"].map(guarded).fillna(False)
-    return df.sort_values(keys + ["measure"], kind="stable").reset_index(drop=True)
-
-
-def _at_matched_k(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a comparison table at their pair's matched k (all where it has none)."""
-    if "matched_k" not in df.columns:
-        return df
-    return df[df["matched_k"].isna() | (df["k"] == df["matched_k"])].reset_index(drop=True)
-
-
-def phases_table(runs) -> pd.DataFrame:
-    from study.claims.phases import detect
-    from study.claims.curves import accuracy_curves, eval_split
-    rows = []
-    for r in runs:
-        curves = accuracy_curves(r)
-        overall = curves[curves["stratum"] == "all"]
-        if overall.empty:
-            continue
-        ph = detect(overall["step"], overall["accuracy"])
-        starts = (int(overall["step"].min()), *ph.boundaries)
-        for i, (level, start) in enumerate(zip(ph.levels, starts)):
-            rows.append({"run": r.label, "split": eval_split(r), "phase": i + 1,
-                         "level": level, "start_step": start,
-                         "time_limited": bool(r.summary.get("time_limited"))})
-    return pd.DataFrame(rows)
-
-
-def shared_table(runs) -> pd.DataFrame:
-    """`shared_stats` of every compared variable over the runs' stitching tables; a pair
-    of architectures is time-limited where a run of either is."""
-    from study.core.tables import COMPARE_STITCHING
-    from study.claims.cross import cross_table, with_receiver_control
-    from study.claims.learnt import learnt_pairs
-    from study.reports.sections.compare_stitching import STATS, shared_stats
-    columns = ["variable", "model", "other_model", "n_runs", "n_other_runs", "n_pairs", "k",
-               *(f"{c}{end}" for c in STATS for end in ("", "_lo", "_hi")), "verdict",
-               "time_limited"]
-    df = cross_table(runs, COMPARE_STITCHING.name)
-    needed = {"input_code_iia", "output_code_iia", "chance_iia", "matched_k", "val_iia"}
-    if df is None or df.empty or not needed <= set(df.columns):
-        return pd.DataFrame(columns=columns)
-    df = with_receiver_control(df, runs)
-    parts = [shared_stats(learnt_pairs(df[df["variable"] == v]))
-             for v in dict.fromkeys(df["variable"])]
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return pd.DataFrame(columns=columns)
-    out = pd.concat(parts, ignore_index=True)
-    guarded = {r.model for r in runs if r.summary.get("time_limited")}
-    out["time_limited"] = out["model"].isin(guarded) | out["other_model"].isin(guarded)
-    return out[columns].reset_index(drop=True)
-
-
-def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> pd.DataFrame:
-    """Per (model, variable, k, trained alignment other than `reference`): the paired difference of
-    test IIA (alignment − reference) over the runs that scored both, its mean and t interval
-    over runs (none with one run), and each run's difference."""
-    from study.core.intervals import t_interval
-    from study.core.alignments import trained
-    from study.core.tables import DAS
-    columns = ["model", "variable", "k", "alignment", "reference", "n_runs", "iia",
-               "iia_reference", "gap", "gap_lo", "gap_hi", "gaps", "time_limited"]
-    picked = []
-    for r in runs:
-        das = r.final(DAS.name)
-        if das is None:
-            continue
-        for (variable, alignment, k), g in das.groupby(["variable", "alignment", "k"]):
-            if alignment not in trained():  # the untrained control is no alignment to pair
-                continue
-            train = g[g["split"] == "train"].dropna(subset=["iia"])
-            test = g[g["split"] == "test"].dropna(subset=["iia"])
-            if train.empty or test.empty:
-                continue
-            best = train.sort_values("iia", ascending=False, kind="stable").iloc[0]
-            at = test[(test["site"] == best["site"]) & (test["layer"] == best["layer"])
-                      & (test["position"] == best["position"])]
-            if len(at):
-                picked.append({"run": r.label, "model": r.model, "variable": variable,
-                               "alignment": alignment, "k": int(k),
-                               "iia": float(at["iia"].iloc[0]),
-                               "time_limited": bool(r.summary.get("time_limited"))})
-    if not picked:
-        return pd.DataFrame(columns=columns)
-    df = pd.DataFrame(picked)
-    ref = df[df["alignment"] == reference].set_index(["run", "variable", "k"])["iia"]
-    rows = []
-    for (model, variable, k, alignment), g in df[df["alignment"] != reference].groupby(
-            ["model", "variable", "k", "alignment"], sort=True):
-        g = g[[(run, variable, k) in ref.index for run in g["run"]]]
-        if g.empty:
-            continue
-        base = ref.loc[[(run, variable, k) for run in g["run"]]].to_numpy()
-        gaps = g["iia"].to_numpy() - base
-        gap, gap_lo, gap_hi = t_interval(gaps, level)
-        rows.append({"model": model, "variable": variable, "k": int(k), "alignment": alignment,
-                     "reference": reference, "n_runs": len(gaps), "iia": float(g["iia"].mean()),
-                     "iia_reference": float(base.mean()), "gap": gap,
-                     "gap_lo": gap_lo, "gap_hi": gap_hi,
-                     "gaps": " ".join(f"{run}: {d:+.3f}" for run, d in zip(g["run"], gaps)),
-                     "time_limited": bool(g["time_limited"].any())})
-    return pd.DataFrame(rows, columns=columns)
-
-
-def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
-    """Every table of `TABLES` from loaded, labelled runs (`study.claims.runs`) and the
-    sweep's comparisons folder."""
-    return {"summary": summary_table(runs), "verdicts": verdicts_table(runs),
-            "das_best": das_best_table(runs), "comparisons": comparisons_table(runs, comparisons),
-            "phases": phases_table(runs), "shared": shared_table(runs),
-            "alignment_gaps": alignment_gaps_table(runs)}
 
 
 # --- reading and writing a result folder --------------------------------------------------

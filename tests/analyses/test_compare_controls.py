@@ -17,6 +17,7 @@ from torch import nn
 from study.analyses.compare import CompareConfig, Subject, compare
 from study.analyses.compare.choice import auto_k, matched_k
 from study.claims.rules import classify
+from study.claims.shared import pair_verdicts
 from study.core.labels import IGNORE
 from study.models.sites.modules import Sites
 from study.tasks.base import Examples, Pairs
@@ -192,7 +193,7 @@ def planted(tmp_path_factory):
 
 
 def _pair(tables, holds):
-    st = tables["compare_stitching"]
+    st = pair_verdicts(tables["compare_stitching"])
     rows = st[(st["run"] == f"{holds}_a") & (st["other_run"] == f"{holds}_b")]
     assert len(rows) == 1
     return rows.iloc[0]

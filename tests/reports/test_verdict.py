@@ -10,8 +10,9 @@ import pytest
 
 from study.claims.runs import RunTables
 from study.reports.sections.das import build as das_build
-from study.reports.sections.verdict import (ALIGNED_IIA, MARGIN, build, verdict, verdict_numbers,
-                                            verdict_table)
+from study.claims.aligned import verdict_numbers
+from study.claims.rules import ALIGNED_IIA, MARGIN, verdict
+from study.reports.sections.verdict import build, verdict_table
 from tests.reports.test_sections import problems
 
 

@@ -181,7 +181,7 @@ def test_the_comparisons_table_keeps_each_pair_of_runs_at_its_matched_k(tmp_path
     """The report shows every k; the result folder keeps the k each pair is judged at (a
     pair's `matched_k`), so a study of many runs stays a small table."""
     from study.core.tables import COMPARE_SIMILARITY, COMPARE_STITCHING
-    from study.sweep.result_tables import comparisons_table
+    from study.claims.results import comparisons_table
     pairs = [("a", "b", 4), ("b", "a", 8)]
     common = lambda run, other, k, matched: dict(  # noqa: E731
         variable="v", run=run, other_run=other, model="m", other_model="m", site="s",

@@ -35,8 +35,8 @@ Tables (one row per compared pair, run paths as given):
   codes stitched into B, `codes`), chance_iia (B written with other pairs' sources),
   window_changed (share of pairs whose input window differs between base and source),
   val_iia / other_val_iia (A's / B's own IIA on validation pairs at k), auto_k /
-  other_auto_k (each run's own k), matched_k (the pair's), verdict (`study.claims.rules.classify`),
-  k_bar and margin (the settings the verdict used).
+  other_auto_k (each run's own k), matched_k (the pair's), k_bar
+  and margin (the settings the verdict uses: `study.claims.shared.pair_verdicts`).
 """
 from __future__ import annotations
 

@@ -11,7 +11,6 @@ import torch
 
 from study.analyses.common.data import sample
 from study.analyses.compare.choice import auto_k, matched_k
-from study.claims.rules import classify
 from study.analyses.compare.codes import answer_codes, input_codes, window_changed
 from study.analyses.compare.measures import MEASURES, shuffled_baseline
 from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors
@@ -206,16 +205,11 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                     scores = _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg)
                     scored = {c: codes[c] for c in ("input_code_iia", "output_code_iia",
                                                     "chance_iia", "window_changed")}
-                    captured = all(v >= cfg.k_bar for v in (val[id(a)][k], val[id(b)][k]))
                     own = B.own(variable, k, "test")
                     stitch.append(dict(
                         common, own_iia=own, n_changed=changed,
                         **scores, **scored, val_iia=val[id(a)][k], other_val_iia=val[id(b)][k],
                         auto_k=auto[id(a)], other_auto_k=auto[id(b)], matched_k=matched,
-                        verdict=classify(scores["iia"], scored["input_code_iia"],
-                                         scored["output_code_iia"], scored["chance_iia"],
-                                         captured, cfg.margin,
-                                         own_iia=own),
                         k_bar=cfg.k_bar, margin=cfg.margin))
     return {COMPARE_SIMILARITY.name: COMPARE_SIMILARITY.frame(sim),
             COMPARE_STITCHING.name: COMPARE_STITCHING.frame(stitch),

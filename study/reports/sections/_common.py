@@ -97,18 +97,3 @@ def first_k_above(df: pd.DataFrame, threshold: float = 0.9) -> float:
     """Smallest k whose IIA reaches `threshold` (NaN if none does)."""
     hit = df[df["iia"] >= threshold]
     return float(hit["k"].min()) if len(hit) else float("nan")
-
-
-def chosen_on_train(das: pd.DataFrame) -> pd.Series | None:
-    """Of one (variable, alignment)'s das rows (both splits, any sites and k), the test row
-    at the (site, layer, position, k) with the best *training-split* IIA, ties to the smaller
-    k [ours: the test split never chooses, so the test IIA quoted is not selected on]; None
-    where no training row is scored."""
-    train = das[das["split"] == "train"].dropna(subset=["iia"])
-    if train.empty:
-        return None
-    pick = train.sort_values(["iia", "k"], ascending=[False, True], kind="stable").iloc[0]
-    test = das[das["split"] == "test"]
-    for c in ("site", "layer", "position", "k"):
-        test = test[test[c] == pick[c]]
-    return test.iloc[0] if len(test) else None

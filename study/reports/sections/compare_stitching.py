@@ -13,7 +13,6 @@ import altair as alt
 import pandas as pd
 
 from study.core.tables import COMPARE_STITCHING
-from study.claims.rules import classify_interval
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.reports.sections._common import PLOT_WIDTH
@@ -21,7 +20,8 @@ from study.claims.cross import at_matched_k, cross_table, with_receiver_control
 from study.claims.learnt import NOT_LEARNT_NOTE, any_not_learnt, learnt_pairs
 from study.reports.sections._compare import k_note, run_order, sites_note
 from study.reports.sections._heatmap import heatmap, matrix_size
-from study.claims.intervals import LEVEL, by_architecture, interval_text
+from study.claims.intervals import LEVEL, interval_text
+from study.claims.shared import STATS, pair_verdicts, shared_stats
 
 COLUMNS = {"iia": "stitched A → B", "own_iia": "B's own interchange",
            "input_code_iia": "input code → B", "output_code_iia": "answer code → B",
@@ -34,7 +34,7 @@ def build(runs) -> list:
     df = cross_table(runs, COMPARE_STITCHING.name)
     if df is None or df.empty:
         return []
-    df = with_receiver_control(df, runs)
+    df = pair_verdicts(with_receiver_control(df, runs))
     figs = []
     for variable in dict.fromkeys(df["variable"]):
         every_k = df[df["variable"] == variable]
@@ -128,9 +128,6 @@ def _mean(g, col):
     return round(float(g[col].mean()), 3) if len(g) else None
 
 
-# stitching minus each control: the verdict follows the lower ends of their intervals
-OVER = {"over_input": ("iia", "input_code_iia"), "over_output": ("iia", "output_code_iia"),
-        "over_chance": ("iia", "chance_iia"), "over_own": ("iia", "own_iia")}
 SHARED_NOTE = (
     "Each ordered pair of architectures at its pairs' matched k, over the pairs of runs that "
     "both learnt the task (a run never with itself): the mean and a {level:.0%} interval "
@@ -181,38 +178,6 @@ def _shared(df: pd.DataFrame) -> Figure | None:
                   chart=chart, table=verdicts(pairs))
 
 
-# the columns of `shared_stats`, each a mean with its interval over runs, and their names
-STATS = {"iia": "stitched IIA", "own_iia": "B own IIA", "input_code_iia": "input code",
-         "output_code_iia": "answer code", "chance_iia": "chance",
-         "shuffled_iia": "B shuffled", "over_input": "stitched − input code",
-         "over_output": "stitched − answer code"}
-
-
-def shared_stats(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Per ordered architecture pair at the matched k (`pairs`: `learnt_pairs` of one
-    variable's stitching rows): model, other_model, n_runs, n_other_runs, n_pairs, k (the
-    matched k, comma-separated where the pairs of runs differ), each of `STATS` as mean, _lo
-    and _hi over runs (`by_architecture`), and the verdict."""
-    at = pairs[pairs["k"] == pairs["matched_k"]]
-    if "shuffled_iia" not in at.columns:
-        at = at.assign(shuffled_iia=float("nan"))
-    cols = ["iia", "own_iia", "input_code_iia", "output_code_iia", "chance_iia", "shuffled_iia"]
-    stats = by_architecture(at, cols, OVER)
-    rows = []
-    for r in stats.to_dict("records"):
-        g = at[(at["model"] == r["model"]) & (at["other_model"] == r["other_model"])]
-        bar, margin = float(g["k_bar"].iloc[0]), float(g["margin"].iloc[0])
-        captured = bool((g[["val_iia", "other_val_iia"]].min(axis=1) >= bar).mean() >= 0.5)
-        ks = sorted(set(int(k) for k in g["k"]))
-        rows.append({"variable": g["variable"].iloc[0], "model": r["model"],
-                     "other_model": r["other_model"], "n_runs": r["n_runs"],
-                     "n_other_runs": r["n_other_runs"], "n_pairs": r["n_pairs"],
-                     "k": ", ".join(map(str, ks)),
-                     **{f"{c}{end}": r[f"{c}{end}"] for c in STATS for end in ("", "_lo", "_hi")},
-                     "verdict": _verdict(r, captured, margin)})
-    return pd.DataFrame(rows)
-
-
 def verdicts(pairs: pd.DataFrame) -> pd.DataFrame:
     """Per ordered architecture pair at the matched k: runs, stitched IIA, own IIA, the codes,
     the chance level and B's shuffled control, each a mean [interval over runs], and the
@@ -224,14 +189,3 @@ def verdicts(pairs: pd.DataFrame) -> pd.DataFrame:
                      **{name: interval_text(r, c) for c, name in STATS.items()},
                      "verdict": r["verdict"]})
     return pd.DataFrame(rows)
-
-
-def _verdict(r: dict, captured: bool, margin: float) -> str:
-    """`classify_interval` on the lower ends; where too few runs give no interval, on the
-    means, and said so."""
-    none = pd.isna(r["over_input_lo"])
-    lo = lambda c: r[c] if none else r[c + "_lo"]  # noqa: E731
-    said = classify_interval(lo("over_input"), lo("over_output"), lo("over_chance"),
-                             r["input_code_iia"], r["output_code_iia"], captured, margin,
-                             over_own=r["over_own"])
-    return said + (" (means: too few runs for an interval)" if none and captured else "")

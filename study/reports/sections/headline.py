@@ -10,7 +10,8 @@ import pandas as pd
 from study.core.tables import DAS
 from study.reports.figure import Figure
 from study.reports.sections import section
-from study.reports.sections._common import (chosen_on_train, first_k_above, fmt, several_seeds,
+from study.claims.aligned import chosen_on_train
+from study.reports.sections._common import (first_k_above, fmt, several_seeds,
                                             stacked)
 
 THRESHOLD = 0.9  # "the k where IIA first passes 0.9"

@@ -114,7 +114,7 @@ def test_each_pair_is_shown_at_its_matched_k_and_every_k_in_the_ratio_chart():
 def test_the_shared_table_holds_each_pair_s_means_intervals_and_verdict():
     """The numbers the report formats are the numbers the result folder keeps: per ordered
     pair, each measure's mean and interval over runs, and the same verdict."""
-    from study.reports.sections.compare_stitching import STATS, shared_stats
+    from study.claims.shared import STATS, shared_stats
     rows = _rows({"y0": 0.9, "y1": 0.5, "y2": 0.5})
     stats = shared_stats(rows)
     shown = verdicts(rows)

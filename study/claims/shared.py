@@ -1,0 +1,76 @@
+"""What the architectures share: the table `shared` (per variable and ordered pair of
+architectures, A into B, at the pairs' matched k) and each pair of runs' verdict.
+
+Stitching A's aligned subspace into B's (`study.analyses.compare`) is set beside B's own
+interchange, the two network-free codes written into B the same way (the input window and the
+answer), the chance level and B's shuffled control; each is a mean over the pairs of runs
+that both learnt the task with an interval from resampling runs (`study.claims.intervals`),
+and the verdict follows the lower ends of the intervals of stitching minus each code
+(`study.claims.rules.classify_interval`).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from study.claims.intervals import by_architecture
+from study.claims.rules import classify, classify_interval
+
+
+def pair_verdicts(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` (stitching rows, one per pair of runs, variable and k) with `verdict`: what each
+    pair of runs' result is (`classify`), captured where both runs reach the validation bar
+    (`k_bar`) at k."""
+    if df.empty or "k_bar" not in df.columns:
+        return df
+    captured = (df[["val_iia", "other_val_iia"]].min(axis=1) >= df["k_bar"])
+    own = df["own_iia"] if "own_iia" in df else pd.Series(float("nan"), index=df.index)
+    return df.assign(verdict=[
+        classify(r.iia, r.input_code_iia, r.output_code_iia, r.chance_iia, bool(c), r.margin,
+                 own_iia=o)
+        for r, c, o in zip(df.itertuples(index=False), captured, own)])
+
+
+# stitching minus each control: the verdict follows the lower ends of their intervals
+OVER = {"over_input": ("iia", "input_code_iia"), "over_output": ("iia", "output_code_iia"),
+        "over_chance": ("iia", "chance_iia"), "over_own": ("iia", "own_iia")}
+# the columns of `shared_stats`, each a mean with its interval over runs, and their names
+STATS = {"iia": "stitched IIA", "own_iia": "B own IIA", "input_code_iia": "input code",
+         "output_code_iia": "answer code", "chance_iia": "chance",
+         "shuffled_iia": "B shuffled", "over_input": "stitched − input code",
+         "over_output": "stitched − answer code"}
+
+
+def shared_stats(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per ordered architecture pair at the matched k (`pairs`: `learnt_pairs` of one
+    variable's stitching rows): model, other_model, n_runs, n_other_runs, n_pairs, k (the
+    matched k, comma-separated where the pairs of runs differ), each of `STATS` as mean, _lo
+    and _hi over runs (`by_architecture`), and the verdict."""
+    at = pairs[pairs["k"] == pairs["matched_k"]]
+    if "shuffled_iia" not in at.columns:
+        at = at.assign(shuffled_iia=float("nan"))
+    cols = ["iia", "own_iia", "input_code_iia", "output_code_iia", "chance_iia", "shuffled_iia"]
+    stats = by_architecture(at, cols, OVER)
+    rows = []
+    for r in stats.to_dict("records"):
+        g = at[(at["model"] == r["model"]) & (at["other_model"] == r["other_model"])]
+        bar, margin = float(g["k_bar"].iloc[0]), float(g["margin"].iloc[0])
+        captured = bool((g[["val_iia", "other_val_iia"]].min(axis=1) >= bar).mean() >= 0.5)
+        ks = sorted(set(int(k) for k in g["k"]))
+        rows.append({"variable": g["variable"].iloc[0], "model": r["model"],
+                     "other_model": r["other_model"], "n_runs": r["n_runs"],
+                     "n_other_runs": r["n_other_runs"], "n_pairs": r["n_pairs"],
+                     "k": ", ".join(map(str, ks)),
+                     **{f"{c}{end}": r[f"{c}{end}"] for c in STATS for end in ("", "_lo", "_hi")},
+                     "verdict": _verdict(r, captured, margin)})
+    return pd.DataFrame(rows)
+
+
+def _verdict(r: dict, captured: bool, margin: float) -> str:
+    """`classify_interval` on the lower ends; where too few runs give no interval, on the
+    means, and said so."""
+    none = pd.isna(r["over_input_lo"])
+    lo = lambda c: r[c] if none else r[c + "_lo"]  # noqa: E731
+    said = classify_interval(lo("over_input"), lo("over_output"), lo("over_chance"),
+                             r["input_code_iia"], r["output_code_iia"], captured, margin,
+                             over_own=r["over_own"])
+    return said + (" (means: too few runs for an interval)" if none and captured else "")
