@@ -37,7 +37,8 @@ from study.core.sites import site_label
 from study.core.tables import DAS, DAS_CONTROL, DAS_SHUFFLED
 
 COLUMNS = ["run", "model", "seed", "variable", "alignment", "where", "iia", "iia_lo", "iia_hi",
-           "restart_sd", "random", "shuffled", "step0", "chance", "too_few", "verdict",
+           "restart_sd", "random", "shuffled", "step0", "chance", "confound_input",
+           "confound_answer", "too_few", "verdict",
            "n_seeds", "seeds_iia", "seeds_lo", "seeds_hi", "acc_test"]
 
 
@@ -121,10 +122,14 @@ def verdict_numbers(runs) -> pd.DataFrame:
             too_few = bool(test["too_few"].any()) if "too_few" in test else False
             for alignment in (a for a in trained() if (d["alignment"] == a).any()):
                 cand = chosen_on_train(d[d["alignment"] == alignment])
-                iia = lo = hi = sd = chance = float("nan")
+                iia = lo = hi = sd = chance = c_in = c_ans = float("nan")
                 where = ""
                 if cand is not None:
                     chance = float(cand.get("chance", np.nan))
+                    # what a network holding only the input or the answer scores (tables
+                    # written before these columns: NaN, not checked)
+                    c_in, c_ans = (float(cand.get(c, np.nan))
+                                   for c in ("confound_input", "confound_answer"))
                     iia, lo, hi, sd = (float(cand.get(c, np.nan))
                                        for c in ("iia", "iia_lo", "iia_hi", "iia_restart_sd"))
                     where = f"k={int(cand['k'])} {site_label(cand['site'], cand['layer'])}"
@@ -135,9 +140,11 @@ def verdict_numbers(runs) -> pd.DataFrame:
                                  variable=variable,
                                  alignment=alignment, where=where, iia=iia, iia_lo=lo,
                                  iia_hi=hi, restart_sd=sd, random=random, shuffled=ctl[0],
-                                 step0=ctl[1], chance=chance, too_few=too_few, acc_test=acc,
+                                 step0=ctl[1], chance=chance, confound_input=c_in,
+                                 confound_answer=c_ans, too_few=too_few, acc_test=acc,
                                  verdict=("did not learn" if acc < LEARNED_ACC
-                                          else verdict(iia, lo, random, *ctl))))
+                                          else verdict(iia, lo, random, *ctl, c_in,
+                                                       c_ans))))
     out = pd.DataFrame(rows, columns=COLUMNS)
     for _, g in out.groupby(["model", "variable", "alignment"], sort=False):
         n = int(g["iia"].notna().sum())

@@ -44,7 +44,7 @@ PATCHING_ROLES = Table("patching_roles", "patching", (
 DAS = Table("das", "das", (
     "checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split", "iia",
     "iia_lo", "iia_hi", "iia_all", "n_pairs", "n_changed", "n_tested", "too_few",
-    "iia_restart_sd", "chance"))
+    "iia_restart_sd", "chance", "confound_input", "confound_answer"))
 # the controls: the same search with the variable's values shuffled across pairs (trained
 # network), and on the step-0 network (rows with checkpoint 0)
 DAS_SHUFFLED = Table("das_shuffled", "das", DAS.columns)

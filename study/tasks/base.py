@@ -256,6 +256,13 @@ class Task(ABC):
         of (config, kind, n, split, seed)."""
 
     # --- what analyses read (defaults: none / not applicable) ----------------------------
+    def labels_of(self, ids: np.ndarray) -> np.ndarray | None:
+        """The causal model's labels ((n, seq_len), IGNORE where unscored) of any sequences
+        `ids` ((n, seq_len)) the task can read, as a generated split's labels are: what a
+        network that does the task outputs on them. For the identifiability of a pair set
+        (`study.analyses.common.identify`). Default: None, the task cannot say."""
+        return None
+
     def probe_variables(self, ids: np.ndarray,
                         labels: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Variables a linear probe should find, per example and position: name -> (n, pos)

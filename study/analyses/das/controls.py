@@ -131,7 +131,7 @@ def transfer_rows(model, pairs, fits: dict, kind: str, layer: int, position: int
     site (kind, layer, position) scored, untrained, on the control `pairs` (test split)."""
     from study.analyses.common.interchange import judged, pair_tensors
     from study.analyses.common.stats import chance_iia, iia_scores
-    from study.analyses.das.search import pairs_right
+    from study.analyses.das.search import pair_confounds, pairs_right
     from study.models.sites.capture import gather_site
     from study.models.sites.pyvene_bridge import site_intervenable
 
@@ -140,6 +140,7 @@ def transfer_rows(model, pairs, fits: dict, kind: str, layer: int, position: int
     src = gather_site(model, pt.source_ids, kind, layer, pt.source_pos, bs)
     changed, tested = pt.changed.cpu().numpy(), pt.tested.cpu().numpy()
     chance = chance_iia(pt.cf_labels.cpu().numpy(), tested)
+    conf = pair_confounds(outputs, pt)
     rows = []
     for (name, k), inst in sorted(fits.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         inst.eval()
@@ -150,6 +151,7 @@ def transfer_rows(model, pairs, fits: dict, kind: str, layer: int, position: int
         scores = iia_scores(right, changed, tested, cfg.min_changed)
         rows.append(dict(checkpoint=checkpoint, variable=variable, site=kind, layer=layer,
                          position=position, alignment=name, k=k, split="test", **scores,
-                         iia_restart_sd=float("nan"), chance=chance, pairs=pairs.kind,
+                         iia_restart_sd=float("nan"), chance=chance,
+                         confound_input=conf.input, confound_answer=conf.answer, pairs=pairs.kind,
                          base_kept=float(kept[tested].mean()) if tested.any() else float("nan")))
     return rows

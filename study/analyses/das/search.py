@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from study.analyses.common.identify import Confounds, confounds
 from study.analyses.common.stats import chance_iia, changed_iia, iia_scores
 from study.analyses.common.interchange import (PairTensors, judged, pair_tensors, rows_right,
                                                with_base_states)
@@ -73,6 +74,9 @@ class SiteData:
     src_train: torch.Tensor  # (n_train, width)
     src_test: torch.Tensor  # (n_test, width)
     fit_acts: torch.Tensor  # (2 n_train, width) base and source vectors: standardisation
+    # split -> what a network holding only the input window or the answer scores on the
+    # split's tested pairs (`study.analyses.common.identify`); empty where the task cannot say
+    confounds: dict = field(default_factory=dict)
     _iv: dict = field(default_factory=dict, repr=False)  # the latest alignment's intervenable
 
     def cached_intervenable(self, model, inst):
@@ -102,7 +106,19 @@ def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: i
     src_train, src_test = src(train), src(test)
     base_train = gather_site(model, train.base_ids, kind, layer, train.base_pos, batch_size)
     return SiteData(kind, layer, train, test, src_train, src_test,
-                    torch.cat([base_train, src_train]))
+                    torch.cat([base_train, src_train]),
+                    confounds={s: pair_confounds(outputs, pt) for s, pt in
+                               (("train", train), ("test", test))})
+
+
+def pair_confounds(task, pt: PairTensors) -> Confounds:
+    """`confounds` of the pairs `pt` at their read positions, over the tested ones."""
+    if task is None or not hasattr(task, "labels_of"):
+        return Confounds(float("nan"), float("nan"))
+    cpu = lambda t: t.cpu().numpy()  # noqa: E731
+    return confounds(task, cpu(pt.base_ids), cpu(pt.source_ids), cpu(pt.cf_labels),
+                     cpu(pt.base_labels), cpu(pt.base_pos), cpu(pt.source_pos),
+                     on=cpu(pt.tested))
 
 
 def forward(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor,
@@ -273,6 +289,11 @@ def choose(model, data: SiteData, name: str, insts: list, cfg, k: int, label: st
 COLUMNS = list(DAS.columns)  # the das, das_shuffled and das_control tables' columns
 
 
+def _confound_columns(data: SiteData, split: str) -> dict:
+    c = data.confounds.get(split, Confounds(float("nan"), float("nan")))
+    return {"confound_input": c.input, "confound_answer": c.answer}
+
+
 def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
            checkpoint: int, progress=None, alignments=None,
            kept: dict | None = None, ks=None, snapshots=None) -> tuple[list[dict], dict]:
@@ -319,7 +340,7 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
                                  layer=data.layer, position=position, alignment=name, k=k,
                                  split=split, **scores,
                                  iia_restart_sd=got.restart_sd.get(split, float("nan")),
-                                 chance=chance[split]))
+                                 chance=chance[split], **_confound_columns(data, split)))
             # a variable is scored only with enough tested test pairs (both splits' rows)
             if rows[-1]["too_few"]:
                 rows[-2].update(iia=float("nan"), iia_lo=float("nan"), iia_hi=float("nan"),

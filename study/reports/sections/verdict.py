@@ -30,7 +30,9 @@ def _cell(row) -> str:
         said = f"did not learn the task (test {_num(row['acc_test'])} < {LEARNED_ACC}), no verdict"
     return (f"{said}: {_num(row['iia'])} [{_num(row['iia_lo'])}, "
             f"{_num(row['iia_hi'])}] ({row['where']}); random {_num(row['random'])}, "
-            f"shuffled {_num(row['shuffled'])}, step 0 {_num(row['step0'])}; chance "
+            f"shuffled {_num(row['shuffled'])}, step 0 {_num(row['step0'])}; input code "
+            f"{_num(row.get('confound_input', float('nan')))}, answer code "
+            f"{_num(row.get('confound_answer', float('nan')))}; chance "
             f"{_num(row.get('chance', float('nan')))}")
 
 
@@ -157,7 +159,9 @@ def build(runs) -> list[Figure]:
                  "IIA at that site and k: an untrained random rotation; the same alignment "
                  "searched with the variable's values shuffled across pairs (shuffled); and "
                  "searched on the untrained (step-0) network, both climbing the search's k "
-                 "ladder with its warm starts and restarts; and the pair set's chance level. "
+                 "ladder with its warm starts and restarts; what a network holding only the "
+                 "input window at the site (input code) or only the answer (answer code) "
+                 "would score on the same pairs; and the pair set's chance level. "
                  "OAF: orthogonal; LAF: linear, ours (a rotation times the "
                  "authors' symmetric matrix, started at a random rotation); LAF (authors'): "
                  "their linear alignment trained their way. Rows with seed \"all\": the mean "
@@ -171,9 +175,15 @@ def build(runs) -> list[Figure]:
                caption="How a cell's verdict follows from its numbers; a variable whose test "
                        "split has too few tested pairs is not scored; without the random or "
                        "the shuffled control a cell reads \"no control\".",
-               table=pd.DataFrame({"verdict": ["aligned", "partial", "not aligned",
+               table=pd.DataFrame({"verdict": ["confounded with the input / the answer",
+                                               "aligned", "partial", "not aligned",
                                                "did not learn"],
-                                   "when": [f"lower end ≥ {BAR} + {MARGIN} and "
+                                   "when": [f"the input or the answer code scores above "
+                                            f"{1 - MARGIN:.1f}: no IIA can clear it, the pairs "
+                                            f"cannot tell the variable from it (pairs that "
+                                            f"change the variable without changing the answer "
+                                            f"the source gives, or another site, can)",
+                                            f"lower end ≥ {BAR} + {MARGIN} and "
                                             f"IIA ≥ {ALIGNED_IIA}",
                                             f"lower end ≥ {BAR} + {MARGIN} and "
                                             f"IIA < {ALIGNED_IIA}", "otherwise",

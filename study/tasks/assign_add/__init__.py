@@ -202,6 +202,14 @@ class AssignAddTask(Task):
         prefix (the symbolic model's variables)."""
         return causal.operands(ids, self.layout)
 
+    def labels_of(self, ids: np.ndarray) -> np.ndarray:
+        """(x + y) mod p at the last position of the sequences `ids`, IGNORE elsewhere."""
+        ids = np.asarray(ids)
+        x, y = self.operands(ids)
+        out = np.full(ids.shape, IGNORE, np.int64)
+        out[:, -1] = (x + y) % self.config.p
+        return out
+
     def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
         return pairs.counterfactuals(self, kind, n, split, seed)
 

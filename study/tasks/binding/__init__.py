@@ -51,6 +51,7 @@ from study.core.settings import fixed, setting
 from study.tasks.base import IGNORE, Examples, Pairs, Task
 from study.tasks.binding import pairs as pairs_mod
 from study.tasks.binding import roles, views
+from study.tasks.binding.causal import interpret
 from study.tasks.binding.generate import Generator
 from study.tasks.binding.vocab import DIGIT0, PAD, VOCAB
 
@@ -197,6 +198,16 @@ class BindingTask(Task):
 
     def value_labels(self, pairs: Pairs, values: np.ndarray) -> np.ndarray:
         return pairs_mod.value_labels(pairs, values)
+
+    def labels_of(self, ids: np.ndarray) -> np.ndarray:
+        """The answer at `:` of the programs `ids`, executed (IGNORE where a letter is bound
+        to nothing)."""
+        ids = np.asarray(ids)
+        p = interpret(ids)
+        out = np.full(ids.shape, IGNORE, np.int64)
+        out[np.arange(len(ids)), 4 * p["n_lines"] + 2] = np.where(
+            p["answer"] >= 0, DIGIT0 + p["answer"], IGNORE)
+        return out
 
     # --- what analyses read (views.py) ------------------------------------------------
     def heuristics(self, split: str = "test") -> list[dict]:

@@ -197,6 +197,13 @@ class CountingTask(Task):
     def generate(self, split: str) -> Examples:
         return self.generator.generate(split)
 
+    def labels_of(self, ids: np.ndarray) -> np.ndarray:
+        """The next token the Up-Down program predicts after each token of the sequences
+        `ids` where it is scored (T and the responses up to the EOS; IGNORE elsewhere): a
+        generated split's labels, and for any other sequence (an intervened trajectory) what
+        a network that counts outputs on it."""
+        return causal.scored_predictions(np.asarray(ids), self.alphabet, self.pad_id)
+
     # --- causal models (causal.py, pairs.py) ------------------------------------------
     def causal_model(self, name: str) -> causal.CausalModel:
         """The program `name` ("up_down", "up_up", "ctx_distr") over this variant's tokens."""

@@ -34,7 +34,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from study.tasks.counting.vocab import VOCAB, Alphabet
+from study.core.labels import IGNORE
+from study.tasks.counting.vocab import ID, VOCAB, Alphabet
 
 DEMO = "<demo>"  # prediction "some demonstration token" (which one is not determined)
 
@@ -225,4 +226,20 @@ def variable_values(ids: np.ndarray, alphabet: Alphabet, pad_id: int) -> dict[st
             states, _ = model(alphabet).run(toks)
             for v in model.variables:
                 out[f"{name}:{v}"][i, :len(toks)] = [s[v] for s in states]
+    return out
+
+
+def scored_predictions(ids: np.ndarray, alphabet: Alphabet, pad_id: int) -> np.ndarray:
+    """(n, seq_len) int64: the Up-Down program's next token after each token of `ids` where
+    it is scored, IGNORE elsewhere (and after the EOS)."""
+    model = UpDown(alphabet)
+    out = np.full(ids.shape, IGNORE, dtype=np.int64)
+    for i, row in enumerate(ids):
+        toks = [VOCAB[t] for t in row.tolist() if t != pad_id]
+        states, preds = model.run(toks)
+        for t, (state, tok) in enumerate(zip(states, toks)):
+            if tok == alphabet.eos:
+                break
+            if model.scored(state) and preds[t] in ID:
+                out[i, t] = ID[preds[t]]
     return out

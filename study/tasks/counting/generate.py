@@ -70,7 +70,7 @@ class Generator:
             ids = self._encode_voids(counts, rng)
         else:
             ids = self._encode_batch(counts, rng)
-        return Examples(ids, self._labels(ids, counts), self._strata(counts))
+        return Examples(ids, self.labels(ids, counts), self._strata(counts))
 
     def _encode_voids(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Sequences whose demonstration phase holds void tokens (`demo_phase`) ->
@@ -104,7 +104,7 @@ class Generator:
         ids = np.where((pos >= N + 2) & (pos <= 2 * N + 1), ID[a.resp], ids)
         return np.where(pos == 2 * N + 2, ID[a.eos], ids)
 
-    def _labels(self, ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    def labels(self, ids: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Next token at positions T .. last response (t .. t+n for T at t; n+1 .. 2n+1
         without voids), IGNORE elsewhere."""
         ids = np.asarray(ids, dtype=np.int64)  # signed: IGNORE (-1) is written among the ids

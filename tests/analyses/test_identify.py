@@ -1,0 +1,154 @@
+"""Identifiability before any verdict: pairs that cannot tell a variable from the input at the
+site or from the answer give "confounded", whatever the network computes, and pairs that can
+still let a planted network that computes the variable be called aligned."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from study.analyses.common.identify import confounds
+from study.analyses.das import DasConfig
+from study.analyses.das.search import search, site_data
+from study.claims.aligned import verdict_numbers
+from study.claims.runs import RunTables
+from study.tasks.binding import BindingConfig, BindingTask
+from study.tasks.base import Pairs
+from tests.analyses.test_compare_controls import (ANSWER_AT, D, LENGTH, SECOND, VOCAB, Pointer,
+                                                  PointerTask, _labels, _programs, referent)
+
+
+class LabelledPointer(PointerTask):
+    """The two-hop programs, whose labels the task can give for any sequence. One more pair
+    kind, `referent_x`: the source is another program, and the counterfactual is the base's
+    own digit of the letter the source's query names (the source's answer only where the two
+    digit tables agree): pairs that separate the referent from the answer."""
+
+    def labels_of(self, ids):
+        return _labels(np.asarray(ids))
+
+    def counterfactuals(self, kind, n, split="test", seed=0):
+        if kind != "referent_x":
+            return super().counterfactuals(kind, n, split, seed)
+        rng = np.random.default_rng([seed, self.splits.index(split), 99])
+        base, src = _programs(rng, n), _programs(rng, n)
+        cf = _labels(base)
+        cf[:, ANSWER_AT] = base[np.arange(n), 4 + referent(src) - SECOND[0]]
+        aligned = np.full(n, -1)
+        return Pairs(kind, base, src, _labels(base), cf, aligned, aligned.copy())
+
+
+class SoftPointer(Pointer):
+    """`Pointer` with a differentiable readout, so that DAS can be trained on it: each value on
+    the ring is weighted by its closeness to the decoded point (a softmax), then finished into
+    an answer as `Pointer` finishes the nearest one."""
+
+    def forward(self, ids, readout=None):  # ids (n, T)
+        n, T = ids.shape
+        if T < LENGTH:  # a probe of the site's width: no program to read
+            return Pointer.forward(self, ids, readout)
+        ring = torch.zeros(n, T, 2)
+        which = (self._variable(ids)[:, None] == self.values).float().argmax(1)  # (n,)
+        ring[:, ANSWER_AT] = self.protos[which]
+        h = torch.cat([ring, self.nuisance[ids[:, :1]].expand(n, T, D - 2)], -1) @ self.basis
+        h = self.sites.resid[0](h)  # (n, T, D)
+        read = (h @ self.basis.T)[..., :2]  # (n, T, 2)
+        w = torch.softmax(-4 * ((read[..., None, :] - self.protos) ** 2).sum(-1), -1)  # (n,T,m)
+        p = torch.zeros(n, T, VOCAB)
+        for j, v in enumerate(self.values):
+            value = torch.full_like(ids, int(v))
+            out = value if self.holds == "answer" else self._finish(ids, value)  # (n, T)
+            p = p.scatter_add(2, out[..., None], w[..., j:j + 1])
+        logits = torch.log(p + 1e-6)  # (n, T, VOCAB)
+        return logits if readout is None else logits[readout]
+
+
+def _colon(task, pairs):
+    return np.argmax(np.asarray(pairs.base_ids) == task.encode([":"])[0], axis=1)
+
+
+@pytest.fixture(scope="module")
+def binding():
+    return BindingTask(BindingConfig())
+
+
+@pytest.mark.parametrize("kind,input_share,answer_share", [
+    ("root_value", 0.0, 1.0), ("referent", 0.0, 1.0), ("query", 1.0, 1.0)])
+def test_binding_one_token_pairs_at_the_colon_cannot_tell_a_variable_from_the_answer(
+        binding, kind, input_share, answer_share):
+    """Every one-token pair's counterfactual label is the source's own answer, so a network
+    holding only the answer at ':' would score on every pair; the query letter is the token
+    just read, so the query's pairs are the input too."""
+    pairs = binding.counterfactuals(kind, 300, "test")
+    at = _colon(binding, pairs)
+    c = confounds(binding, pairs.base_ids, pairs.source_ids, pairs.cf_labels,
+                  pairs.base_labels, at, at)
+    assert c.input == pytest.approx(input_share) and c.answer == pytest.approx(answer_share)
+
+
+def test_before_the_query_is_read_no_site_holds_the_answer(binding):
+    """Two tokens before '#' (a line's right-hand token) the answer is not decided yet: the
+    answer code predicts nothing there, and the query letter is not in the window."""
+    pairs = binding.counterfactuals("root_value", 300, "test")
+    at = _colon(binding, pairs) - 3
+    c = confounds(binding, pairs.base_ids, pairs.source_ids, pairs.cf_labels,
+                  pairs.base_labels, at, at)
+    assert c.answer == 0.0 and c.input == 0.0
+
+
+def test_the_task_labels_any_sequence_as_its_splits_label_them(binding):
+    ex = binding.split("test")
+    assert (binding.labels_of(ex.ids) == np.asarray(ex.labels)).all()
+
+
+def _das_run(holds: str, kind: str, tmp_path) -> RunTables:
+    """A run directory's tables for the planted network holding `holds`, searched with DAS
+    (OAF, its random and shuffled controls) at ':' on pairs of `kind`."""
+    task, model = LabelledPointer(), SoftPointer(holds).eval()
+    train, test = task.counterfactuals(kind, 400, "train"), task.counterfactuals(kind, 300)
+    data = site_data(model, train, test, "resid", 0, ANSWER_AT, "cpu", outputs=task)
+    cfg = DasConfig(k=(2,), steps=300, batch_size=64, lr=5e-2, restarts=1,
+                    alignments=("oaf", "random"))
+    rows, _ = search(model, data, holds, ANSWER_AT, cfg, seed=0, checkpoint=1)
+    das = pd.DataFrame(rows)
+    shuffled = das[das["alignment"] == "oaf"].assign(iia=0.2)  # a control that the IIA clears
+    return RunTables(path=tmp_path, config={"model": "pointer", "seed": 0}, summary={},
+                     status="done", metrics=None, heuristics=None, label="pointer s0",
+                     tables={"das": das, "das_shuffled": shuffled})
+
+
+@pytest.mark.parametrize("holds,kind,said", [
+    ("answer", "value", "confounded with the answer"),
+    ("query", "query", "confounded with the input and the answer"),
+    ("referent", "referent", "confounded with the answer"),
+])
+def test_a_planted_subspace_on_pairs_that_cannot_tell_is_confounded(holds, kind, said,
+                                                                     tmp_path):
+    """A subspace holding only the answer (or only the token just read) is found by DAS as
+    well as a computed variable would be; on these pairs the verdict says so instead of
+    "aligned"."""
+    (row,) = verdict_numbers([_das_run(holds, kind, tmp_path)]).to_dict("records")
+    assert row["iia"] >= 0.9  # DAS finds the subspace ...
+    assert row["verdict"] == said  # ... and the pairs cannot say what it is
+
+
+@pytest.mark.parametrize("holds,said", [("referent", "aligned"), ("answer", "not aligned")])
+def test_on_pairs_that_separate_them_the_referent_is_aligned_and_the_answer_is_not(
+        holds, said, tmp_path):
+    """The controls can fail: on pairs whose label is the base's digit of the source's
+    referent, a network computing the referent is aligned, and one holding only the answer
+    is not (DAS writes the source's answer, which these pairs do not ask for)."""
+    run = _das_run(holds, "referent_x", tmp_path)
+    das = run.tables["das"]
+    assert das["confound_answer"].max() < 0.5 and das["confound_input"].max() < 0.5
+    (row,) = verdict_numbers([run]).to_dict("records")
+    assert row["verdict"] == said, row
+
+
+def test_a_planted_code_s_share_counts_among_the_controls():
+    from study.claims.rules import verdict
+    assert verdict(0.97, 0.94, 0.2, 0.2, float("nan"), 0.05, 0.0) == "aligned"
+    assert verdict(0.97, 0.94, 0.2, 0.2, float("nan"), 0.88, 0.0) == "not aligned"
+    assert verdict(0.97, 0.94, 0.2, 0.2, float("nan"), 0.95, 0.0) == "confounded with the input"
+    assert verdict(0.97, 0.94, 0.2, 0.2) == "aligned"  # tables without the shares: unchecked
