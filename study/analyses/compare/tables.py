@@ -12,7 +12,9 @@ import torch
 from study.analyses.common.data import sample
 from study.analyses.compare.choice import auto_k, matched_k
 from study.core.verdicts import classify
-from study.analyses.compare.codes import answer_codes, input_codes, window_changed
+from study.analyses.compare.codes import (MIN_COVERAGE, answer_codes, input_codes,
+                                          position_codes, refusal, window_changed)
+from study.analyses.compare.decode import DecodeWrite, source_values
 from study.analyses.compare.measures import MEASURES, shuffled_baseline
 from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors
 from study.analyses.compare.projection import Subspace
@@ -104,9 +106,11 @@ class _Spaces:
 
     def codes(self, variable, k) -> dict:
         """This run as the receiver of the network-free codes at k (`codes`): stitching IIA of
-        the input-window and answer codes, the chance level (its own subspace written with
-        the sources of other pairs), the share of pairs whose input window changes, and
-        each similarity measure of the two codes with its subspace."""
+        the input-window, answer and position codes (the answer and position codes' NaN
+        where they cover too few changed test pairs, `refusal` saying why), their coverage,
+        the chance level (its own subspace written with the sources of other pairs), the
+        share of pairs whose input window changes, and each similarity measure of the input
+        and answer codes with its subspace."""
         if (variable, k) not in self._codes:
             self._codes[(variable, k)] = self._score_codes(variable, k)
         return self._codes[(variable, k)]
@@ -118,13 +122,24 @@ class _Spaces:
         tested = tb.pairs.tested.cpu().numpy()
         run = lambda z: tested_iia(self.s.model, site, sb, tb.pairs, z, tested)  # noqa: E731
         in_fit, in_src, in_both = input_codes(fb.pairs, tb.pairs, cfg.input_window)
-        out_fit, out_cf, out_both = answer_codes(fb.pairs, tb.pairs)
+        out_fit, out_cf, out_both, out_cover = answer_codes(fb.pairs, tb.pairs)
+        pos_fit, pos_src, _, pos_cover = position_codes(fb.pairs, tb.pairs)
         dev = sb.W.device
         m_in = fit_map(in_fit.to(dev), sb.read(fb.both), one_hot=True)
-        m_out = fit_map(out_fit.to(dev), sb.read(fb.base), one_hot=True)
+        refused = [r for r in (refusal("answer code", out_cover),
+                               refusal("position code", pos_cover)) if r]
+
+        def code_iia(fit_code, rows, written, cover) -> float:  # NaN where refused
+            if not cover >= MIN_COVERAGE:
+                return float("nan")
+            return run(apply_map(fit_map(fit_code.to(dev), rows, one_hot=True), written.to(dev)))
+
         zb = sb.read(tb.both).cpu().numpy()
         out = dict(input_code_iia=run(apply_map(m_in, in_src.to(dev))),
-                   output_code_iia=run(apply_map(m_out, out_cf.to(dev))),
+                   output_code_iia=code_iia(out_fit, sb.read(fb.base), out_cf, out_cover),
+                   position_code_iia=code_iia(pos_fit, sb.read(fb.both), pos_src, pos_cover),
+                   output_code_coverage=out_cover, position_code_coverage=pos_cover,
+                   code_refusal="; ".join(refused),
                    chance_iia=run(shuffled(sb.read(tb.source), cfg.seed + 1)),
                    window_changed=float(window_changed(tb.pairs, cfg.input_window).mean()))
         codes = in_both.cpu().numpy(), out_both.cpu().numpy()
@@ -203,34 +218,52 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                                         input_code=code_in, output_code=code_out,
                                         matched_k=matched))
                     tested = tb.pairs.tested.cpu().numpy()  # B's: the pairs it tests
-                    scores = _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg)
-                    scored = {c: codes[c] for c in ("input_code_iia", "output_code_iia",
-                                                    "chance_iia", "window_changed")}
+                    scores = _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg,
+                                        source_values(pairs["fit"]))
+                    scored = {c: codes[c] for c in (
+                        "input_code_iia", "output_code_iia", "chance_iia", "window_changed",
+                        "position_code_iia", "output_code_coverage", "position_code_coverage",
+                        "code_refusal")}
                     captured = all(v >= cfg.k_bar for v in (val[id(a)][k], val[id(b)][k]))
                     own = B.own(variable, k, "test")
                     stitch.append(dict(
                         common, own_iia=own, n_changed=changed,
                         **scores, **scored, val_iia=val[id(a)][k], other_val_iia=val[id(b)][k],
                         auto_k=auto[id(a)], other_auto_k=auto[id(b)], matched_k=matched,
-                        verdict=classify(scores["iia"], scored["input_code_iia"],
-                                         scored["output_code_iia"], scored["chance_iia"],
-                                         captured, cfg.margin,
-                                         own_iia=own),
+                        verdict=_verdict(scores["iia"], scored, captured, cfg.margin, own),
                         k_bar=cfg.k_bar, margin=cfg.margin))
     return {COMPARE_SIMILARITY.name: COMPARE_SIMILARITY.frame(sim),
             COMPARE_STITCHING.name: COMPARE_STITCHING.frame(stitch),
             COMPARE_GEOMETRY.name: COMPARE_GEOMETRY.frame(geo)}
 
 
-def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg) -> dict:
+def _verdict(iia, codes, captured, margin, own) -> str:
+    """`classify`, except where the refused answer code (too few changed test pairs covered,
+    `codes.refusal`) could have decided it: "code not identifiable", as a refused code is not
+    a code that scored 0."""
+    said = classify(iia, codes["input_code_iia"], codes["output_code_iia"],
+                    codes["chance_iia"], captured, margin, own_iia=own)
+    refused = not codes["output_code_coverage"] >= MIN_COVERAGE
+    if refused and said not in ("not captured", "not shared"):
+        return "code not identifiable"
+    return said
+
+
+def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg, values) -> dict:
+    """Network -> network stitching of A into B through the affine map, its controls, and
+    decode-then-write (`decode`; NaN without the pairs' source values `values`)."""
     site_b = SiteRef.parse(lb)
     za_fit, zb_fit = sa.read(fa.both), sb.read(fb.both)
     M = fit_map(za_fit, zb_fit)
     M_shuf = fit_map(shuffled(za_fit, cfg.seed), zb_fit)
     M_rand = fit_map(ra.read(fa.both), rb.read(fb.both))
     src = sa.read(ta.source)
+    decode_iia = float("nan")
+    if values is not None:
+        dw = DecodeWrite(sa.read(fa.source), sb.read(fb.source), values)
+        decode_iia = tested_iia(b.model, site_b, sb, tb.pairs, dw(src), tested)
     return dict(
-        iia=stitched_iia(b.model, site_b, sb, M, src, tb.pairs, tested),
+        iia=stitched_iia(b.model, site_b, sb, M, src, tb.pairs, tested), decode_iia=decode_iia,
         shuffled_map_iia=stitched_iia(b.model, site_b, sb, M_shuf, src, tb.pairs, tested),
         random_subspace_iia=stitched_iia(b.model, site_b, rb, M_rand, ra.read(ta.source),
                                          tb.pairs, tested),
