@@ -17,8 +17,12 @@ the same subspace:
 - `answer_code`: the answer, keyed per scored position relative to the read position: one
   column per (offset from the base position, label) seen in fitting, 1 where the pair's
   answer has that label at that offset (a multi-hot over scored positions; with one scored
-  position a one-hot of the answer). The map is fitted on base rows (each base's answer ->
-  its subspace coordinates) and written with each pair's counterfactual answer. Keys
+  position a one-hot of the answer). The map is fitted on the source rows of the fitting
+  pairs (each counterfactual answer -> the source's subspace coordinates, whose value the
+  interchange writes) and written with each test pair's counterfactual answer. Base rows
+  are left out: a base's labels are kept only where the counterfactual is scored, so a
+  counting base whose response runs longer than the counterfactual's has its answer cut
+  short (the same key for different counts). Keys
   relative to the read position, one per scored position, make a test pair's key one the
   fit has seen: counting scores a whole response (a dozen positions, its start anywhere in
   the sequence), and a key of every (absolute position, label) at once is almost never seen
@@ -163,15 +167,16 @@ def input_codes(fit: PairTensors, test: PairTensors, window: int):
 
 
 def answer_codes(fit: PairTensors, test: PairTensors):
-    """(fit bases' code (n_fit, c), test counterfactual answers' code (n, c), test code of
-    both rows (2n, c): bases by their answer, sources by the counterfactual answer, coverage:
-    the share of changed test pairs whose counterfactual answer's every (offset, label) was
-    seen in fitting); on the pairs' device."""
-    fb, _ = answers(fit)
+    """(fit sources' code (n_fit, c): each by its pair's counterfactual answer, test
+    counterfactual answers' code (n, c), test code of both rows (2n, c): bases by their
+    answer, sources by the counterfactual answer, coverage: the share of changed test pairs
+    whose counterfactual answer's every (offset, label) was seen in fitting); on the pairs'
+    device."""
+    _, fc = answers(fit)
     tb, tc = answers(test)
-    code, dev = MultiHot(fb), test.base_ids.device
+    code, dev = MultiHot(fc), test.base_ids.device
     cover = coverage(code.covers(tc), test.changed.cpu().numpy())
-    return code(fb, dev), code(tc, dev), code(tb + tc, dev), cover
+    return code(fc, dev), code(tc, dev), code(tb + tc, dev), cover
 
 
 def position_codes(fit: PairTensors, test: PairTensors):

@@ -136,7 +136,7 @@ class _Spaces:
 
         zb = sb.read(tb.both).cpu().numpy()
         out = dict(input_code_iia=run(apply_map(m_in, in_src.to(dev))),
-                   output_code_iia=code_iia(out_fit, sb.read(fb.base), out_cf, out_cover),
+                   output_code_iia=code_iia(out_fit, sb.read(fb.source), out_cf, out_cover),
                    position_code_iia=code_iia(pos_fit, sb.read(fb.both), pos_src, pos_cover),
                    output_code_coverage=out_cover, position_code_coverage=pos_cover,
                    code_refusal="; ".join(refused),
