@@ -161,3 +161,69 @@ def test_a_state_that_holds_only_the_position_scores_through_the_position_code(c
     assert r["position_code_coverage"] >= MIN_COVERAGE
     assert r["position_code_iia"] >= 0.9
     assert r["input_code_iia"] < 0.5  # the window holds demo tokens, the same at every count
+
+
+# ----------------------------------------------------------------------------- decode-then-write
+
+M_VALUES = 8  # values of the planted variable
+
+
+class Placed(nn.Module):
+    """One-token inputs v * 4 + w: the value v at its point `points[v]` in site dims (0, 1),
+    the nuisance w in dims 3 on; the readout names the nearest point."""
+
+    def __init__(self, points):
+        super().__init__()
+        self.register_buffer("points", torch.as_tensor(points, dtype=torch.float32))  # (m, 2)
+        g = torch.Generator().manual_seed(6)
+        nuisance = torch.zeros(4, D)
+        nuisance[:, 3:] = 2 * torch.randn(4, D - 3, generator=g)
+        self.register_buffer("nuisance", nuisance)
+        self.register_buffer("basis", torch.eye(D))
+        self.sites = Sites(resid=1)
+
+    def forward(self, ids, readout=None):  # ids (n, 1)
+        protos = torch.cat([self.points, torch.zeros(len(self.points), D - 2)], 1)  # (m, D)
+        h = self.sites.resid[0](protos[ids // 4] + self.nuisance[ids % 4])  # (n, 1, D)
+        d = ((h[..., None, :2] - self.points) ** 2).sum(-1)  # (n, 1, m)
+        return -d if readout is None else -d[readout]
+
+
+class ValueTask:
+    """One-token pairs of the values 0..M_VALUES - 1, each naming its source's value."""
+
+    name, splits, pad_id, output_ids = "values", ("train", "val", "test"), 0, None
+    config = SimpleNamespace(held_out=())
+
+    def counterfactuals(self, kind, n, split="test", seed=0):
+        rng = np.random.default_rng([seed, self.splits.index(split)])
+        vb, vs = rng.integers(M_VALUES, size=n), rng.integers(M_VALUES, size=n)
+        base = (vb * 4 + rng.integers(4, size=n))[:, None]
+        src = (vs * 4 + rng.integers(4, size=n))[:, None]
+        aligned = np.full(n, -1)
+        return Pairs(kind, base, src, vb[:, None], vs[:, None], aligned, aligned.copy(),
+                     {"value": vs})
+
+    def split(self, name):
+        ids = np.arange(4 * M_VALUES)[:, None]
+        return Examples(ids, ids // 4)
+
+    def probe_variables(self, ids, labels=None):
+        return {}
+
+
+def test_decode_then_write_relates_two_codes_no_affine_map_relates(tmp_path):
+    """A holds the value on a ring in a random order, B on a line: B's own interchange and
+    decode-then-write carry every value, the least-squares map between the two cannot."""
+    order = np.random.default_rng(3).permutation(M_VALUES)
+    angle = 2 * np.pi * order / M_VALUES
+    ring = 3 * np.stack([np.cos(angle), np.sin(angle)], 1)
+    line = np.stack([3 * np.arange(M_VALUES) - 10.5, np.zeros(M_VALUES)], 1)
+    subjects = [_subject(tmp_path, name, Placed(points), variable="v", site="resid[0]@pair")
+                for name, points in (("ring", ring), ("line", line))]
+    cfg = CompareConfig(n_fit=300, n_test=300, n_geometry=4, n_perm=1)
+    st = compare(subjects, ValueTask(), cfg, torch.device("cpu"))["compare_stitching"]
+    r = st[(st["run"] == "ring") & (st["other_run"] == "line")].iloc[0]
+    assert r["own_iia"] > 0.95
+    assert r["decode_iia"] >= r["own_iia"] - 0.05
+    assert r["iia"] < r["own_iia"] - 0.3
