@@ -190,14 +190,19 @@ class Placed(nn.Module):
 
 
 class ValueTask:
-    """One-token pairs of the values 0..M_VALUES - 1, each naming its source's value."""
+    """One-token pairs of the values 0..M_VALUES - 1, each naming its source's value; the
+    training pairs draw only the first `trained` values."""
 
     name, splits, pad_id, output_ids = "values", ("train", "val", "test"), 0, None
     config = SimpleNamespace(held_out=())
 
+    def __init__(self, trained=M_VALUES):
+        self.trained = trained
+
     def counterfactuals(self, kind, n, split="test", seed=0):
         rng = np.random.default_rng([seed, self.splits.index(split)])
-        vb, vs = rng.integers(M_VALUES, size=n), rng.integers(M_VALUES, size=n)
+        top = self.trained if split == "train" else M_VALUES
+        vb, vs = rng.integers(top, size=n), rng.integers(top, size=n)
         base = (vb * 4 + rng.integers(4, size=n))[:, None]
         src = (vs * 4 + rng.integers(4, size=n))[:, None]
         aligned = np.full(n, -1)
@@ -227,3 +232,17 @@ def test_decode_then_write_relates_two_codes_no_affine_map_relates(tmp_path):
     assert r["own_iia"] > 0.95
     assert r["decode_iia"] >= r["own_iia"] - 0.05
     assert r["iia"] < r["own_iia"] - 0.3
+
+
+def test_an_answer_code_that_covers_too_few_changed_pairs_is_refused_not_scored(tmp_path):
+    """Fitted on the first six values only, the answer code has no column for a quarter of
+    the test answers: its IIA is NaN with the reason, and the verdict it could have decided
+    says so."""
+    line = np.stack([3 * np.arange(M_VALUES) - 10.5, np.zeros(M_VALUES)], 1)
+    subject = _subject(tmp_path, "line", Placed(line), variable="v", site="resid[0]@pair")
+    cfg = CompareConfig(n_fit=300, n_test=300, n_geometry=4, n_perm=1)
+    r = _own_row(compare([subject], ValueTask(trained=6), cfg, torch.device("cpu")), "line")
+    assert 0.5 < r["output_code_coverage"] < MIN_COVERAGE
+    assert math.isnan(r["output_code_iia"])
+    assert r["code_refusal"].startswith("answer code not identifiable")
+    assert r["own_iia"] > 0.95 and r["verdict"] == "code not identifiable"
