@@ -20,9 +20,8 @@ Under two runs there is no interval (NaN ends): one run says nothing of how runs
 
 - `hierarchical_interval(runs)`: mean and interval of one measure, `runs` each run's
   per-pair outcomes;
-- `difference_interval(a, b)`: of a - b (stitched − own, stitched − a code), paired by run
-  (one draw of runs for both) and, where a run's two arrays are the same pairs (equal
-  lengths), by pair;
+- `difference_interval(a, b, same_pairs)`: of a - b (stitched − own, stitched − a code),
+  paired by run (one draw of runs for both) and, with `same_pairs`, by pair;
 - `outcomes(rate, n)`: a run's per-pair outcomes from a share right and its number of pairs
   (what the stitching table keeps: an IIA and n_tested).
 
@@ -67,20 +66,23 @@ def hierarchical_interval(runs: Sequence[np.ndarray], level: float = LEVEL,
 
 
 def difference_interval(a: Sequence[np.ndarray], b: Sequence[np.ndarray],
-                        level: float = LEVEL, n_boot: int = N_BOOT,
-                        seed: int = 0) -> Interval:
+                        same_pairs: bool = False, level: float = LEVEL,
+                        n_boot: int = N_BOOT, seed: int = 0) -> Interval:
     """The mean over runs of (run mean of a) - (run mean of b), with its hierarchical
     bootstrap interval; a[i] and b[i] are run i's outcomes of two measures (e.g. stitched
-    and B's own interchange on B's tested pairs). Runs are drawn once for both; where a[i]
-    and b[i] have equal lengths they are the same pairs, drawn once for both. A run missing
-    either is left out."""
+    and B's own interchange on B's tested pairs). Runs are drawn once for both (paired by
+    run). `same_pairs`: a[i][j] and b[i][j] are one pair's two outcomes, so each pair is drawn
+    once for both (paired by pair; the arrays of a run must then have equal lengths); else
+    each measure's pairs are drawn apart, as for outcomes rebuilt from shares (`outcomes`),
+    whose order pairs nothing. A run missing either is left out."""
     if len(a) != len(b):
         raise ValueError(f"difference_interval: {len(a)} runs of a, {len(b)} of b")
     ka, kb = _kept([a, b])
-    paired = [np.asarray(x, float) - np.asarray(y, float) for x, y in zip(ka, kb)
-              if len(x) == len(y)]
-    if len(paired) == len(ka):  # every run's two measures on the same pairs
-        return _interval([paired], lambda m: m[0], level, n_boot, seed)
+    if same_pairs:
+        if any(len(x) != len(y) for x, y in zip(ka, kb)):
+            raise ValueError("difference_interval: same_pairs needs equal lengths in each run")
+        return _interval([[x - y for x, y in zip(ka, kb)]], lambda m: m[0], level, n_boot,
+                         seed)
     return _interval([ka, kb], lambda m: m[0] - m[1], level, n_boot, seed)
 
 

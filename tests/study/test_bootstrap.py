@@ -56,14 +56,29 @@ def test_outcomes_keep_a_runs_share_and_count():
 def test_a_difference_on_the_same_pairs_is_paired_by_pair():
     """Stitched and own right on the same pairs, the stitched write wrong on a fixed tenth of
     them: drawn pair by pair, the interval of stitched − own lies below 0 and is about half
-    as wide as when each measure's pairs are drawn apart (arrays of other lengths)."""
+    as wide as when each measure's pairs are drawn apart."""
     rng = np.random.default_rng(0)
     own = [rng.binomial(1, 0.8, size=300).astype(float) for _ in range(3)]
     stitched = [o * (np.arange(300) % 10 != 0) for o in own]
-    d = difference_interval(stitched, own)
+    d = difference_interval(stitched, own, same_pairs=True)
     assert d.mean == pytest.approx(np.mean([s.mean() - o.mean() for s, o in zip(stitched, own)]))
-    apart = difference_interval([s[:299] for s in stitched], [o[1:] for o in own])
-    assert apart.n_runs == 3 and apart.lo < apart.mean < apart.hi
+    apart = difference_interval(stitched, own)
+    assert apart.n_runs == 3 and apart.mean == pytest.approx(d.mean) and apart.lo < apart.mean < apart.hi
     assert d.hi < 0 and d.hi - d.lo < 0.6 * (apart.hi - apart.lo)
     with pytest.raises(ValueError, match="runs of a"):
         difference_interval(stitched, own[:2])
+    with pytest.raises(ValueError, match="equal lengths"):
+        difference_interval([s[:299] for s in stitched], own, same_pairs=True)
+
+
+def test_a_difference_is_paired_by_run():
+    """Two measures that share each run's level (stitched = own − 0.1 in every run, runs far
+    apart): drawn run by run for both, the interval of the difference is narrow about −0.1,
+    though each measure's own interval is wide."""
+    levels = (0.5, 0.7, 0.9)
+    own = [outcomes(p, 1000) for p in levels]
+    stitched = [outcomes(p - 0.1, 1000) for p in levels]
+    d = difference_interval(stitched, own)
+    alone = hierarchical_interval(own)
+    assert d.mean == pytest.approx(-0.1)
+    assert d.lo < -0.1 < d.hi < 0 and (d.hi - d.lo) < 0.3 * (alone.hi - alone.lo)

@@ -17,7 +17,9 @@ codes' capacity:
    (`stitch.tested_iia`).
 
 `decode_iia` is its IIA on B's tested pairs, beside the affine map's `iia`. Pairs without a
-`value` stratum (a task whose pairs do not name the source's value) have none (NaN).
+`value` stratum (a task whose pairs do not name the source's value) have none (NaN). For a
+joint kind (counting's `up_down:full`) the stratum is the first variable's value (the
+count), so the written class mean averages over the others (the phase).
 """
 from __future__ import annotations
 
