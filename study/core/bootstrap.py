@@ -22,6 +22,11 @@ Under two runs there is no interval (NaN ends): one run says nothing of how runs
   per-pair outcomes;
 - `difference_interval(a, b, same_pairs)`: of a - b (stitched − own, stitched − a code),
   paired by run (one draw of runs for both) and, with `same_pairs`, by pair;
+- `crossed_interval(cells, same)`: the same for a measure between two runs (stitching A
+  into B): cells[i][j] the pairs' outcomes of run i of one architecture with run j of the
+  other; runs of each side are drawn (one draw for both sides where the architectures are
+  one, `same`, a run never paired with itself), then pairs within each drawn cell; `other`
+  gives a second measure on the same cells, for the interval of the difference;
 - `outcomes(rate, n)`: a run's per-pair outcomes from a share right and its number of pairs
   (what the stitching table keeps: an IIA and n_tested).
 
@@ -86,6 +91,61 @@ def difference_interval(a: Sequence[np.ndarray], b: Sequence[np.ndarray],
     return _interval([ka, kb], lambda m: m[0] - m[1], level, n_boot, seed)
 
 
+def crossed_interval(cells: Sequence[Sequence[np.ndarray | None]], same: bool = False,
+                     other: Sequence[Sequence[np.ndarray | None]] | None = None,
+                     same_pairs: bool = False, level: float = LEVEL, n_boot: int = N_BOOT,
+                     seed: int = 0) -> Interval:
+    """Mean over the cells (run i of X, run j of Y) of each cell's mean outcome, or of its
+    difference with `other`'s cell mean, with a hierarchical bootstrap interval: runs of X
+    and of Y drawn with replacement (the same draw for both sides when `same`: X and Y are
+    one list of runs, the diagonal left out), then each drawn cell's pairs (drawn once for
+    both measures with `same_pairs`). `cells[i][j]`: (m,) outcomes, or None / empty where
+    the pair of runs has none. The interval is widened as `hierarchical_interval`'s over the
+    fewer runs of the two sides; `n_runs` is that number."""
+    if same and any(len(row) != len(cells) for row in cells):
+        raise ValueError("crossed_interval: same needs a square grid (one list of runs)")
+    measures = [cells] if other is None else [cells, other]
+    grid = [[[_cell(m[i][j]) for j in range(len(cells[0]))] for i in range(len(cells))]
+            for m in measures]
+    nx, ny = len(cells), len(cells[0]) if len(cells) else 0
+    ok = np.array([[all(len(g[i][j]) for g in grid) and not (same and i == j)
+                    for j in range(ny)] for i in range(nx)], bool).reshape(nx, ny)
+    if same_pairs and other is not None:
+        grid = [[[grid[0][i][j] - grid[1][i][j] if ok[i, j] else grid[0][i][j]
+                  for j in range(ny)] for i in range(nx)]]
+    combine = (lambda m: m[0]) if len(grid) == 1 else (lambda m: m[0] - m[1])  # noqa: E731
+    if not ok.any():
+        return Interval(float("nan"), float("nan"), float("nan"), 0)
+    mean = float(combine([np.mean([g[i][j].mean() for i, j in zip(*np.nonzero(ok))])
+                          for g in grid]))
+    n = nx if same else min(nx, ny)
+    if n < 2 or (same and nx < 3):
+        return Interval(mean, float("nan"), float("nan"), n)
+    rng = np.random.default_rng(seed)
+    ix = rng.integers(nx, size=(n_boot, nx))
+    iy = ix if same else rng.integers(ny, size=(n_boot, ny))
+    drawn = ix[:, :, None] * ny + iy[:, None, :]  # (n_boot, nx, ny) the cell of each slot
+    valid = ok.ravel()[drawn]  # (n_boot, nx, ny)
+    flat = [[g[i][j] for i in range(nx) for j in range(ny)] for g in grid]
+    means = [np.where(valid, _draw_means(f, drawn.reshape(n_boot, -1), rng).reshape(
+        drawn.shape), 0.0) for f in flat]
+    count = valid.sum((1, 2))
+    keep = count > 0
+    stats = combine([(m.sum((1, 2)) / np.maximum(count, 1))[keep] for m in means])
+    tail = (1 - level) / 2
+    q_lo, q_hi = np.quantile(stats, [tail, 1 - tail])
+    c = _widening(n, level)
+    return Interval(mean, float(mean - c * (mean - q_lo)), float(mean + c * (q_hi - mean)), n)
+
+
+def _cell(values) -> np.ndarray:
+    """A cell's outcomes as floats; empty where absent or NaN."""
+    if values is None:
+        return np.zeros(0)
+    v = np.asarray(values, float).ravel()
+    return v if np.isfinite(v).all() else np.zeros(0)
+
+
 def _kept(measures: list[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
     """The runs every measure has pairs for, none NaN, in each measure's order."""
     arrays = [[np.asarray(r, float).ravel() for r in runs] for runs in measures]
@@ -116,11 +176,11 @@ def _interval(measures: list[list[np.ndarray]], combine, level: float, n_boot: i
 def _draw_means(runs: list[np.ndarray], drawn: np.ndarray, rng) -> np.ndarray:
     """(n_boot, n) per draw and slot: the mean of the slot's drawn run's pairs, resampled with
     replacement (a run drawn twice gets two resamples)."""
-    out = np.empty(drawn.shape)
+    out = np.zeros(drawn.shape)
     for r, values in enumerate(runs):
         at = drawn == r  # (n_boot, n) the slots that drew run r
         k = int(at.sum())
-        if not k:
+        if not k or not len(values):
             continue
         if np.isin(values, (0.0, 1.0)).all():  # 0/1 outcomes: a binomial draw is the same
             out[at] = rng.binomial(len(values), values.mean(), size=k) / len(values)

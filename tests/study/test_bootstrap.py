@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from study.core import bootstrap
-from study.core.bootstrap import difference_interval, hierarchical_interval, outcomes
+from study.core.bootstrap import (crossed_interval, difference_interval, hierarchical_interval,
+                                  outcomes)
 
 TRUE_MEAN = 0.7
 
@@ -82,3 +83,40 @@ def test_a_difference_is_paired_by_run():
     alone = hierarchical_interval(own)
     assert d.mean == pytest.approx(-0.1)
     assert d.lo < -0.1 < d.hi < 0 and (d.hi - d.lo) < 0.3 * (alone.hi - alone.lo)
+
+
+def _crossed(rng, nx, ny, same, sd=0.05, n_pairs=200):
+    """Cells of run i of X with run j of Y: each run's effect drawn around 0 (one set of runs
+    when `same`), each cell's pairs Bernoulli around TRUE_MEAN plus both runs' effects."""
+    a = rng.normal(0, sd, nx)
+    b = a if same else rng.normal(0, sd, ny)
+    return [[rng.binomial(1, np.clip(TRUE_MEAN + a[i] + b[j], 0, 1), size=n_pairs)
+             .astype(float) for j in range(ny)] for i in range(nx)]
+
+
+@pytest.mark.parametrize("nx,ny,same", [(3, 3, False), (3, 3, True), (3, 5, False)])
+def test_the_crossed_interval_covers_the_planted_mean_in_at_least_90_of_100_draws(nx, ny,
+                                                                                  same):
+    """Stitching between runs: every run of X with every run of Y (one list of runs, never a
+    run with itself, where X and Y are one architecture)."""
+    rng = np.random.default_rng(2)
+    hits = 0
+    for draw in range(100):
+        iv = crossed_interval(_crossed(rng, nx, ny, same), same, n_boot=1000, seed=draw)
+        hits += iv.lo <= TRUE_MEAN <= iv.hi
+    assert hits >= 90
+
+
+def test_the_crossed_interval_leaves_out_the_diagonal_and_missing_cells():
+    cells = [[np.ones(5), np.zeros(5), None], [np.zeros(5), np.ones(5), np.ones(5)],
+             [np.ones(5), np.ones(5), np.ones(5)]]
+    iv = crossed_interval(cells, same=True)  # the five off-diagonal cells present
+    assert iv.mean == pytest.approx(3 / 5) and iv.n_runs == 3 and iv.lo < iv.mean < iv.hi
+    two = crossed_interval(cells[:2], same=False)  # two runs of X, three of Y: all 5 cells
+    assert two.mean == pytest.approx(3 / 5) and two.n_runs == 2 and np.isfinite(two.lo)
+    d = crossed_interval(cells, same=True, other=[[np.ones(5)] * 3] * 3, same_pairs=True)
+    assert d.mean == pytest.approx(3 / 5 - 1)
+    square = [row[:2] for row in cells[:2]]  # two runs: one pair of them, drawn alike
+    assert np.isnan(crossed_interval(square, same=True).lo)
+    with pytest.raises(ValueError, match="square"):
+        crossed_interval(cells[:2], same=True)
