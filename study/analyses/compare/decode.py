@@ -29,42 +29,39 @@ import numpy as np
 import torch
 
 
-class DecodeWrite:
-    """A's coordinates -> the decoded value -> B's class mean of it."""
+def decoded(za_fit: torch.Tensor, values: np.ndarray, za: torch.Tensor, C: float = 1e4,
+            max_iter: int = 1000) -> np.ndarray:
+    """(n,) the value decoded from A's coordinates za (n, k_a) by a classifier fitted on A's
+    coordinates za_fit (m, k_a) at the fitting sources, whose values are `values` (m,).
+    `C`: weak regularisation [ours], as the decoder is to read what the subspace holds (a
+    few values, many rows): values on a ring are separable, and at scikit-learn's C = 1 half
+    of them are lost."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
 
-    def __init__(self, za: torch.Tensor, zb: torch.Tensor, values: np.ndarray,
-                 C: float = 1e4, max_iter: int = 1000):
-        """za (n, k_a), zb (n, k_b): A's and B's coordinates at the same fitting sources;
-        values (n,) the variable's value at each. `C`: weak regularisation [ours], as the
-        decoder is to read what the subspace holds (a few values, many rows): values on a
-        ring are separable, and at scikit-learn's C = 1 half of them are lost."""
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.preprocessing import StandardScaler
+    values = np.asarray(values)
+    classes = np.unique(values)
+    if len(classes) < 2:
+        return np.full(len(za), classes[0] if len(classes) else -1)
+    x = za_fit.detach().double().cpu().numpy()
+    scaler = StandardScaler().fit(x)
+    with warnings.catch_warnings():  # an unfinished fit is still a decoder
+        warnings.simplefilter("ignore")
+        clf = LogisticRegression(C=C, max_iter=max_iter).fit(scaler.transform(x), values)
+    return clf.predict(scaler.transform(za.detach().double().cpu().numpy()))
 
-        x = za.detach().double().cpu().numpy()
-        values = np.asarray(values)
-        self.classes = np.unique(values)  # (c,)
-        zb = zb.detach().float()
-        self.means = torch.stack([zb[torch.from_numpy(values == v).to(zb.device)].mean(0)
-                                  for v in self.classes])  # (c, k_b)
-        self.scaler = StandardScaler().fit(x)
-        self.clf = None
-        if len(self.classes) > 1:
-            with warnings.catch_warnings():  # an unfinished fit is still a decoder
-                warnings.simplefilter("ignore")
-                self.clf = LogisticRegression(C=C, max_iter=max_iter).fit(
-                    self.scaler.transform(x), values)
 
-    def decode(self, za: torch.Tensor) -> np.ndarray:
-        """(n,) the value decoded from A's coordinates za (n, k_a)."""
-        if self.clf is None:
-            return np.full(len(za), self.classes[0])
-        return self.clf.predict(self.scaler.transform(za.detach().double().cpu().numpy()))
-
-    def __call__(self, za: torch.Tensor) -> torch.Tensor:
-        """za (n, k_a) -> B's class means of the decoded values (n, k_b), on za's device."""
-        idx = np.searchsorted(self.classes, self.decode(za))
-        return self.means[torch.from_numpy(idx).to(self.means.device)].to(za.device)
+def written(zb_fit: torch.Tensor, values: np.ndarray, decoded_values: np.ndarray) -> torch.Tensor:
+    """B's class means (n, k_b) of the decoded values (n,): the mean of B's coordinates
+    zb_fit (m, k_b) over the fitting sources with each value (`values` (m,)), on zb_fit's
+    device. Every decoded value is one the fit saw."""
+    values = np.asarray(values)
+    classes = np.unique(values)
+    zb = zb_fit.detach().float()
+    means = torch.stack([zb[torch.from_numpy(values == v).to(zb.device)].mean(0)
+                         for v in classes])  # (c, k_b)
+    idx = torch.from_numpy(np.searchsorted(classes, decoded_values)).to(zb.device)
+    return means[idx]
 
 
 def source_values(pairs) -> np.ndarray | None:

@@ -14,7 +14,7 @@ from study.analyses.compare.choice import auto_k, matched_k
 from study.core.verdicts import classify
 from study.analyses.compare.codes import (MIN_COVERAGE, answer_codes, input_codes,
                                           position_codes, refusal, window_changed)
-from study.analyses.compare.decode import DecodeWrite, source_values
+from study.analyses.compare.decode import decoded, source_values, written
 from study.analyses.compare.measures import MEASURES, shuffled_baseline
 from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors
 from study.analyses.compare.projection import Subspace
@@ -61,6 +61,7 @@ class _Spaces:
         self._site: dict = {}
         self._own: dict = {}
         self._codes: dict = {}
+        self._decoded: dict = {}
 
     def site(self, variable, k) -> str:
         """The site this run is read at for (variable, k): `compare.site`'s choice among the
@@ -103,6 +104,20 @@ class _Spaces:
                 self.s.model, SiteRef.parse(label), sb, v.pairs, sb.read(v.source),
                 v.pairs.tested.cpu().numpy())
         return self._own[(variable, k, which)]
+
+    def decoded(self, variable, k) -> np.ndarray | None:
+        """(n_test,) the variable's value decoded from this run's coordinates at each test
+        source (`decode`, fitted on the fitting sources), or None where the pairs name no
+        source value."""
+        values = source_values(self.pairs["fit"])
+        if values is None:
+            return None
+        if (variable, k) not in self._decoded:
+            label, space = self.site(variable, k), self.space(self.cfg.alignment, variable, k)
+            self._decoded[(variable, k)] = decoded(
+                space.read(self.vectors(label, "fit").source), values,
+                space.read(self.vectors(label, "test").source))
+        return self._decoded[(variable, k)]
 
     def codes(self, variable, k) -> dict:
         """This run as the receiver of the network-free codes at k (`codes`): stitching IIA of
@@ -219,7 +234,7 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                                         matched_k=matched))
                     tested = tb.pairs.tested.cpu().numpy()  # B's: the pairs it tests
                     scores = _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg,
-                                        source_values(pairs["fit"]))
+                                        source_values(pairs["fit"]), A.decoded(variable, k))
                     scored = {c: codes[c] for c in (
                         "input_code_iia", "output_code_iia", "chance_iia", "window_changed",
                         "position_code_iia", "output_code_coverage", "position_code_coverage",
@@ -249,9 +264,11 @@ def _verdict(iia, codes, captured, margin, own) -> str:
     return said
 
 
-def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg, values) -> dict:
+def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg, values,
+               decoded_a) -> dict:
     """Network -> network stitching of A into B through the affine map, its controls, and
-    decode-then-write (`decode`; NaN without the pairs' source values `values`)."""
+    decode-then-write (`decode`: B's class means, by the fitting sources' `values`, of the
+    values `decoded_a` from A's test sources; NaN where the pairs name no values)."""
     site_b = SiteRef.parse(lb)
     za_fit, zb_fit = sa.read(fa.both), sb.read(fb.both)
     M = fit_map(za_fit, zb_fit)
@@ -260,8 +277,8 @@ def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg, values) ->
     src = sa.read(ta.source)
     decode_iia = float("nan")
     if values is not None:
-        dw = DecodeWrite(sa.read(fa.source), sb.read(fb.source), values)
-        decode_iia = tested_iia(b.model, site_b, sb, tb.pairs, dw(src), tested)
+        decode_iia = tested_iia(b.model, site_b, sb, tb.pairs,
+                                written(sb.read(fb.source), values, decoded_a), tested)
     return dict(
         iia=stitched_iia(b.model, site_b, sb, M, src, tb.pairs, tested), decode_iia=decode_iia,
         shuffled_map_iia=stitched_iia(b.model, site_b, sb, M_shuf, src, tb.pairs, tested),
