@@ -16,18 +16,36 @@ from study.claims.intervals import by_architecture
 from study.claims.rules import classify, classify_interval
 
 
+REFUSED = "code not identifiable"
+
+
+def _column(df: pd.DataFrame, name: str) -> pd.Series:
+    return df[name] if name in df else pd.Series(float("nan"), index=df.index)
+
+
+def refused_answer_code(df: pd.DataFrame) -> pd.Series:
+    """(rows,) bool: the answer code was refused (its IIA NaN where its coverage of the changed
+    test pairs was measured and too low, `study.analyses.compare.codes`): a refused code is not
+    a code that scored 0."""
+    return _column(df, "output_code_iia").isna() & _column(df, "output_code_coverage").notna()
+
+
 def pair_verdicts(df: pd.DataFrame) -> pd.DataFrame:
     """`df` (stitching rows, one per pair of runs, variable and k) with `verdict`: what each
     pair of runs' result is (`classify`), captured where both runs reach the validation bar
-    (`k_bar`) at k."""
+    (`k_bar`) at k; "code not identifiable" where the answer code was refused and the verdict
+    would have rested on it (anything but "not captured" and "not shared")."""
     if df.empty or "k_bar" not in df.columns:
         return df
     captured = (df[["val_iia", "other_val_iia"]].min(axis=1) >= df["k_bar"])
-    own = df["own_iia"] if "own_iia" in df else pd.Series(float("nan"), index=df.index)
-    return df.assign(verdict=[
-        classify(r.iia, r.input_code_iia, r.output_code_iia, r.chance_iia, bool(c), r.margin,
-                 own_iia=o)
-        for r, c, o in zip(df.itertuples(index=False), captured, own)])
+    said = [classify(r.iia, r.input_code_iia, r.output_code_iia, r.chance_iia, bool(c),
+                     r.margin, own_iia=o, confound_input=ci, confound_answer=ca)
+            for r, c, o, ci, ca in zip(df.itertuples(index=False), captured,
+                                       _column(df, "own_iia"), _column(df, "confound_input"),
+                                       _column(df, "confound_answer"))]
+    refused = refused_answer_code(df)
+    return df.assign(verdict=[REFUSED if no and v not in ("not captured", "not shared") else v
+                              for v, no in zip(said, refused)])
 
 
 # stitching minus each control: the verdict follows the lower ends of their intervals
@@ -61,16 +79,22 @@ def shared_stats(pairs: pd.DataFrame) -> pd.DataFrame:
                      "n_other_runs": r["n_other_runs"], "n_pairs": r["n_pairs"],
                      "k": ", ".join(map(str, ks)),
                      **{f"{c}{end}": r[f"{c}{end}"] for c in STATS for end in ("", "_lo", "_hi")},
-                     "verdict": _verdict(r, captured, margin)})
+                     "verdict": _verdict(r, captured, margin, g)})
     return pd.DataFrame(rows)
 
 
-def _verdict(r: dict, captured: bool, margin: float) -> str:
+def _verdict(r: dict, captured: bool, margin: float, rows: pd.DataFrame) -> str:
     """`classify_interval` on the lower ends; where too few runs give no interval, on the
-    means, and said so."""
+    means, and said so. The pairs' confound shares (`rows`' means) come first; a refused
+    answer code in any pair of runs makes a verdict that would rest on it "code not
+    identifiable"."""
     none = pd.isna(r["over_input_lo"])
     lo = lambda c: r[c] if none else r[c + "_lo"]  # noqa: E731
     said = classify_interval(lo("over_input"), lo("over_output"), lo("over_chance"),
                              r["input_code_iia"], r["output_code_iia"], captured, margin,
-                             over_own=r["over_own"])
+                             over_own=r["over_own"],
+                             confound_input=float(_column(rows, "confound_input").mean()),
+                             confound_answer=float(_column(rows, "confound_answer").mean()))
+    if refused_answer_code(rows).any() and said not in ("not captured", "not shared"):
+        return REFUSED
     return said + (" (means: too few runs for an interval)" if none and captured else "")

@@ -118,32 +118,26 @@ def _das_run(holds: str, kind: str, tmp_path) -> RunTables:
                      tables={"das": das, "das_shuffled": shuffled})
 
 
-@pytest.mark.parametrize("holds,kind,said", [
-    ("answer", "value", "confounded with the answer"),
-    ("query", "query", "confounded with the input and the answer"),
-    ("referent", "referent", "confounded with the answer"),
-])
-def test_a_planted_subspace_on_pairs_that_cannot_tell_is_confounded(holds, kind, said,
-                                                                     tmp_path):
-    """A subspace holding only the answer (or only the token just read) is found by DAS as
-    well as a computed variable would be; on these pairs the verdict says so instead of
+def test_a_planted_answer_subspace_on_pairs_that_cannot_tell_is_confounded(tmp_path):
+    """A subspace holding only the answer is found by DAS as well as a computed variable
+    would be; on pairs whose label is the source's answer the verdict says so instead of
     "aligned"."""
-    (row,) = verdict_numbers([_das_run(holds, kind, tmp_path)]).to_dict("records")
+    (row,) = verdict_numbers([_das_run("answer", "value", tmp_path)]).to_dict("records")
     assert row["iia"] >= 0.9  # DAS finds the subspace ...
-    assert row["verdict"] == said  # ... and the pairs cannot say what it is
+    assert row["confound_answer"] == 1.0
+    assert row["verdict"] == "confounded with the answer"  # ... and the pairs cannot say
 
 
-@pytest.mark.parametrize("holds,said", [("referent", "aligned"), ("answer", "not aligned")])
-def test_on_pairs_that_separate_them_the_referent_is_aligned_and_the_answer_is_not(
-        holds, said, tmp_path):
-    """The controls can fail: on pairs whose label is the base's digit of the source's
-    referent, a network computing the referent is aligned, and one holding only the answer
-    is not (DAS writes the source's answer, which these pairs do not ask for)."""
-    run = _das_run(holds, "referent_x", tmp_path)
+def test_on_pairs_that_separate_them_the_answer_subspace_is_not_aligned(tmp_path):
+    """The control can fail: on pairs whose label is the base's digit of the source's
+    referent (the source's answer only where the two programs' digits agree), the pairs are
+    not confounded, and a network holding only the answer is not aligned: DAS writes the
+    source's answer, which these pairs do not ask for."""
+    run = _das_run("answer", "referent_x", tmp_path)
     das = run.tables["das"]
     assert das["confound_answer"].max() < 0.5 and das["confound_input"].max() < 0.5
     (row,) = verdict_numbers([run]).to_dict("records")
-    assert row["verdict"] == said, row
+    assert row["verdict"] == "not aligned", row
 
 
 def test_a_planted_code_s_share_counts_among_the_controls():

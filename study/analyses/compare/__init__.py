@@ -12,8 +12,9 @@ here is a pure function of networks, their saved alignments and the task:
   the pair's base and source positions;
 - `values`: the variable's values laid out in one run's subspace (top two PCs);
 - `stitch`: cross-model interchange through a least-squares map between subspaces;
-- `codes`: the network-free controls: one-hot codes of the input window and of the answer,
-  stitched into each run the same way;
+- `codes`: the network-free controls: one-hot codes of the input window, of the answer
+  (per scored position) and of the read position, stitched into each run the same way;
+- `decode`: decode-then-write stitching (A's value decoded, B's class mean written);
 - `choice`: the k each run is read at (`compare.k=auto`, on validation pairs); what each
   result is (computation, input copy, ...) is `study.claims.rules`;
 - `sites`: which of a run's saved sites is read (`compare.site`);
@@ -35,8 +36,13 @@ Tables (one row per compared pair, run paths as given):
   codes stitched into B, `codes`), chance_iia (B written with other pairs' sources),
   window_changed (share of pairs whose input window differs between base and source),
   val_iia / other_val_iia (A's / B's own IIA on validation pairs at k), auto_k /
-  other_auto_k (each run's own k), matched_k (the pair's), k_bar
-  and margin (the settings the verdict uses: `study.claims.shared.pair_verdicts`).
+  other_auto_k (each run's own k), matched_k (the pair's), k_bar and margin
+  (the settings the verdict uses: `study.claims.shared.pair_verdicts`; "code not
+  identifiable" where the answer code is refused and could have decided it), then decode_iia (decode-then-write
+  stitching, `decode`), position_code_iia (the read position's one-hot code stitched into
+  B, `codes`), output_code_coverage and position_code_coverage (the share of changed test
+  pairs whose written key was seen in fitting; under 95 % the code's IIA is NaN) and
+  code_refusal (why a code was refused, "" when none was).
 """
 from __future__ import annotations
 

@@ -34,8 +34,11 @@ Controls [ours]:
   counterfactual answer (with five equally likely letters, about one in four or five).
 - `random_subspace_iia`: both runs' random-rotation subspaces (their random DAS controls), the
   map fitted the same way.
-- `input_code_iia`, `output_code_iia`: network-free codes of the input window and of the
-  answer written into B through the same kind of map (`codes`, `study.claims.rules`).
+- `input_code_iia`, `output_code_iia`, `position_code_iia`: network-free codes of the input
+  window, of the answer and of the read position written into B through the same kind of
+  map (`codes`, `study.claims.rules`).
+- `decode_iia`: decode-then-write (`decode`): A's value decoded by a classifier, B's class
+  mean of it written; the affine map's capacity raised to the codes'.
 `own_iia` is B's own interchange (B's source vector read and written by B's alignment) on the
 same tested pairs: stitching can at best recover it.
 """

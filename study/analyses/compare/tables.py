@@ -11,7 +11,9 @@ import torch
 
 from study.analyses.common.data import sample
 from study.analyses.compare.choice import auto_k, matched_k
-from study.analyses.compare.codes import answer_codes, input_codes, window_changed
+from study.analyses.compare.codes import (MIN_COVERAGE, answer_codes, input_codes,
+                                          position_codes, refusal, window_changed)
+from study.analyses.compare.decode import decoded, source_values, written
 from study.analyses.compare.measures import MEASURES, shuffled_baseline
 from study.analyses.compare.paired import PairedVectors, SiteRef, paired_vectors
 from study.analyses.compare.projection import Subspace
@@ -58,6 +60,7 @@ class _Spaces:
         self._site: dict = {}
         self._own: dict = {}
         self._codes: dict = {}
+        self._decoded: dict = {}
 
     def site(self, variable, k) -> str:
         """The site this run is read at for (variable, k): `compare.site`'s choice among the
@@ -101,11 +104,27 @@ class _Spaces:
                 v.pairs.tested.cpu().numpy())
         return self._own[(variable, k, which)]
 
+    def decoded(self, variable, k) -> np.ndarray | None:
+        """(n_test,) the variable's value decoded from this run's coordinates at each test
+        source (`decode`, fitted on the fitting sources), or None where the pairs name no
+        source value."""
+        values = source_values(self.pairs["fit"])
+        if values is None:
+            return None
+        if (variable, k) not in self._decoded:
+            label, space = self.site(variable, k), self.space(self.cfg.alignment, variable, k)
+            self._decoded[(variable, k)] = decoded(
+                space.read(self.vectors(label, "fit").source), values,
+                space.read(self.vectors(label, "test").source))
+        return self._decoded[(variable, k)]
+
     def codes(self, variable, k) -> dict:
         """This run as the receiver of the network-free codes at k (`codes`): stitching IIA of
-        the input-window and answer codes, the chance level (its own subspace written with
-        the sources of other pairs), the share of pairs whose input window changes, and
-        each similarity measure of the two codes with its subspace."""
+        the input-window, answer and position codes (the answer and position codes' NaN
+        where they cover too few changed test pairs, `refusal` saying why), their coverage,
+        the chance level (its own subspace written with the sources of other pairs), the
+        share of pairs whose input window changes, and each similarity measure of the input
+        and answer codes with its subspace."""
         if (variable, k) not in self._codes:
             self._codes[(variable, k)] = self._score_codes(variable, k)
         return self._codes[(variable, k)]
@@ -117,13 +136,24 @@ class _Spaces:
         tested = tb.pairs.tested.cpu().numpy()
         run = lambda z: tested_iia(self.s.model, site, sb, tb.pairs, z, tested)  # noqa: E731
         in_fit, in_src, in_both = input_codes(fb.pairs, tb.pairs, cfg.input_window)
-        out_fit, out_cf, out_both = answer_codes(fb.pairs, tb.pairs)
+        out_fit, out_cf, out_both, out_cover = answer_codes(fb.pairs, tb.pairs)
+        pos_fit, pos_src, _, pos_cover = position_codes(fb.pairs, tb.pairs)
         dev = sb.W.device
         m_in = fit_map(in_fit.to(dev), sb.read(fb.both), one_hot=True)
-        m_out = fit_map(out_fit.to(dev), sb.read(fb.base), one_hot=True)
+        refused = [r for r in (refusal("answer code", out_cover),
+                               refusal("position code", pos_cover)) if r]
+
+        def code_iia(fit_code, rows, written, cover) -> float:  # NaN where refused
+            if not cover >= MIN_COVERAGE:
+                return float("nan")
+            return run(apply_map(fit_map(fit_code.to(dev), rows, one_hot=True), written.to(dev)))
+
         zb = sb.read(tb.both).cpu().numpy()
         out = dict(input_code_iia=run(apply_map(m_in, in_src.to(dev))),
-                   output_code_iia=run(apply_map(m_out, out_cf.to(dev))),
+                   output_code_iia=code_iia(out_fit, sb.read(fb.source), out_cf, out_cover),
+                   position_code_iia=code_iia(pos_fit, sb.read(fb.both), pos_src, pos_cover),
+                   output_code_coverage=out_cover, position_code_coverage=pos_cover,
+                   code_refusal="; ".join(refused),
                    chance_iia=run(shuffled(sb.read(tb.source), cfg.seed + 1)),
                    window_changed=float(window_changed(tb.pairs, cfg.input_window).mean()))
         codes = in_both.cpu().numpy(), out_both.cpu().numpy()
@@ -202,9 +232,12 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                                         input_code=code_in, output_code=code_out,
                                         matched_k=matched))
                     tested = tb.pairs.tested.cpu().numpy()  # B's: the pairs it tests
-                    scores = _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg)
-                    scored = {c: codes[c] for c in ("input_code_iia", "output_code_iia",
-                                                    "chance_iia", "window_changed")}
+                    scores = _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg,
+                                        source_values(pairs["fit"]), A.decoded(variable, k))
+                    scored = {c: codes[c] for c in (
+                        "input_code_iia", "output_code_iia", "chance_iia", "window_changed",
+                        "position_code_iia", "output_code_coverage", "position_code_coverage",
+                        "code_refusal")}
                     own = B.own(variable, k, "test")
                     stitch.append(dict(
                         common, own_iia=own, n_changed=changed,
@@ -216,15 +249,23 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
             COMPARE_GEOMETRY.name: COMPARE_GEOMETRY.frame(geo)}
 
 
-def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg) -> dict:
+def _stitching(a, b, sa, sb, ra, rb, fa, fb, ta, tb, lb, tested, cfg, values,
+               decoded_a) -> dict:
+    """Network -> network stitching of A into B through the affine map, its controls, and
+    decode-then-write (`decode`: B's class means, by the fitting sources' `values`, of the
+    values `decoded_a` from A's test sources; NaN where the pairs name no values)."""
     site_b = SiteRef.parse(lb)
     za_fit, zb_fit = sa.read(fa.both), sb.read(fb.both)
     M = fit_map(za_fit, zb_fit)
     M_shuf = fit_map(shuffled(za_fit, cfg.seed), zb_fit)
     M_rand = fit_map(ra.read(fa.both), rb.read(fb.both))
     src = sa.read(ta.source)
+    decode_iia = float("nan")
+    if values is not None:
+        decode_iia = tested_iia(b.model, site_b, sb, tb.pairs,
+                                written(sb.read(fb.source), values, decoded_a), tested)
     return dict(
-        iia=stitched_iia(b.model, site_b, sb, M, src, tb.pairs, tested),
+        iia=stitched_iia(b.model, site_b, sb, M, src, tb.pairs, tested), decode_iia=decode_iia,
         shuffled_map_iia=stitched_iia(b.model, site_b, sb, M_shuf, src, tb.pairs, tested),
         random_subspace_iia=stitched_iia(b.model, site_b, rb, M_rand, ra.read(ta.source),
                                          tb.pairs, tested),
