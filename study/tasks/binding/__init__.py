@@ -19,10 +19,11 @@ Storage: ids uint8, labels int8, each split padded only to its own longest progr
 tokens; gen_lines 103 = seq_len), so the paper-scale train split is 60 MB.
 Labels: IGNORE except at the final ":", which holds the answer digit's id. Strata: `depth`,
 `root_line` (line of the query chain's digit), `answer_is_first_line_constant`, and
-`n_lines` in gen_lines. Causal variables (`causal`): `root_value`, `query`, `referent`.
-Counterfactual kinds (aligned): `root_value`, `distractor`, `query`, `referent` (one token
-differs), and the renamed-letters control `renamed:query`, `renamed:referent` (every letter
-renamed, `renamed`).
+`n_lines` in gen_lines. Causal variables (`causal`): `root_value`, `query`, `referent`,
+`resolved`. Counterfactual kinds: aligned `root_value`, `distractor`, `query`, `referent`
+(one token differs), and the renamed-letters control `renamed:query`, `renamed:referent`
+(every letter renamed, `renamed`); `resolved` (one earlier digit differs) intervenes at
+the right-hand token of the line whose value it changes (`resolved`).
 
 The family's modules, each importing only those listed before it:
 - `vocab`: the tokens and where they sit;
@@ -30,6 +31,7 @@ The family's modules, each importing only those listed before it:
 - `generate`: the generator [ours: the paper gives no details] and the splits;
 - `edits`: program edits and the assembly of aligned pairs;
 - `renamed`: the renamed-letters control's pairs;
+- `resolved`: the pairs of the value a line resolves to, intervened at that line;
 - `pairs`: the counterfactual pairs;
 - `views`: what analyses read (probe variables `root_value`, `line_value`; attention
   targets `chain`, `root`, `query_line` from `:` and the hop roles `hop<h>`,
@@ -137,13 +139,16 @@ class BindingTask(Task):
     # query reads (the `query` pairs: the same program asked for another letter), and the
     # referent, the letter the query's line copies (`referent` pairs: that letter changes,
     # the query stays), which no token at `:` carries (`causal`) [ours: Wu et al. 2025
-    # patch these, they do not align them]
-    causal_variables: ClassVar[tuple[str, ...]] = ("root_value", "query", "referent")
+    # patch these, they do not align them]; and the value each line resolves to, read at
+    # that line before the query is (`resolved`), which the answer does not determine
+    causal_variables: ClassVar[tuple[str, ...]] = ("root_value", "query", "referent",
+                                                   "resolved")
     main_variables: ClassVar[tuple[str, ...]] = ("root_value",)
     probe_variable_names: ClassVar[tuple[str, ...]] = ("root_value", "line_value")
     pair_role_strata: ClassVar[tuple[str, ...]] = ("depth",)
     counterfactual_kinds: ClassVar[tuple[str, ...]] = (
-        "root_value", "distractor", "query", "referent", "renamed:query", "renamed:referent")
+        "root_value", "distractor", "query", "referent", "resolved", "renamed:query",
+        "renamed:referent")
     # the renamed-letters control (`renamed`): a letter variable's alignments scored on the
     # base against its renamed copy, identity against role
     control_pairs: ClassVar[dict[str, tuple[str, ...]]] = {
