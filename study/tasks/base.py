@@ -82,6 +82,10 @@ class Pairs:
     base_pos: np.ndarray  # (n,) int64, -1 when aligned
     source_pos: np.ndarray  # (n,) int64, -1 when aligned
     strata: dict[str, np.ndarray] = field(default_factory=dict)
+    # (n, seq_len) what the unintervened source outputs (its own labels), so that an analysis
+    # can keep only the pairs whose source the network answers too; None where the task's
+    # pairs do not say
+    source_labels: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.base_ids.shape[0])
@@ -159,6 +163,9 @@ class Task(ABC):
     # The pair strata (`Pairs.strata` names) the role-aligned patching table is also split by
     # (`pair_roles`); binding: `depth`, since deeper chains have more roles.
     pair_role_strata: ClassVar[tuple[str, ...]] = ()
+    # The pair strata every DAS IIA is also split by (table `das_strata`); binding:
+    # `source_depth`, the hops the source's own chain takes.
+    iia_strata: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config):
         self.config = config

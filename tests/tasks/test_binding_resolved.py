@@ -1,6 +1,7 @@
 """Task `binding`: the `resolved` variable's pairs (the value a line resolves to, intervened at
 that line) are labelled by exec, and the answer does not determine the variable on them;
-every pair kind's sources stay inside the trained depth and record their depth."""
+every pair kind's sources stay inside the trained depth and record their depth and their own
+labels."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from study.core.registry import get
+from study.tasks.base import IGNORE
 from study.tasks.binding import BindingTask
 from study.tasks.binding.causal import interpret
 from study.tasks.binding.pairs import referent_options
@@ -99,7 +101,11 @@ def test_every_pair_records_its_source_depth_inside_the_trained_depth(shallow, k
     depth = pairs.strata["source_depth"]
     assert len(depth) == len(pairs) and depth.max() <= shallow.config.max_depth == 2
     for i in range(0, len(pairs), 10):
-        assert run(shallow.render(pairs.source_ids[i]))[1] == depth[i]
+        answer, hops = run(shallow.render(pairs.source_ids[i]))[:2]
+        assert hops == depth[i]
+        # the source's own labels: its answer at its `:`, what the network must say there
+        assert shallow.label_of(pairs.source_labels[i]) == answer
+        assert (pairs.source_labels[i] != IGNORE).sum() == 1
     if kind == "referent":  # a letter of depth 2 copied on the query's line: 3 hops
         ids = shallow.split("test").ids
         p, letters, free = interpret(ids), shallow.config.n_letters, ~shallow.heldout

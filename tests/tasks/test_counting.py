@@ -211,6 +211,9 @@ def test_pairs_are_consistent(kind):
         else:
             assert vocab[p.cf_labels[i, scored[-1]]] == "E"
         assert set(np.flatnonzero(p.base_labels[i] != IGNORE)) <= set(scored)
+        # the source's own labels: what the task labels that sequence with
+        check_labels_by_program(task, p.source_ids[i], p.source_labels[i],
+                                p.strata["source_count"][i])
     assert p.changed.any()
 
 

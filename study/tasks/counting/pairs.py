@@ -17,7 +17,8 @@ model sees if it emits the counterfactual outputs (the paper feeds models their 
 `base_labels` are what the unintervened program predicts on the same inputs at the same
 positions (IGNORE where that is "some demo token" of several). Pairs whose counterfactual
 sequence exceeds seq_len, or that leave nothing scored (an Up-Up swap making the responses
-outnumber the demos ends in an unscored `E`), are redrawn [ours]. Pair strata: `count`,
+outnumber the demos ends in an unscored `E`), are redrawn [ours]. `source_labels` are the
+source's own (its responses and `E`, as the task labels it). Pair strata: `count`,
 `source_count`, `base_phase`, `source_phase` (0 demo / 1 response at the chosen token) and
 `value` (the source's value of the first swapped variable); `Pairs.changed` marks pairs whose
 cf_labels differ from base_labels.
@@ -81,11 +82,11 @@ def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0)
         if row is not None:
             rows.append(row)
     cols = [np.array(c, dtype=np.int64) for c in zip(*rows)]
-    base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos = cols[:6]
+    base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos, source_labels = cols[:7]
     names = ("count", "source_count", "base_phase", "source_phase", "value")
-    strata = dict(zip(names, cols[6:]))
+    strata = dict(zip(names, cols[7:]))
     return Pairs(kind, base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos,
-                 strata)
+                 strata, source_labels)
 
 
 def _pair(gen, model, variables, counts: np.ndarray, rng, next_only: bool = False):
@@ -109,7 +110,9 @@ def _pair(gen, model, variables, counts: np.ndarray, rng, next_only: bool = Fals
                 p = a.demo[0]
             base_lab[t] = IGNORE if p == DEMO else ID[p]
     value = model.run(source)[0][spos][variables[0]]
-    return (gen.pad(cf), gen.pad(source), base_lab, cf_lab, bpos, spos,
+    own = np.full(L, IGNORE, np.int64)  # the source's own labels: its responses and E
+    own[ns + 1:2 * ns + 2] = [ID[t] for t in source[ns + 2:2 * ns + 3]]
+    return (gen.pad(cf), gen.pad(source), base_lab, cf_lab, bpos, spos, own,
             nb, ns, int(bpos > nb), int(spos > ns), value)
 
 
