@@ -24,7 +24,9 @@ What analyses read of a task's semantics is asked of the task itself (`Task` bel
 a default that means "none" or "not applicable", so a new task works without them:
 `probe_variables` (probes), `attention_targets` and `progress_measures` (circuit scores),
 `operands` (Exoo et al.'s operand views), `stratum_label` (tables by stratum),
-`pair_roles` (role-aligned patching: where each pair's named token roles sit),
+`pair_roles` (role-aligned patching: where each pair's named token roles sit), `roles`
+(each sequence's token roles by place: binding's lines and query, counting's demos and
+responses),
 `value_labels` (the base's output with the variable set to a given value),
 `Pairs.changed` (counterfactual pairs whose intervention must change the output), and
 `output_ids` (the output vocabulary the loss and accuracy score; default every token).
@@ -302,6 +304,13 @@ class Task(ABC):
         sits in its own base sequence rather than at one absolute position: role name ->
         (n,) int64 position per pair, -1 where the pair has no such token. Names come in the
         order tables and charts list them. Default: no roles."""
+        return {}
+
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """Token roles of sequences (n, S) by their place, for searching a variable at every
+        role: role name -> (n,) int64 position in each sequence, -1 where it has no such
+        token; the names are the same for every sequence of a config, in the order tables
+        and charts list them. Default: no roles."""
         return {}
 
     def stratum_label(self, name: str, value) -> str:

@@ -36,7 +36,9 @@ The family's modules, each importing only those listed before it:
 - `views`: what analyses read (probe variables `root_value`, `line_value`; attention
   targets `chain`, `root`, `query_line` from `:` and the hop roles `hop<h>`,
   `hop<h>_at_query`; the shortcut rules' accuracy);
-- `roles`: the query chain's token positions per pair, for role-aligned patching.
+- `roles`: the query chain's token positions per pair, for role-aligned patching, and each
+  token's place in the program (each line's letter, `=`, right-hand token and newline, the
+  query letter, `:`).
 This module holds the config, the presets and the registered task, which delegates to them.
 """
 from __future__ import annotations
@@ -146,6 +148,8 @@ class BindingTask(Task):
     main_variables: ClassVar[tuple[str, ...]] = ("root_value",)
     probe_variable_names: ClassVar[tuple[str, ...]] = ("root_value", "line_value")
     pair_role_strata: ClassVar[tuple[str, ...]] = ("depth",)
+    # every DAS IIA also split by the hops of the source's chain (table `das_strata`)
+    iia_strata: ClassVar[tuple[str, ...]] = ("source_depth",)
     counterfactual_kinds: ClassVar[tuple[str, ...]] = (
         "root_value", "distractor", "query", "referent", "resolved", "renamed:query",
         "renamed:referent")
@@ -215,3 +219,7 @@ class BindingTask(Task):
 
     def pair_roles(self, pairs: Pairs) -> dict[str, np.ndarray]:  # roles.py
         return roles.pair_roles(np.asarray(pairs.base_ids), self.config.max_depth)
+
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:  # roles.py
+        return roles.token_roles(np.asarray(ids),
+                                 max(self.config.n_lines, self.config.gen_max_lines))

@@ -36,7 +36,8 @@ The family's modules, each importing only those listed before it:
 - `causal`: the symbolic programs (causal models) and their interventions;
 - `generate`: the generator, void tokens included, and the splits;
 - `pairs`: the counterfactual pairs;
-- `views`: what analyses read (probe variables, attention targets) and the shortcut rules.
+- `views`: what analyses read (probe variables, attention targets, token roles by place) and
+  the shortcut rules.
 This module holds the config, the presets and the registered task, which delegates to them.
 """
 from __future__ import annotations
@@ -226,3 +227,6 @@ class CountingTask(Task):
 
     def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return views.attention_targets(ids, self.alphabet)
+
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        return views.token_roles(ids, self.alphabet, self.config.max_count)
