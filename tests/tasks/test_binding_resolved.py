@@ -71,7 +71,7 @@ def several(keys, values) -> int:
     return sum(len(s) > 1 for s in seen.values())
 
 
-def test_resolved_value_is_not_a_function_of_the_answer_nor_of_the_token_at_the_site(task):  # noqa: F811
+def test_resolved_value_is_not_a_function_of_the_answer_nor_of_the_site_token(task):  # noqa: F811
     """On 1,000 pairs the counterfactual resolved value (the source's value at line i) takes
     several values for one counterfactual answer, one source answer, one token at the site
     and one (answer, token) together: neither an answer code nor an input code can stand in

@@ -15,8 +15,9 @@ from study.tasks.binding.vocab import DIGIT0, LETTER0
 def make_pairs(kind: str, ex, idx, base, src, n_lines, expected, strata,
                pos: np.ndarray | None = None) -> Pairs:
     """`Pairs` of bases `ex.take(idx)` (ids `base`) and sources `src` (labelled with their
-    own answers, `source_labels`), the counterfactual answer `expected` (n,) at each base's `:`; aligned (positions -1), or intervened at `pos`
-    (n,) in base and source alike (their layouts are the same)."""
+    own answers, `source_labels`), the counterfactual answer `expected` (n,) at each base's
+    `:`; aligned (positions -1), or intervened at `pos` (n,) in base and source alike (their
+    layouts are the same)."""
     n = len(idx)
     cf = np.full(base.shape, IGNORE, np.int8)
     cf[np.arange(n), 4 * n_lines + 2] = DIGIT0 + expected
