@@ -95,7 +95,8 @@ def verdict(iia: float, lo: float, random: float, shuffled: float,
 
 
 VERDICTS = ("computation", "partial computation", "input copy", "output code", "not shared",
-            "not captured", "confounded with the input", "confounded with the answer")
+            "not captured", "confounded with the input", "confounded with the answer",
+            "code not identifiable")
 
 
 def classify(iia: float, input_iia: float, output_iia: float, chance: float, captured: bool,

@@ -53,6 +53,12 @@ DAS_CONTROL = Table("das_control", "das", DAS.columns)
 # (`pairs`, e.g. binding's renamed letters); `base_kept`: the share of tested pairs whose
 # output stayed the base's
 DAS_TRANSFER = Table("das_transfer", "das", (*DAS.columns, "pairs", "base_kept"))
+# every search's test IIA split by a pair stratum the task names (`Task.iia_strata`, binding:
+# `source_depth`); `search` trained | shuffled | step0 (the table the alignment belongs to)
+DAS_STRATA = Table("das_strata", "das", (
+    "checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split", "search",
+    "stratum", "value", "iia", "iia_lo", "iia_hi", "n_pairs", "n_changed", "n_tested",
+    "too_few"))
 PROBES = Table("probes", "probes", (
     "checkpoint", "variable", "site", "layer", "position", "split", "accuracy", "control",
     "converged"))
@@ -79,7 +85,7 @@ COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
 
 TABLES: dict[str, Table] = {t.name: t for t in (
     PATCHING, HEAD_RANKING, POSITIONS, PATCHING_ROLES, DAS, DAS_SHUFFLED, DAS_CONTROL,
-    DAS_TRANSFER, PROBES,
+    DAS_TRANSFER, DAS_STRATA, PROBES,
     CIRCUITS, ABLATION, SUBSPACES,
     COMPARE_SIMILARITY, COMPARE_STITCHING, COMPARE_GEOMETRY)}
 

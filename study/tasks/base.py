@@ -24,7 +24,9 @@ What analyses read of a task's semantics is asked of the task itself (`Task` bel
 a default that means "none" or "not applicable", so a new task works without them:
 `probe_variables` (probes), `attention_targets` and `progress_measures` (circuit scores),
 `operands` (Exoo et al.'s operand views), `stratum_label` (tables by stratum),
-`pair_roles` (role-aligned patching: where each pair's named token roles sit),
+`pair_roles` (role-aligned patching: where each pair's named token roles sit), `roles`
+(each sequence's token roles by place: binding's lines and query, counting's demos and
+responses),
 `value_labels` (the base's output with the variable set to a given value),
 `Pairs.changed` (counterfactual pairs whose intervention must change the output), and
 `output_ids` (the output vocabulary the loss and accuracy score; default every token).
@@ -82,6 +84,10 @@ class Pairs:
     base_pos: np.ndarray  # (n,) int64, -1 when aligned
     source_pos: np.ndarray  # (n,) int64, -1 when aligned
     strata: dict[str, np.ndarray] = field(default_factory=dict)
+    # (n, seq_len) what the unintervened source outputs (its own labels), so that an analysis
+    # can keep only the pairs whose source the network answers too; None where the task's
+    # pairs do not say
+    source_labels: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.base_ids.shape[0])
@@ -159,6 +165,9 @@ class Task(ABC):
     # The pair strata (`Pairs.strata` names) the role-aligned patching table is also split by
     # (`pair_roles`); binding: `depth`, since deeper chains have more roles.
     pair_role_strata: ClassVar[tuple[str, ...]] = ()
+    # The pair strata every DAS IIA is also split by (table `das_strata`); binding:
+    # `source_depth`, the hops the source's own chain takes.
+    iia_strata: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config):
         self.config = config
@@ -302,6 +311,13 @@ class Task(ABC):
         sits in its own base sequence rather than at one absolute position: role name ->
         (n,) int64 position per pair, -1 where the pair has no such token. Names come in the
         order tables and charts list them. Default: no roles."""
+        return {}
+
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """Token roles of sequences (n, S) by their place, for searching a variable at every
+        role: role name -> (n,) int64 position in each sequence, -1 where it has no such
+        token; the names are the same for every sequence of a config, in the order tables
+        and charts list them. Default: no roles."""
         return {}
 
     def stratum_label(self, name: str, value) -> str:

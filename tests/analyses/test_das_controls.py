@@ -147,7 +147,7 @@ def test_variable_groups_expand_to_the_tasks_variables_in_order_without_repeats(
     assert asked_variables(("main", "up_down:full", "all"), counting) == (
         "up_down:count", "up_down:full", *counting.causal_variables[1:])
     assert asked_variables(("main",), binding) == ("root_value",)
-    assert asked_variables(("all",), binding) == ("root_value", "query", "referent")
+    assert asked_variables(("all",), binding) == ("root_value", "query", "referent", "resolved")
     # a task without headline variables: main is every causal variable
     assert asked_variables(("main",), get("task", "assign_add").obj) == ("x", "y")
     with pytest.raises(UsageError, match="'bogus' is not a causal variable of counting; "

@@ -23,8 +23,8 @@ def test_check_refuses_a_missing_an_undeclared_or_a_reordered_column():
         tables.check("das", pd.DataFrame(columns=list(reversed(das.columns))))
     with pytest.raises(ValueError, match="not declared"):
         tables.check("nope", das.frame())
-    with pytest.raises(ValueError,
-                       match="declared \\['das', 'das_control', 'das_shuffled', 'das_transfer'\\]"):
+    with pytest.raises(ValueError, match="declared \\['das', 'das_control', 'das_shuffled', "
+                                         "'das_strata', 'das_transfer'\\]"):
         tables.check_outputs("das", {"das": das.frame()})
 
 

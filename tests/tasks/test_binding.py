@@ -294,6 +294,11 @@ def test_value_labels_are_the_causal_models_answer_for_each_value(task, kind):
                 want = run(text)[0]
             except (KeyError, NameError):  # a letter bound to nothing: no answer
                 want = None
+        elif kind == "resolved":  # the base with line `line` assigning the other digit
+            lines = b.split("\n")
+            k = pairs.strata["line"][i]
+            lines[k] = lines[k][:2] + str(other[i])
+            want = run("\n".join(lines))[0]
         else:
             want = other[i] if kind == "root_value" else run(b)[0]
         label = got[i][got[i] != IGNORE]

@@ -206,8 +206,14 @@ def test_pairs_are_consistent(kind):
         assert len(scored) and scored.min() >= bp
         # base_ids holds the counterfactual continuation: cf labels are its next tokens
         assert (p.cf_labels[i, scored] == p.base_ids[i, scored + 1]).all()
-        assert vocab[p.cf_labels[i, scored[-1]]] == "E"
+        if kind.endswith("_next"):  # the next prediction only: the one made at base_pos
+            assert scored.tolist() == [bp]
+        else:
+            assert vocab[p.cf_labels[i, scored[-1]]] == "E"
         assert set(np.flatnonzero(p.base_labels[i] != IGNORE)) <= set(scored)
+        # the source's own labels: what the task labels that sequence with
+        check_labels_by_program(task, p.source_ids[i], p.source_labels[i],
+                                p.strata["source_count"][i])
     assert p.changed.any()
 
 
@@ -240,6 +246,58 @@ def test_up_down_count_pair_labels_follow_the_source_value():
     for i in np.flatnonzero(resp_phase):  # response phase: exactly `value` more responses
         lab = task.label_of(p.cf_labels[i])
         assert lab == ["R"] * p.strata["value"][i] + ["E"]
+
+
+def test_count_next_labels_are_the_causal_models_next_prediction():
+    """`ctx_distr:count_next` scores only the prediction at the intervened position, and its
+    label is what the program predicts there with the source's count: the count counted by
+    hand in the source (demos before `T` minus the responses read up to source_pos), a
+    response while it is positive, `E` at 0; the base label is the base's own prediction."""
+    task = make(variant="multi_object")
+    p = task.counterfactuals("ctx_distr:count_next", 300, split="test", seed=2)
+    full = task.counterfactuals("ctx_distr:count", 300, split="test", seed=2)
+    vocab = task.vocab
+    for i in range(len(p)):
+        bp, sp = int(p.base_pos[i]), int(p.source_pos[i])
+        base = [vocab[t] for t in p.base_ids[i, :bp + 1]]
+        src = [vocab[t] for t in p.source_ids[i] if t != task.pad_id]
+        assert "T" in base  # the response phase, where the prediction is scored
+
+        def count(toks):
+            t = toks.index("T") if "T" in toks else len(toks)
+            return sum(x.startswith("D") for x in toks[:t]) - toks[t:].count("R")
+        value = count(src[:sp + 1])
+        assert p.strata["value"][i] == value
+        want = "R" if value > 0 else "E"
+        assert np.flatnonzero(p.cf_labels[i] != IGNORE).tolist() == [bp]
+        assert vocab[p.cf_labels[i, bp]] == want
+        assert vocab[p.base_labels[i, bp]] == ("R" if count(base) > 0 else "E")
+        # the program's own intervention agrees
+        _, nxt, _ = CtxDistr(task.alphabet).intervene(base, bp, src, sp, ("count",))
+        assert nxt[bp] == want
+    # scored on one position, a pair changes where the swap crosses zero: a quarter or so,
+    # and twice ctx_distr:count's share, whose pairs include unscored demo positions
+    assert 0.15 < p.changed.mean() < 0.4 and p.changed.mean() > full.changed.mean()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_token_roles_name_the_demos_and_responses_in_order(variant):
+    """With voids among the demos: `demo<j>` is the j-th demonstration token, `resp<j>` the
+    j-th response, -1 past the count; `bos`, `trigger`, `eos` where they stand."""
+    task = make(variant=variant, void_p=0.2)
+    ex = task.split("val")
+    roles = task.roles(ex.ids[:100])
+    assert list(roles)[:2] == ["bos", "demo1"] and list(roles)[-1] == "eos"
+    assert len(roles) == 2 * task.config.max_count + 3
+    for i in range(100):
+        toks = [task.vocab[t] for t in ex.ids[i] if t != task.pad_id]
+        n, t = int(ex.strata["count"][i]), toks.index("T")
+        demos = [p for p in range(t) if toks[p] in task.alphabet.demo]
+        assert len(demos) == n and roles["trigger"][i] == t and roles["bos"][i] == 0
+        assert [roles[f"demo{j}"][i] for j in range(1, 21)] == demos + [-1] * (20 - n)
+        assert [roles[f"resp{j}"][i] for j in range(1, 21)] == \
+            list(range(t + 1, t + n + 1)) + [-1] * (20 - n)
+        assert roles["eos"][i] == t + n + 1 == len(toks) - 1
 
 
 def test_variable_values():

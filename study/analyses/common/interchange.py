@@ -51,6 +51,8 @@ class PairTensors:
     # (n, width) each base's own site vector at base_pos without intervention, set by
     # `with_base_states` where an intervened forward may start each base there; else None
     base_states: torch.Tensor | None = None
+    # (n, seq) the source's own labels (`Pairs.source_labels`), None where the pairs have none
+    source_labels: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.base_ids.shape[0])
@@ -77,16 +79,22 @@ class PairTensors:
         return PairTensors(self.base_ids[idx], self.source_ids[idx], self.base_labels[idx],
                            self.cf_labels[idx], self.base_pos[idx], self.source_pos[idx],
                            self.aligned, self.outputs, pick(self.base_right), pick(self.tests),
-                           pick(self.base_states))
+                           pick(self.base_states), pick(self.source_labels))
 
 
 @torch.no_grad()
-def judged(model, pt: PairTensors, batch_size: int = 512) -> PairTensors:
+def judged(model, pt: PairTensors, batch_size: int = 512, source: bool = False) -> PairTensors:
     """`pt` with `base_right` and `tests` from the network's own outputs on the bases, run
     without intervention in batches (cut after the last position scored in either label),
     scored by the task's output ids as training scores. A pair tests something when the
     output is the base label at every scored position and not the counterfactual label at
-    some scored position; by construction every tested pair is `changed`."""
+    some scored position; by construction every tested pair is `changed`. With `source`,
+    also only where the network's output on the source is the source's own label at every
+    position it scores (`PairTensors.source_labels`; ValueError where the pairs have none)
+    [ours: a source the network gets wrong may hold another value than the causal model's]."""
+    if source and pt.source_labels is None:
+        raise ValueError("these pairs carry no source labels, so the network's answers on "
+                         "the sources cannot be judged")
     right, tests = [], []
     for lo in range(0, len(pt), batch_size):
         sub = pt.take(slice(lo, lo + batch_size))
@@ -94,7 +102,11 @@ def judged(model, pt: PairTensors, batch_size: int = 512) -> PairTensors:
         logits = model(sub.base_ids[:, :T])  # (b, T, vocab)
         base_ok = all_right(logits, sub.base_labels, sub.outputs)
         right.append(base_ok)
-        tests.append(base_ok & ~all_right(logits, sub.cf_labels, sub.outputs))
+        ok = base_ok & ~all_right(logits, sub.cf_labels, sub.outputs)
+        if source:
+            own = model(sub.source_ids[:, :scored_end(sub.source_labels)])  # (b, T', vocab)
+            ok = ok & all_right(own, sub.source_labels, sub.outputs)
+        tests.append(ok)
     empty = torch.zeros(0, dtype=torch.bool, device=pt.base_ids.device)
     cat = lambda xs: torch.cat(xs) if xs else empty  # noqa: E731
     return replace(pt, base_right=cat(right), tests=cat(tests))
@@ -147,8 +159,10 @@ def pair_tensors(pairs, device, position: int = -1, outputs=None) -> PairTensors
         bpos, spos = pairs.base_pos, pairs.source_pos
     t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long, device=device)  # noqa: E731
     outs = outputs.to(device) if isinstance(outputs, Outputs) else Outputs.of_task(outputs, device)
+    own = getattr(pairs, "source_labels", None)
     return PairTensors(t(pairs.base_ids), t(pairs.source_ids), t(pairs.base_labels),
-                       t(pairs.cf_labels), t(bpos), t(spos), aligned, outs)
+                       t(pairs.cf_labels), t(bpos), t(spos), aligned, outs,
+                       source_labels=None if own is None else t(own))
 
 
 def scored_end(labels: torch.Tensor, pos: torch.Tensor | None = None) -> int:

@@ -42,7 +42,9 @@ Table `das`: checkpoint, variable, site, layer, position, alignment, k, split, t
   outputs the base label at every scored position and not the counterfactual label
   (`study.analyses.common.interchange.judged`) [ours: a pair whose base output is already
   the counterfactual one, or is wrong, rewards an intervention that does nothing or says
-  nothing; counting's phase can be read from the response tokens the base is fed];
+  nothing; counting's phase can be read from the response tokens the base is fed]; with
+  `das.tested=base_and_source` also only where its output on the source is the source's
+  own label (`Pairs.source_labels`) [ours];
 - iia_lo, iia_hi: 95 % Wilson score interval of iia over the tested pairs;
 - iia_all: the share over all pairs (Grant et al. 2025's IIA);
 - n_pairs, n_changed, n_tested: pairs of the split, the causal model's changed ones
@@ -77,6 +79,10 @@ Both are scored on the analysed network's tested pairs.
   training on those test pairs; `pairs` names them, `iia` is the share of tested pairs
   giving the control's counterfactual label (binding: the letter's identity moved) and
   `base_kept` the share keeping the base's answer (its role moved, or nothing).
+- Table `das_strata` (`study/analyses/das/strata.py`): every alignment of the three
+  searches (`search` trained | shuffled | step0) scored on the test pairs, its IIA over
+  tested pairs per value of each stratum the task names (`Task.iia_strata`; binding:
+  `source_depth`), NaN (too_few) under `min_changed` tested pairs.
 Each is a separate table so that the `das` table of every analysed checkpoint stays one
 checkpoint's. With `controls=false` all three are skipped.
 Every row carries `chance`, the chance level of its pair set on the split
@@ -115,6 +121,7 @@ TRAINED = _alignments.trained()  # the searched arms; the control (`random`) is 
 LAF_FORMS = ("sd", "rotated")  # `laf_form`; the classes are in alignment.py
 CONTROL_K = ("all",)  # `control_k`, besides one k of the ladder
 BATCH_KINDS = ("auto", "on", "off")  # `batch_kinds`
+TESTED = ("base", "base_and_source")  # `tested`
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,11 @@ class DasConfig:
         "on a CPU, where stacking them is slower; on | off", runtime=True)
     warm_start: bool = setting(
         True, "[ours] the first restart at k starts from the kept alignment of the previous k")
+    tested: str = setting(
+        "base", "[ours] the pairs that test an intervention: base = those whose base the "
+        "network answers (the base label at every scored position, not the counterfactual "
+        "one); base_and_source = of those, the ones whose source it answers too (its own "
+        "label; pairs that carry none are refused)")
     min_changed: int = setting(
         100, "[ours] fewer tested test pairs (the network's base output is the base label, "
         "not the counterfactual one) than this: the variable is reported too_few")
@@ -204,6 +216,8 @@ class DasConfig:
                 bad("alignments", ",".join(self.alignments), f"choose from {', '.join(ALIGNMENTS)}")
         if not self.alignments:
             bad("alignments", "", "give at least one of " + ", ".join(ALIGNMENTS))
+        if self.tested not in TESTED:
+            bad("tested", self.tested, f"choose from {', '.join(TESTED)}")
         if self.batch_kinds not in BATCH_KINDS:
             bad("batch_kinds", self.batch_kinds, f"choose from {', '.join(BATCH_KINDS)}")
         if self.laf_form not in LAF_FORMS:
@@ -328,7 +342,8 @@ def run(ctx):
                                              value_keys)
     from study.analyses.das.search import COLUMNS, search, site_data
     from study.analyses.das.snapshot import Snapshots
-    from study.core.tables import DAS_TRANSFER
+    from study.analyses.das.strata import stratum_rows, task_strata
+    from study.core.tables import DAS_STRATA, DAS_TRANSFER
     from study.models.sites import default_sites
 
     cfg, model, task = ctx.config, ctx.model, ctx.task
@@ -343,12 +358,15 @@ def run(ctx):
     per_site = (len(cfg.k) * len(cfg.alignments)
                 + n_controls * len(control_ks(cfg)) * len(trained))
     rows, shuffled, control, transfer, saved, kept = [], [], [], [], {}, {}
+    by_stratum = []  # das_strata: every search's test IIA per value of the task's strata
+    fitted = lambda kept: {(a, k): inst for (a, _, _, k), inst in kept.items()}  # noqa: E731
     from study.core.progress import tqdm  # a bar on a terminal, a log line every 30 s
     bar = tqdm(total=len(variables) * len(sites) * len(cfg.positions) * per_site,
                desc="das", unit="alignment", disable=None)
     for v_i, variable in enumerate(variables):
         train_pairs = task.counterfactuals(variable, cfg.n_train, split="train", seed=seed)
         test_pairs = task.counterfactuals(variable, cfg.n_test, split="test", seed=seed)
+        strata = task_strata(task, test_pairs)
         keys = (value_keys(train_pairs), value_keys(test_pairs)) if trained else None
         checks = ([task.counterfactuals(kind, cfg.n_test, split="test", seed=seed)
                    for kind in task.control_pairs.get(variable, ())] if trained else [])
@@ -356,7 +374,8 @@ def run(ctx):
             for position in cfg.positions:
                 try:
                     data = site_data(model, train_pairs, test_pairs, kind, layer, position,
-                                     ctx.device, cfg.eval_batch_size, outputs=task)
+                                     ctx.device, cfg.eval_batch_size, outputs=task,
+                                     source=cfg.tested == "base_and_source")
                 except ValueError as e:  # e.g. an explicit position for explicit pairs
                     raise UsageError(f"das at {kind}[{layer}] for {variable}: {e}") from None
                 # [ours] alignment initialisations differ between checkpoints (the pairs do
@@ -368,6 +387,8 @@ def run(ctx):
                               snapshots=snaps.within(search="trained"))
                 rows += r
                 saved.update(s)
+                by_stratum += stratum_rows(model, data, fitted(here), strata, variable,
+                                           position, cfg, ctx.checkpoint, "trained")
                 if cfg.save_pyvene:
                     kept.update(here)
                 if not trained:
@@ -375,22 +396,26 @@ def run(ctx):
                 # the controls: the search itself, its ladder, warm starts, restarts and
                 # seeds; their alignments are not saved (nothing reads them)
                 ks = control_ks(cfg, data.src_train.shape[1])
-                r, _ = search(model, shuffled_sources(data, *keys, seed=init,
-                                                      pairs=(train_pairs, test_pairs),
-                                                      task=task), variable,
-                              position, cfg, init, ctx.checkpoint, progress=bar,
-                              alignments=trained, ks=ks,
+                mixed, got = shuffled_sources(data, *keys, seed=init,
+                                              pairs=(train_pairs, test_pairs), task=task), {}
+                r, _ = search(model, mixed, variable, position, cfg, init, ctx.checkpoint,
+                              progress=bar, alignments=trained, ks=ks, kept=got,
                               snapshots=snaps.within(search="shuffled control"))
                 shuffled += r
+                by_stratum += stratum_rows(model, mixed, fitted(got), strata, variable,
+                                           position, cfg, ctx.checkpoint, "shuffled")
                 if untrained is not None:
                     data0 = site_data(untrained, train_pairs, test_pairs, kind, layer, position,
                                       ctx.device, cfg.eval_batch_size, outputs=task,
-                                      judge=model)
+                                      judge=model, source=cfg.tested == "base_and_source")
+                    got = {}
                     r, _ = search(untrained, data0, variable, position, cfg, init, 0,
-                                  progress=bar, alignments=trained, ks=ks,
+                                  progress=bar, alignments=trained, ks=ks, kept=got,
                                   snapshots=snaps.within(search="step-0 control"))
                     control += r
-                fits = {(name, k): inst for (name, _, _, k), inst in here.items()}
+                    by_stratum += stratum_rows(untrained, data0, fitted(got), strata,
+                                               variable, position, cfg, 0, "step0")
+                fits = fitted(here)
                 for pairs in checks:
                     transfer += transfer_rows(model, pairs, fits, kind, layer, position,
                                               ctx.device, cfg, task, ctx.checkpoint, variable)
@@ -405,7 +430,8 @@ def run(ctx):
     return {"das": pd.DataFrame(rows, columns=COLUMNS),
             "das_shuffled": pd.DataFrame(shuffled, columns=COLUMNS),
             "das_control": pd.DataFrame(control, columns=COLUMNS),
-            "das_transfer": pd.DataFrame(transfer, columns=list(DAS_TRANSFER.columns))}
+            "das_transfer": pd.DataFrame(transfer, columns=list(DAS_TRANSFER.columns)),
+            DAS_STRATA.name: DAS_STRATA.frame(by_stratum)}
 
 
 def _step0(ctx):

@@ -89,15 +89,19 @@ class SiteData:
 
 
 def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: int,
-              device, batch_size: int = 512, outputs=None, judge=None) -> SiteData:
+              device, batch_size: int = 512, outputs=None, judge=None,
+              source: bool = False) -> SiteData:
     """The pairs of one variable at one site, their source vectors read once. `outputs`: the
     task (its output ids score the pairs, `pair_tensors`); None: every token. `judge`: the
-    network whose own outputs on the bases decide which pairs test an intervention
-    (`judged`); None: `model` itself (the step-0 control passes the analysed network)."""
+    network whose own outputs on the bases (and with `source` on the sources too) decide
+    which pairs test an intervention (`judged`); None: `model` itself (the step-0 control
+    passes the analysed network)."""
     check_site(model, kind, layer)
     judge = model if judge is None else judge
-    train = judged(judge, pair_tensors(train_pairs, device, position, outputs), batch_size)
-    test = judged(judge, pair_tensors(test_pairs, device, position, train.outputs), batch_size)
+    train = judged(judge, pair_tensors(train_pairs, device, position, outputs), batch_size,
+                   source)
+    test = judged(judge, pair_tensors(test_pairs, device, position, train.outputs),
+                  batch_size, source)
     # the bases' clean states at their steps, read once: a recurrent network's intervened
     # forward starts there (in the evaluation's batches: the same computation as its own)
     train, test = (with_base_states(model, pt, kind, batch_size) for pt in (train, test))

@@ -19,10 +19,11 @@ Storage: ids uint8, labels int8, each split padded only to its own longest progr
 tokens; gen_lines 103 = seq_len), so the paper-scale train split is 60 MB.
 Labels: IGNORE except at the final ":", which holds the answer digit's id. Strata: `depth`,
 `root_line` (line of the query chain's digit), `answer_is_first_line_constant`, and
-`n_lines` in gen_lines. Causal variables (`causal`): `root_value`, `query`, `referent`.
-Counterfactual kinds (aligned): `root_value`, `distractor`, `query`, `referent` (one token
-differs), and the renamed-letters control `renamed:query`, `renamed:referent` (every letter
-renamed, `renamed`).
+`n_lines` in gen_lines. Causal variables (`causal`): `root_value`, `query`, `referent`,
+`resolved`. Counterfactual kinds: aligned `root_value`, `distractor`, `query`, `referent`
+(one token differs), and the renamed-letters control `renamed:query`, `renamed:referent`
+(every letter renamed, `renamed`); `resolved` (one earlier digit differs) intervenes at
+the right-hand token of the line whose value it changes (`resolved`).
 
 The family's modules, each importing only those listed before it:
 - `vocab`: the tokens and where they sit;
@@ -30,11 +31,14 @@ The family's modules, each importing only those listed before it:
 - `generate`: the generator [ours: the paper gives no details] and the splits;
 - `edits`: program edits and the assembly of aligned pairs;
 - `renamed`: the renamed-letters control's pairs;
+- `resolved`: the pairs of the value a line resolves to, intervened at that line;
 - `pairs`: the counterfactual pairs;
 - `views`: what analyses read (probe variables `root_value`, `line_value`; attention
   targets `chain`, `root`, `query_line` from `:` and the hop roles `hop<h>`,
   `hop<h>_at_query`; the shortcut rules' accuracy);
-- `roles`: the query chain's token positions per pair, for role-aligned patching.
+- `roles`: the query chain's token positions per pair, for role-aligned patching, and each
+  token's place in the program (each line's letter, `=`, right-hand token and newline, the
+  query letter, `:`).
 This module holds the config, the presets and the registered task, which delegates to them.
 """
 from __future__ import annotations
@@ -138,13 +142,18 @@ class BindingTask(Task):
     # query reads (the `query` pairs: the same program asked for another letter), and the
     # referent, the letter the query's line copies (`referent` pairs: that letter changes,
     # the query stays), which no token at `:` carries (`causal`) [ours: Wu et al. 2025
-    # patch these, they do not align them]
-    causal_variables: ClassVar[tuple[str, ...]] = ("root_value", "query", "referent")
+    # patch these, they do not align them]; and the value each line resolves to, read at
+    # that line before the query is (`resolved`), which the answer does not determine
+    causal_variables: ClassVar[tuple[str, ...]] = ("root_value", "query", "referent",
+                                                   "resolved")
     main_variables: ClassVar[tuple[str, ...]] = ("root_value",)
     probe_variable_names: ClassVar[tuple[str, ...]] = ("root_value", "line_value")
     pair_role_strata: ClassVar[tuple[str, ...]] = ("depth",)
+    # every DAS IIA also split by the hops of the source's chain (table `das_strata`)
+    iia_strata: ClassVar[tuple[str, ...]] = ("source_depth",)
     counterfactual_kinds: ClassVar[tuple[str, ...]] = (
-        "root_value", "distractor", "query", "referent", "renamed:query", "renamed:referent")
+        "root_value", "distractor", "query", "referent", "resolved", "renamed:query",
+        "renamed:referent")
     # the renamed-letters control (`renamed`): a letter variable's alignments scored on the
     # base against its renamed copy, identity against role
     control_pairs: ClassVar[dict[str, tuple[str, ...]]] = {
@@ -221,3 +230,7 @@ class BindingTask(Task):
 
     def pair_roles(self, pairs: Pairs) -> dict[str, np.ndarray]:  # roles.py
         return roles.pair_roles(np.asarray(pairs.base_ids), self.config.max_depth)
+
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:  # roles.py
+        return roles.token_roles(np.asarray(ids),
+                                 max(self.config.n_lines, self.config.gen_max_lines))

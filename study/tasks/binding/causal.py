@@ -13,6 +13,11 @@ Causal variables (what DAS aligns and the pairs change, `pairs`):
   copies (`q=r`: r). No token at `:` or just before it carries it: to hold it there a network
   must have looked the query up, one hop. Its pairs change r and keep q, so a site that only
   copies the query letter cannot follow them, and the answer changes with r.
+- `resolved` [ours]: per line, the value the line's letter holds right after it
+  (`line_value`), read at that line, before the query is. There a network cannot know which
+  letter will be queried, so the answer does not determine it: setting line i's value
+  changes the answer only where the query's chain runs through line i. Its pairs
+  (`resolved`) change an earlier binding of line i's chain and intervene at line i.
 The shallow
 rules (`heuristic_predictions`) are the shortcuts the generator rejects programs for and the
 `heuristics` table scores.
@@ -31,9 +36,11 @@ def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
     (letter index), `answer`, `depth`, `root_line`, `query_line` (its last assignment),
     `referent` (the letter index `query_line` copies, -1 where it assigns a digit);
     per line (n, L): `is_const`, `digit` (-1 for copies), `line_value` (the value its
-    left-hand letter holds right after it), `source_line` (the line whose binding a copy
-    reads, -1 for digits); per letter (n, 26): `value` (-1 if never assigned). Lines past a
-    program's end hold -1 / False. `ids` may be any integer dtype (splits are uint8)."""
+    left-hand letter holds right after it, what the line resolves to), `source_line` (the
+    line whose binding a copy reads, -1 for digits), `line_depth` and `line_root` (the hops
+    of the line's own chain back to its digit, and that digit's line); per letter (n, 26):
+    `value` and `letter_depth` (the hops of its final binding; -1 if never assigned). Lines
+    past a program's end hold -1 / False. `ids` may be any integer dtype (splits are uint8)."""
     ids = np.asarray(ids)
     n = len(ids)
     rows = np.arange(n)
@@ -47,6 +54,8 @@ def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
     digit = np.full((n, Lmax), -1, np.int8)
     line_value = np.full((n, Lmax), -1, np.int64)
     source_line = np.full((n, Lmax), -1, np.int64)
+    line_depth = np.full((n, Lmax), -1, np.int64)
+    line_root = np.full((n, Lmax), -1, np.int64)
     for k in range(Lmax):
         on = k < L
         # token ids become numbers here: signed first, since uint8 arithmetic wraps
@@ -60,6 +69,8 @@ def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
         d = np.where(c, 1, dep[rows, r] + 1)
         rt = np.where(c, k, root[rows, r])
         line_value[:, k] = np.where(on, v, -1)
+        line_depth[:, k] = np.where(on, d, -1)
+        line_root[:, k] = np.where(on, rt, -1)
         source_line[:, k] = np.where(on & ~c, line[rows, r], -1)
         a, l = rows[on], lhs[on]
         val[a, l], dep[a, l], root[a, l], line[a, l] = v[on], d[on], rt[on], k
@@ -75,7 +86,8 @@ def interpret(ids: np.ndarray) -> dict[str, np.ndarray]:
             "depth": dep[rows, q].astype(np.int64), "root_line": root[rows, q].astype(np.int64),
             "query_line": qline, "is_const": is_const,
             "digit": digit.astype(np.int64), "value": val.astype(np.int64),
-            "line_value": line_value, "source_line": source_line}
+            "line_value": line_value, "source_line": source_line, "line_depth": line_depth,
+            "line_root": line_root, "letter_depth": np.where(val >= 0, dep, -1).astype(np.int64)}
 
 
 def heuristic_predictions(p: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -8,17 +8,24 @@ import numpy as np
 
 from study.core.errors import UsageError
 from study.tasks.base import IGNORE, Pairs
+from study.tasks.binding.causal import interpret
 from study.tasks.binding.vocab import DIGIT0, LETTER0
 
 
-def make_pairs(kind: str, ex, idx, base, src, n_lines, expected, strata) -> Pairs:
-    """Aligned `Pairs` of bases `ex.take(idx)` (ids `base`) and sources `src`, the
-    counterfactual answer `expected` (n,) at each base's `:`."""
+def make_pairs(kind: str, ex, idx, base, src, n_lines, expected, strata,
+               pos: np.ndarray | None = None) -> Pairs:
+    """`Pairs` of bases `ex.take(idx)` (ids `base`) and sources `src` (labelled with their
+    own answers, `source_labels`), the counterfactual answer `expected` (n,) at each base's
+    `:`; aligned (positions -1), or intervened at `pos` (n,) in base and source alike (their
+    layouts are the same)."""
     n = len(idx)
     cf = np.full(base.shape, IGNORE, np.int8)
     cf[np.arange(n), 4 * n_lines + 2] = DIGIT0 + expected
-    aligned = np.full(n, -1, np.int64)
-    return Pairs(kind, base, src, ex.labels[idx], cf, aligned, aligned.copy(), strata)
+    own = np.full(base.shape, IGNORE, np.int8)  # the source's own answer at its `:`
+    answer = interpret(src)["answer"]
+    own[np.arange(n), 4 * n_lines + 2] = np.where(answer >= 0, DIGIT0 + answer, IGNORE)
+    at = np.full(n, -1, np.int64) if pos is None else np.asarray(pos, np.int64)
+    return Pairs(kind, base, src, ex.labels[idx], cf, at, at.copy(), strata, own)
 
 
 def draw(rng, pool: np.ndarray, n: int, options_of, kind: str, split: str):

@@ -88,6 +88,6 @@ def renamed_pairs(ex, p, kind: str, n: int, split: str, rng, free, letters: int)
             ps["depth"] != pb["depth"]).any():
         raise RuntimeError(f"binding {kind} pair broke its causal contract")
     value = perm[np.arange(n), pb[variable]]
-    strata = {"depth": pb["depth"], "root_line": pb["root_line"],
+    strata = {"depth": pb["depth"], "root_line": pb["root_line"], "source_depth": ps["depth"],
               "value": value.astype(np.int64)}
     return make_pairs(kind, ex, idx, base, src, pb["n_lines"], answer, strata)

@@ -28,14 +28,16 @@ one or three demo token types the splits necessarily share sequences], and `held
 
 Counterfactual pairs (for DAS and patching), kind "<model>:<variable>" or "<model>:full",
 intervene on the programs up_down, up_up and ctx_distr; `base_ids` is the counterfactual
-sequence the intervened program generates.
+sequence the intervened program generates. `ctx_distr:count_next` is ctx_distr's count
+scored on the next prediction only (the one at the intervened position).
 
 The family's modules, each importing only those listed before it:
 - `vocab`: the tokens and the variants' token classes;
 - `causal`: the symbolic programs (causal models) and their interventions;
 - `generate`: the generator, void tokens included, and the splits;
 - `pairs`: the counterfactual pairs;
-- `views`: what analyses read (probe variables, attention targets) and the shortcut rules.
+- `views`: what analyses read (probe variables, attention targets, token roles by place) and
+  the shortcut rules.
 This module holds the config, the presets and the registered task, which delegates to them.
 """
 from __future__ import annotations
@@ -126,10 +128,12 @@ class CountingTask(Task):
     name = "counting"
     version = 1
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test", "heldout")
+    # ctx_distr:count_next [ours]: ctx_distr's count scored on the one prediction it lives
+    # for (`pairs.NEXT`), the form a transformer that recomputes the count can pass
     causal_variables: ClassVar[tuple[str, ...]] = (
         "up_down:count", "up_down:phase", "up_up:demo_count", "up_up:resp_count",
-        "up_up:phase", "ctx_distr:count")
-    probe_variable_names: ClassVar[tuple[str, ...]] = causal_variables
+        "up_up:phase", "ctx_distr:count", "ctx_distr:count_next")
+    probe_variable_names: ClassVar[tuple[str, ...]] = causal_variables[:-1]
     # [paper code: grantsrb/mas configs/*_das.yaml, swap_keys: full] the authors' alignment
     # searches interchange an algorithm's whole state (count and phase) at once
     joint_variables: ClassVar[tuple[str, ...]] = ("up_down:full", "up_up:full")
@@ -230,3 +234,6 @@ class CountingTask(Task):
 
     def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return views.attention_targets(ids, self.alphabet)
+
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        return views.token_roles(ids, self.alphabet, self.config.max_count)

@@ -1,7 +1,9 @@
 """Counterfactual (base, source) pairs of the counting task (Grant, Goodman, McClelland 2025).
 
 Kind "<model>:<variable>" or "<model>:full" (every variable of that model, the authors'
-default "full" swap), the models being the programs of `causal`. Base and source sequences
+default "full" swap), the models being the programs of `causal`; and "<model>:<variable>_next"
+(`ctx_distr:count_next`) [ours]: the same intervention, scored at the intervened position
+only, i.e. on the one prediction made there (see `NEXT`). Base and source sequences
 are drawn afresh, without voids, with counts 1-20, held-out counts included, for every split
 but `heldout` (held-out counts only) [authors: `grantsrb/mas/main.py` builds the DAS data
 with `hold_outs=[]` and `unk_p=0`]; `task.cf_counts=trained` restricts them to the trained
@@ -15,7 +17,8 @@ model sees if it emits the counterfactual outputs (the paper feeds models their 
 `base_labels` are what the unintervened program predicts on the same inputs at the same
 positions (IGNORE where that is "some demo token" of several). Pairs whose counterfactual
 sequence exceeds seq_len, or that leave nothing scored (an Up-Up swap making the responses
-outnumber the demos ends in an unscored `E`), are redrawn [ours]. Pair strata: `count`,
+outnumber the demos ends in an unscored `E`), are redrawn [ours]. `source_labels` are the
+source's own (its responses and `E`, as the task labels it). Pair strata: `count`,
 `source_count`, `base_phase`, `source_phase` (0 demo / 1 response at the chosen token) and
 `value` (the source's value of the first swapped variable); `Pairs.changed` marks pairs whose
 cf_labels differ from base_labels.
@@ -33,6 +36,14 @@ from study.tasks.counting.generate import SPLIT_CODE
 from study.tasks.counting.vocab import ID
 
 CF_COUNTS = ("all", "trained")  # the choices of `task.cf_counts`
+# [ours] the suffix of a kind scored on the next prediction only: the prediction at base_pos,
+# the one a ctx_distr count lives for (`causal.CtxDistr`). A network that recomputes the
+# count from the context at every position (Grant et al.'s anti-Markovian solution) has an
+# interchanged count at one position change that one prediction; scoring every later
+# response as well asks a transformer's later positions, which read the intervened position
+# through attention, to ignore it. Pairs are drawn in the response phase, where that
+# prediction is scored.
+NEXT = "_next"
 
 
 def pair_counts(gen, split: str) -> np.ndarray:
@@ -48,8 +59,11 @@ def pair_counts(gen, split: str) -> np.ndarray:
 def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
     """n pairs of `kind` ("<model>:<variable>" or "<model>:full") for `split` of a
     `CountingTask`, a pure function of (config, kind, n, split, seed)."""
+    next_only = kind.endswith(NEXT)
     try:
-        model_name, variables = parse_kind(kind)
+        if kind not in task.counterfactual_kinds:
+            raise ValueError(kind)
+        model_name, variables = parse_kind(kind[:-len(NEXT)] if next_only else kind)
     except ValueError:
         raise UsageError(f"kind={kind!r} is not a counterfactual kind of counting; choose "
                          f"from {', '.join(task.counterfactual_kinds)}") from None
@@ -64,31 +78,31 @@ def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0)
         tries += 1
         if tries > 100 * n + 1000:  # under 15 % are redrawn at the defaults
             raise RuntimeError(f"counting: too few {kind} pairs fit in seq_len {L}")
-        row = _pair(gen, model, variables, counts, rng)
+        row = _pair(gen, model, variables, counts, rng, next_only)
         if row is not None:
             rows.append(row)
     cols = [np.array(c, dtype=np.int64) for c in zip(*rows)]
-    base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos = cols[:6]
+    base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos, source_labels = cols[:7]
     names = ("count", "source_count", "base_phase", "source_phase", "value")
-    strata = dict(zip(names, cols[6:]))
+    strata = dict(zip(names, cols[7:]))
     return Pairs(kind, base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos,
-                 strata)
+                 strata, source_labels)
 
 
-def _pair(gen, model, variables, counts: np.ndarray, rng):
+def _pair(gen, model, variables, counts: np.ndarray, rng, next_only: bool = False):
     """One pair as a tuple of rows, or None when the counterfactual sequence is too long or
-    leaves nothing scored."""
+    leaves nothing scored (`next_only`: the prediction at base_pos is the one scored)."""
     L, a = gen.seq_len, gen.alphabet
     nb, ns = (int(x) for x in rng.choice(counts, size=2))
     base, source = (gen.tokens(k, rng) for k in (nb, ns))
     bpos, spos = _position(nb, rng), _position(ns, rng)
     cf, nxt, scored = model.intervene(base, bpos, source, spos, variables, rng)
-    if len(cf) > L or not any(scored[bpos:]):
+    if len(cf) > L or not any(scored[bpos:]) or (next_only and not scored[bpos]):
         return None  # [ours] too long, or nothing left to score (Up-Up's unscored E)
     _, plain = model.run(cf, obj_count=nb)  # unintervened predictions on the same inputs
     cf_lab = np.full(L, IGNORE, np.int64)
     base_lab = np.full(L, IGNORE, np.int64)
-    for t in range(bpos, len(cf)):
+    for t in range(bpos, bpos + 1 if next_only else len(cf)):
         if scored[t]:
             cf_lab[t] = ID[nxt[t]]
             p = plain[t]
@@ -96,7 +110,9 @@ def _pair(gen, model, variables, counts: np.ndarray, rng):
                 p = a.demo[0]
             base_lab[t] = IGNORE if p == DEMO else ID[p]
     value = model.run(source)[0][spos][variables[0]]
-    return (gen.pad(cf), gen.pad(source), base_lab, cf_lab, bpos, spos,
+    own = np.full(L, IGNORE, np.int64)  # the source's own labels: its responses and E
+    own[ns + 1:2 * ns + 2] = [ID[t] for t in source[ns + 2:2 * ns + 3]]
+    return (gen.pad(cf), gen.pad(source), base_lab, cf_lab, bpos, spos, own,
             nb, ns, int(bpos > nb), int(spos > ns), value)
 
 
