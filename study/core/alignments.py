@@ -86,3 +86,17 @@ def label_of(name: str) -> str:
     alignment of an older run no longer registered)."""
     kind = kinds().get(name)
     return kind.label if kind is not None else name
+
+
+def file_key(alignment: str, variable: str, site: str, k: int) -> str:
+    """The name under which a fitted alignment is saved in a run's `alignments.safetensors`:
+    `<alignment>/<variable>/<site label>/k=<k>` (its tensors under this key plus a suffix)."""
+    return f"{alignment}/{variable}/{site}/k={int(k)}"
+
+
+def parse_file_key(key: str) -> tuple[str, str, str, int] | None:
+    """(alignment, variable, site label, k) of a `file_key`; None for any other name (a
+    tensor's suffixed key, or another file's)."""
+    import re
+    m = re.match(r"^(?P<a>[^/]+)/(?P<v>.+)/(?P<s>[^/]+)/k=(?P<k>\d+)$", key)
+    return None if m is None else (m["a"], m["v"], m["s"], int(m["k"]))

@@ -28,6 +28,7 @@ import weakref
 from dataclasses import dataclass
 from functools import cached_property
 
+from study.core.alignments import file_key
 from study.core.errors import UsageError
 from study.run.build import build_task, frozen
 
@@ -317,7 +318,7 @@ class Run:
         if not files:
             raise UsageError(f"no das alignments file of checkpoint {step} in "
                              f"{self.path / 'analyses' / 'das'}; {self._redo(step)}")
-        key = f"{alignment}/{variable}/{label}/k={int(k)}"
+        key = file_key(alignment, variable, label, k)
         try:
             with safe_open(str(files[0]), framework="pt") as f:
                 found = key in f.keys()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +21,8 @@ from study.analyses.compare.stitch import (apply_map, fit_map, shuffled, stitche
                                            tested_iia)
 from study.analyses.compare.values import layout, points, site_activations
 from study.analyses.das.alignments import control
+from study.core.alignments import file_key, parse_file_key
 from study.core.tables import COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING
-
-_KEY = re.compile(r"^(?P<alignment>[^/]+)/(?P<variable>.+)/(?P<site>[^/]+)/k=(?P<k>\d+)$")
 
 
 def saved_keys(path) -> dict[tuple[str, str, int], list[str]]:
@@ -33,9 +31,10 @@ def saved_keys(path) -> dict[tuple[str, str, int], list[str]]:
     out: dict[tuple[str, str, int], list[str]] = {}
     with safe_open(str(path), framework="pt") as f:
         for key in sorted(f.keys()):
-            m = _KEY.match(key)
-            if m:
-                out.setdefault((m["alignment"], m["variable"], int(m["k"])), []).append(m["site"])
+            parsed = parse_file_key(key)
+            if parsed:
+                alignment, variable, site, k = parsed
+                out.setdefault((alignment, variable, k), []).append(site)
     return out
 
 
@@ -83,7 +82,7 @@ class _Spaces:
         if alignment == control() and label is None:
             learned = self.space(self.cfg.alignment, variable, k)
             return random_space(learned, self.cfg.seed * 7919 + k).to(self.device)
-        return Subspace.from_file(self.s.alignments, f"{alignment}/{variable}/{label}/k={k}"
+        return Subspace.from_file(self.s.alignments, file_key(alignment, variable, label, k)
                                   ).to(self.device)
 
     def vectors(self, label, which) -> PairedVectors:

@@ -55,6 +55,7 @@ from study.analyses.das.alignment import (LinearAlignment, OrthogonalAlignment, 
 from study.analyses.das.alignments import get as alignment_kind
 from study.analyses.das.loop import Member, train
 from study.analyses.das.update import forward_iv, scored_iv
+from study.core.alignments import file_key
 from study.core.sites import check_site, site_key
 from study.core.tables import DAS
 from study.models.sites.capture import gather_site
@@ -351,7 +352,7 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
                                 too_few=True)
             if got.inst is not None:
                 warm[name] = got.inst
-                key = f"{name}/{variable}/{label}/k={k}"
+                key = file_key(name, variable, label, k)
                 saved.update({key + suffix: t for suffix, t in tensors_of(name, got.inst).items()})
                 if kept is not None:
                     kept[(name, variable, label, k)] = got.inst
