@@ -33,6 +33,10 @@ from typing import Any
 from study.core.coerce import coerce, field_types, type_name
 from study.core.errors import UsageError
 
+# the largest width or count of any model size setting: a larger layer (or more layers) would
+# not fit in memory [ours]
+MAX_WIDTH = 1 << 16
+
 
 def setting(default: Any = dataclasses.MISSING, help: str = "", *,
             default_factory: Any = dataclasses.MISSING, nonfinite: bool = False,

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
-from study.core.settings import setting
+from study.core.settings import MAX_WIDTH, setting
 
 
-MAX_WIDTH = 1 << 16  # a larger layer (or more layers) would not fit in memory
 
 
 @dataclass(frozen=True)

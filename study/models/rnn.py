@@ -15,11 +15,10 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
-from study.core.settings import fixed, setting
+from study.core.settings import MAX_WIDTH, fixed, setting
 
 CELLS = ("gru", "lstm")
 ACTIVATIONS = ("gelu", "relu")
-MAX_WIDTH = 1 << 16  # a larger layer would not fit in memory
 
 
 @dataclass(frozen=True)

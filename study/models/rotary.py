@@ -20,13 +20,12 @@ from dataclasses import dataclass
 
 from study.core.errors import UsageError
 from study.core.registry import register
-from study.core.settings import fixed, setting
+from study.core.settings import MAX_WIDTH, fixed, setting
 
 _ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 _CAPABILITIES = ("attention", "heads", "residual")
 
 
-MAX_WIDTH = 1 << 16  # a larger layer (or more layers) would not fit in memory
 
 
 @dataclass(frozen=True)
