@@ -70,7 +70,7 @@ def _colon(task, pairs):
 
 @pytest.fixture(scope="module")
 def binding():
-    return BindingTask(BindingConfig())
+    return BindingTask(BindingConfig(n_train=2000, n_val=100, n_test=1000))
 
 
 @pytest.mark.parametrize("kind,input_share,answer_share", [
