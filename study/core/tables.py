@@ -78,7 +78,8 @@ COMPARE_STITCHING = Table("compare_stitching", "compare", (
     "other_model", "site", "other_site", "alignment", "k", "input_code_iia", "output_code_iia",
     "chance_iia", "window_changed", "val_iia", "other_val_iia", "auto_k", "other_auto_k",
     "matched_k", "k_bar", "margin", "decode_iia", "position_code_iia",
-    "output_code_coverage", "position_code_coverage", "code_refusal"))
+    "output_code_coverage", "position_code_coverage", "code_refusal",
+    "confound_input", "confound_answer"))
 COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
     "variable", "run", "checkpoint", "model", "site", "alignment", "k", "value", "pc1", "pc2",
     "sd1", "sd2", "n", "held_out", "auto_k"))

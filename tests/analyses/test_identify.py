@@ -146,3 +146,48 @@ def test_a_planted_code_s_share_counts_among_the_controls():
     assert verdict(0.97, 0.94, 0.2, 0.2, float("nan"), 0.88, 0.0) == "not aligned"
     assert verdict(0.97, 0.94, 0.2, 0.2, float("nan"), 0.95, 0.0) == "confounded with the input"
     assert verdict(0.97, 0.94, 0.2, 0.2) == "aligned"  # tables without the shares: unchecked
+
+
+class LabelledRenamed(LabelledPointer):
+    """The variable named after what each network holds; `separating`: the referent's pairs
+    are `referent_x`, which separate it from the answer."""
+
+    def __init__(self, separating: bool):
+        self.kinds = {"query": "query", "answer": "value",
+                      "referent": "referent_x" if separating else "referent"}
+
+    def counterfactuals(self, kind, n, split="test", seed=0):
+        return super().counterfactuals(self.kinds[kind], n, split, seed)
+
+
+def _shared_verdict(holds, task, tmp_path) -> dict:
+    """The stitching row of two rotated copies of a planted network holding `holds`, with
+    its verdict (`study.claims.shared.pair_verdicts`)."""
+    import torch
+    from study.analyses.compare import CompareConfig, compare
+    from study.claims.shared import pair_verdicts
+    from tests.analyses.test_compare_controls import _orthogonal, _subject
+    subjects = [_subject(tmp_path, f"{holds}_a", Pointer(holds)),
+                _subject(tmp_path, f"{holds}_b", Pointer(holds, rot=_orthogonal(D, 9)),
+                         in_plane=0.6)]
+    cfg = CompareConfig(n_fit=300, n_test=300, n_geometry=8, n_perm=1)
+    st = pair_verdicts(compare(subjects, task, cfg, torch.device("cpu"))["compare_stitching"])
+    (row,) = st[(st["run"] == f"{holds}_a") & (st["other_run"] == f"{holds}_b")].to_dict(
+        "records")
+    return row
+
+
+@pytest.mark.parametrize("holds,separating,said", [
+    ("query", False, "confounded with the input and the answer"),
+    ("referent", False, "confounded with the answer"),
+    ("referent", True, "computation"),
+])
+def test_two_networks_sharing_a_variable_are_judged_only_where_the_pairs_can_tell(
+        holds, separating, said, tmp_path):
+    """Two networks that resolve the referent stitch into each other on every pair set; on
+    the one-token pairs at ':' (label: the source's answer) no verdict can say more than
+    "confounded", and on pairs that separate the referent from the answer the same networks
+    share a computation."""
+    row = _shared_verdict(holds, LabelledRenamed(separating), tmp_path)
+    assert row["iia"] > 0.9 and row["own_iia"] > 0.9
+    assert row["verdict"] == said, row

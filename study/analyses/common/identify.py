@@ -88,3 +88,15 @@ def confounds(task, base_ids, source_ids, cf_labels, base_labels, base_pos, sour
     first = np.where((bl != IGNORE).any(1), np.argmax(bl != IGNORE, axis=1), cf.shape[1])
     as_answer = _agree(from_source, cf) & (p >= first)
     return Confounds(float(as_input[on].mean()), float(as_answer[on].mean()))
+
+
+def pair_confounds(task, pt, window: int = 2) -> Confounds:
+    """`confounds` of pair tensors `pt` (`study.analyses.common.interchange.PairTensors`) at
+    their read positions, over the pairs that test an intervention on the network judged
+    (`pt.tested`): the pairs its IIA is scored on."""
+    if task is None or not hasattr(task, "labels_of"):
+        return Confounds(float("nan"), float("nan"))
+    cpu = lambda t: t.cpu().numpy()  # noqa: E731
+    return confounds(task, cpu(pt.base_ids), cpu(pt.source_ids), cpu(pt.cf_labels),
+                     cpu(pt.base_labels), cpu(pt.base_pos), cpu(pt.source_pos),
+                     on=cpu(pt.tested), window=window)

@@ -9,6 +9,7 @@ import pandas as pd
 import torch
 
 from study.analyses.common.data import sample
+from study.analyses.common.identify import pair_confounds
 from study.analyses.compare.choice import auto_k, matched_k
 from study.analyses.compare.codes import (MIN_COVERAGE, answer_codes, input_codes,
                                           position_codes, refusal, window_changed)
@@ -155,6 +156,8 @@ class _Spaces:
                    code_refusal="; ".join(refused),
                    chance_iia=run(shuffled(sb.read(tb.source), cfg.seed + 1)),
                    window_changed=float(window_changed(tb.pairs, cfg.input_window).mean()))
+        c = pair_confounds(self.task, tb.pairs, cfg.input_window)
+        out.update(confound_input=c.input, confound_answer=c.answer)
         codes = in_both.cpu().numpy(), out_both.cpu().numpy()
         out["similarity"] = {name: (fn(codes[0], zb), fn(codes[1], zb))
                              for name, fn in MEASURES.items()}
@@ -236,7 +239,7 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                     scored = {c: codes[c] for c in (
                         "input_code_iia", "output_code_iia", "chance_iia", "window_changed",
                         "position_code_iia", "output_code_coverage", "position_code_coverage",
-                        "code_refusal")}
+                        "code_refusal", "confound_input", "confound_answer")}
                     own = B.own(variable, k, "test")
                     stitch.append(dict(
                         common, own_iia=own, n_changed=changed,

@@ -131,7 +131,8 @@ def transfer_rows(model, pairs, fits: dict, kind: str, layer: int, position: int
     site (kind, layer, position) scored, untrained, on the control `pairs` (test split)."""
     from study.analyses.common.interchange import judged, pair_tensors
     from study.analyses.common.stats import chance_iia, iia_scores
-    from study.analyses.das.search import pair_confounds, pairs_right
+    from study.analyses.common.identify import pair_confounds
+    from study.analyses.das.search import pairs_right
     from study.models.sites.capture import gather_site
     from study.models.sites.pyvene_bridge import site_intervenable
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from study.analyses.common.identify import Confounds, confounds
+from study.analyses.common.identify import Confounds, pair_confounds
 from study.analyses.common.stats import chance_iia, changed_iia, iia_scores
 from study.analyses.common.interchange import (PairTensors, judged, pair_tensors, rows_right,
                                                with_base_states)
@@ -114,16 +114,6 @@ def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: i
                     torch.cat([base_train, src_train]),
                     confounds={s: pair_confounds(outputs, pt) for s, pt in
                                (("train", train), ("test", test))})
-
-
-def pair_confounds(task, pt: PairTensors) -> Confounds:
-    """`confounds` of the pairs `pt` at their read positions, over the tested ones."""
-    if task is None or not hasattr(task, "labels_of"):
-        return Confounds(float("nan"), float("nan"))
-    cpu = lambda t: t.cpu().numpy()  # noqa: E731
-    return confounds(task, cpu(pt.base_ids), cpu(pt.source_ids), cpu(pt.cf_labels),
-                     cpu(pt.base_labels), cpu(pt.base_pos), cpu(pt.source_pos),
-                     on=cpu(pt.tested))
 
 
 def forward(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor,
