@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import socket
+import sys
 from pathlib import Path
 
 from study.core import registry
@@ -277,7 +278,17 @@ def cmd_report(args):
         raise UsageError("report needs at least one RUN_DIR: report RUN_DIR [RUN_DIR ...] [out=DIR]")
     if out is not None:
         check_out_dir(out)
-    runs = labelled([run.run_tables for run in open_runs(dirs)])
+    runs = []
+    for run in open_runs(dirs):  # a damaged run is named in one line; the others are reported
+        try:
+            runs.append(run.run_tables)
+        except UsageError as e:
+            if len(dirs) == 1:
+                raise
+            print(f"warning: {e}; {run.path} is left out of the report", file=sys.stderr)
+    if not runs:
+        raise UsageError("no run could be read; see the lines above")
+    runs = labelled(runs)
     print(write_runs_report(runs, out or default_out(dirs), markdown=markdown), flush=True)
 
 
