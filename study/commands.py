@@ -278,6 +278,10 @@ def cmd_report(args):
         raise UsageError("report needs at least one RUN_DIR: report RUN_DIR [RUN_DIR ...] [out=DIR]")
     if out is not None:
         check_out_dir(out)
+    from study.core.outfolder import check_out
+    from study.reports.write import is_report_folder
+    check_out(out or default_out(dirs), "a report folder",
+              lambda folder: is_report_folder(folder, made_here=out is None))
     runs = []
     for run in open_runs(dirs):  # a damaged run is named in one line; the others are reported
         try:

@@ -13,6 +13,7 @@ from study.reports.build import Report, build_report
 from study.reports.html import render
 from study.reports.load import RunTables, load_runs
 from study.core.atomic import new_folder
+from study.core.outfolder import REPORT_MARKER, entries
 from study.core.errors import UsageError
 from study.core.rundir import atomic_write_bytes
 
@@ -39,7 +40,20 @@ def write_runs_report(runs: list[RunTables], out: str | os.PathLike,
             write_markdown(report, out)
         path = out / "index.html"
         atomic_write_bytes(path, page.encode())
+        atomic_write_bytes(out / REPORT_MARKER, b"")  # `report out=` may write here again
     return path
+
+
+REPORT_FILES = ("index.html", "report.md", "figures", "comparisons")  # what reports write
+
+
+def is_report_folder(folder: Path, made_here: bool = False) -> bool:
+    """A folder a report may be written into again: one a report wrote (its marker), one
+    holding only `compare`'s tables, or (`made_here`: the folder's name is the command's
+    default, not the user's) one holding only what reports write."""
+    names = set(entries(folder))
+    return (REPORT_MARKER in names or names <= {"comparisons"}
+            or (made_here and names <= set(REPORT_FILES)))
 
 
 def write_run_report(run_dir: str | os.PathLike) -> Path:
