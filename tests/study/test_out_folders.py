@@ -103,3 +103,30 @@ def test_a_sweep_record_of_the_wrong_shape_is_one_line(sweep, capsys, record, co
     (folder / "sweep.json").write_text(json.dumps(record))
     line = _one_line(capsys, main([command, str(folder)]))
     assert "sweep.json is damaged" in line
+
+
+@pytest.mark.parametrize("edit, said", [
+    ({"argv": None}, "argv is not a list"),
+    ({"tolerances": ["bogus"]}, "tolerances is not an object"),
+    ({"tolerances": {"summary": {"acc_*": "bogus"}}}, "tolerance of summary.acc_*"),
+    ({"tables": [1]}, "tables is not an object"),
+])
+def test_reproduce_checks_the_manifest_before_rerunning_anything(tmp_path, capsys, edit, said):
+    from study.sweep.result_tables import RESULTS_ROOT
+    folder = tmp_path / "res"
+    shutil.copytree(RESULTS_ROOT / "smoke-2026-11-28", folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, **edit}))
+    line = _one_line(capsys, main(["reproduce", str(folder), f"work={tmp_path / 'work'}"]))
+    assert "manifest.json is damaged" in line and said in line
+    assert not (tmp_path / "work").exists()
+
+
+def test_reproduce_reads_every_listed_table_before_rerunning_anything(tmp_path, capsys):
+    from study.sweep.result_tables import RESULTS_ROOT
+    folder = tmp_path / "res"
+    shutil.copytree(RESULTS_ROOT / "smoke-2026-11-28", folder)
+    (folder / "phases.csv").unlink()
+    line = _one_line(capsys, main(["reproduce", str(folder), f"work={tmp_path / 'work'}"]))
+    assert "phases.csv is missing" in line
+    assert not (tmp_path / "work").exists()
