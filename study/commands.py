@@ -276,6 +276,7 @@ def cmd_report(args):
                          f"RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]")
     if not dirs:
         raise UsageError("report needs at least one RUN_DIR: report RUN_DIR [RUN_DIR ...] [out=DIR]")
+    opened = open_runs(dirs)  # a path that is no run directory: one line, first
     if out is not None:
         check_out_dir(out)
     from study.core.outfolder import check_out
@@ -283,7 +284,7 @@ def cmd_report(args):
     check_out(out or default_out(dirs), "a report folder",
               lambda folder: is_report_folder(folder, made_here=out is None))
     runs = []
-    for run in open_runs(dirs):  # a damaged run is named in one line; the others are reported
+    for run in opened:  # a damaged run is named in one line; the others are reported
         try:
             runs.append(run.run_tables)
         except UsageError as e:

@@ -60,6 +60,9 @@ def check(path, what: str = "run_dir") -> Path:
         resolved = p.resolve()
     except OSError as e:
         raise UsageError(f"{what}={shown} cannot be used ({os.strerror(e.errno or errno.EINVAL)})") from None
+    except RuntimeError:  # Python < 3.13 raises it for a symlink loop
+        raise UsageError(f"{what}={shown} cannot be used ({os.strerror(errno.ELOOP)}); "
+                         f"choose another {what}") from None
     special = {Path("/"): "the root directory", Path.home().resolve(): "your home directory",
                Path.cwd().resolve(): "the current directory"}
     if resolved in special:

@@ -130,3 +130,17 @@ def test_reproduce_reads_every_listed_table_before_rerunning_anything(tmp_path, 
     line = _one_line(capsys, main(["reproduce", str(folder), f"work={tmp_path / 'work'}"]))
     assert "phases.csv is missing" in line
     assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "task=counting", "model=gru", "scale=smoke", "run_dir={loop}"],
+    ["report", "{loop}"], ["report", "{run}", "out={loop}"],
+    ["analyze", "{loop}", "analysis=das"], ["compare", "{loop}", "{run}"],
+    ["results", "{sweep}", "out={loop}"]])
+def test_a_symlink_loop_as_a_path_is_one_line(sweep, tmp_path, capsys, args):
+    folder, run = sweep
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    argv = [a.format(loop=tmp_path / "a", run=run, sweep=folder) for a in args]
+    line = _one_line(capsys, main(argv))
+    assert str(tmp_path / "a") in line
