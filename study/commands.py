@@ -152,7 +152,10 @@ def cmd_sample(args):
     bad = [k for k in kv if not k.startswith("task.")]
     if bad:
         raise UsageError(f"unknown key {bad[0]!r} for sample; valid: task, n, split, seed, scale, task.<field>")
-    task = entry.obj(entry.make_config(scale, {k[len("task."):]: v for k, v in kv.items()}))
+    task_config = entry.make_config(scale, {k[len("task."):]: v for k, v in kv.items()})
+    from study.run.preflight import check_data
+    check_data(entry.name, task_config)
+    task = entry.obj(task_config)
     if split not in task.splits:
         raise UsageError(f"split={split!r} is not a split of task {entry.name}; choose from {', '.join(task.splits)}")
     for row in task.examples(split, n):

@@ -112,6 +112,17 @@ class BindingConfig:
         if not 1 <= self.gen_max_hops <= self.n_lines:
             bad("gen_max_hops", f"in 1..task.n_lines ({self.n_lines})")
 
+    def data_bytes(self) -> int:
+        """A coarse upper bound of the memory generating and holding every split takes
+        (the main splits and the generalisation sets; programs a shortcut rule answers are
+        drawn and dropped, so `shortcut_accept` scales the work), checked before the task is
+        built."""
+        from study.core.memory import split_bytes
+        seq_len = 4 * max(self.n_lines, self.gen_max_lines) + 3
+        gen = self.n_gen_per_value * (self.gen_max_lines - self.gen_min_lines + 1
+                                      + self.gen_max_hops) + self.n_gen_heldout
+        return split_bytes(self.n_train + self.n_val + self.n_test + gen, seq_len)
+
 
 # presets: each scale's differences from the config's defaults (which are the paper's); the
 # training presets are the task's `train_presets`, each scale's differences from
