@@ -95,6 +95,20 @@ def _name_max(p: Path) -> int:
         return 255
 
 
+def left_by_clear(path) -> list[Path]:
+    """What `clear` would leave that holds a run's files: a run folder (checkpoints/, ...)
+    that is a symlink, which clearing never follows (it may point at someone's data)."""
+    out = []
+    for name in RUN_DIRS:
+        link = Path(path) / name
+        try:
+            if link.is_symlink() and link.is_dir() and any(link.iterdir()):
+                out.append(link)
+        except OSError:
+            out.append(link)
+    return out
+
+
 def clear(path) -> list[str]:
     """Delete what a run wrote in `path` (a marked run directory) and nothing else; returns
     the names removed. An unmarked folder is refused: it may be someone's data."""

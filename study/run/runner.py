@@ -50,12 +50,16 @@ def prepare(cfg: RunConfig, rd: RunDir | None = None) -> RunDir:
     for tmp in rd.clean_temporaries():
         log(f"notice: removed {tmp}, left by an interrupted write")
     difference = _difference(rd, cfg)
-    if difference:
-        if not cfg.force:
-            raise UsageError(f"run_dir={rd.path} holds {difference}; choose another run_dir or pass "
-                             "force=true to replace it")
-        placement.clear(rd.path)
-    elif cfg.force and rd.status() == "done":
+    if difference and not cfg.force:
+        raise UsageError(f"run_dir={rd.path} holds {difference}; choose another run_dir or pass "
+                         "force=true to replace it")
+    if difference or (cfg.force and rd.status() == "done"):
+        kept = placement.left_by_clear(rd.path)  # checked before anything is cleared or written
+        if kept:
+            raise UsageError(f"force=true cannot clear {kept[0]}: it is a symlink (to "
+                             f"{os.path.realpath(kept[0])}), which clearing never follows; "
+                             f"remove or re-point it yourself, or choose another run_dir; "
+                             f"nothing was changed")
         placement.clear(rd.path)
     damaged_status = (rd.path / "status.json").exists() and rd.status() is None
     if (rd.marker() or {}).get("hash") != cfg.hash8():  # new, or cleared by force=true
