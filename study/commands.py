@@ -158,8 +158,12 @@ def cmd_sample(args):
     task = entry.obj(task_config)
     if split not in task.splits:
         raise UsageError(f"split={split!r} is not a split of task {entry.name}; choose from {', '.join(task.splits)}")
-    for row in task.examples(split, n):
+    rows = task.examples(split, n)
+    for row in rows:
         print(json.dumps(row))
+    if len(rows) < n:  # said, so that a short list is not taken for the n asked
+        print(f"notice: split {split} of task {entry.name} holds {len(rows)} examples at "
+              f"scale={scale}; all {len(rows)} shown (n={n} asked)", file=sys.stderr)
 
 
 def cmd_run(args):

@@ -173,6 +173,8 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
     try:
         if rd.status() == "done" and _summary_readable(rd) and _checkpoints_readable(rd):
             log(f"{rd.path}: already finished (force=true retrains)")
+            for line in _finished_damage(rd):
+                log(f"notice: {line}")
         else:  # a finished run with a damaged summary.json: training sees it is done, rewrites it
             rd.set_status("running")
             try:
@@ -193,6 +195,27 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
         raise
     rd.set_status("done")
     write_report(rd)
+
+
+def _finished_damage(rd: RunDir) -> list[str]:
+    """What a finished run lacks that skipping its training leaves as it is: its training
+    curves (metrics.parquet) and the meta.json of its checkpoints (the weights' record),
+    each in a line saying what it costs and what rebuilds it."""
+    from study.core.damage import readable
+    from study.train import checkpoint as ckpt
+    out = []
+    if not rd.metrics_path.is_file() or not readable(rd.metrics_path):
+        what = "missing" if not rd.metrics_path.is_file() else "damaged"
+        out.append(f"{rd.metrics_path} is {what}: the report has no training curves; "
+                   f"restore it, or retrain with force=true")
+    for step in ckpt.list_checkpoints(rd.path):
+        folder = ckpt.checkpoints_dir(rd.path) / ckpt.dir_name(step)
+        try:
+            ckpt.read_meta(folder)
+        except ckpt.CheckpointError:
+            out.append(f"{folder / ckpt.META} is missing or damaged: that checkpoint cannot "
+                       f"be analysed; delete {folder} or retrain with force=true")
+    return out
 
 
 def _summary_readable(rd: RunDir) -> bool:
