@@ -75,11 +75,12 @@ class BindingConfig:
     shortcut_accept: float = setting(0.75, "[ours] keep-probability of shortcut-prone programs")
     heldout_fraction: float = setting(
         0.1,
-        "[ours] of the 26 x 10 (query letter, answer) combinations")
+        "[ours] of the {n_letters} x 10 (query letter, answer) combinations held out")
     gen_min_lines: int = fixed(2, "[ours] the shortest program of the line-count "
                                   "generalisation set")
     gen_max_lines: int = setting(25, "longest program of the line-count generalisation set [ours]")
-    gen_max_hops: int = setting(13, "[ours] 1-13 hops")
+    gen_max_hops: int = setting(
+        13, "[ours] the hop-count generalisation set holds chains of 1-{gen_max_hops} hops")
     n_gen_per_value: int = setting(1_000, "[ours] programs per line count / per hop count")
     n_gen_heldout: int = setting(
         5_000, "programs of the held-out (query letter, answer) set [ours]")
