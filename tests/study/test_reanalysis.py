@@ -64,3 +64,18 @@ def test_a_finished_reanalysis_replaces_the_outputs_and_drops_its_work_in_progre
     assert after[das] != before[das]
     assert not (analysed / "analyses" / "das" / "partial").exists()
     assert sorted(p.name for p in (analysed / "analyses").iterdir()) == ["das", "patching"]
+
+
+def test_a_k_no_site_holds_is_refused_when_searched_and_changes_nothing(analysed, capsys,
+                                                                         monkeypatch):
+    """Where the width is not known when parsing (a family whose config names it otherwise),
+    the search refuses the ladder before training anything; the run is left as it was."""
+    import study.analyses.das as das
+    monkeypatch.setattr(das, "_site_width", lambda kind, config: None)
+    before = _outputs(analysed)
+    rc = main(["analyze", str(analysed), "analysis=das", *FAST[:1], "das.k=999",
+               *FAST[2:]])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err, err
+    assert "every k is larger than" in err.strip().splitlines()[-1] and "16 dims" in err
+    assert _outputs(analysed) == before
