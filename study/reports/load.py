@@ -95,7 +95,8 @@ def load_run(path: str | Path) -> RunTables:
         status = "unknown"
     tables: dict[str, pd.DataFrame] = {}
     for f in sorted((p / "analyses").glob("*/*.parquet")):
-        tables[f.stem] = _parquet(f)
+        if not f.parent.name.startswith("."):  # an analysis being written (or killed) aside
+            tables[f.stem] = _parquet(f)
     return RunTables(path=p, config=config, summary=summary, status=str(status),
                metrics=_parquet(p / "metrics.parquet", optional=True),
                heuristics=_parquet(p / "heuristics.parquet", optional=True),

@@ -120,7 +120,7 @@ def _analyses(run: RunTables) -> dict[str, set[str]]:
     """analysis folder name -> the names of the run's tables it holds."""
     out: dict[str, set[str]] = {}
     for f in sorted((run.path / "analyses").glob("*/*.parquet")):
-        if f.stem in run.tables:
+        if f.stem in run.tables and not f.parent.name.startswith("."):
             out.setdefault(f.parent.name, set()).add(f.stem)
     return out
 

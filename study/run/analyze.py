@@ -44,7 +44,7 @@ def analyze(run: Run, configs: dict, checkpoint: str | int = "final",
     with reporting_disk_full(rd.path), claim(rd.path, "analyze"):
         for tmp in rd.clean_temporaries():
             _log.info(f"notice: removed {tmp}, left by an interrupted write")
-        for folder in sorted(rd.path.glob("analyses/*")):
+        for folder in sorted(rd.path.glob("analyses/[!.]*")):
             set_aside_damaged(folder, "; the analysis that wrote it runs again when asked")
         _analyze(run, configs, checkpoint, trajectory)
 
