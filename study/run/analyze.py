@@ -95,7 +95,7 @@ def staged(out: Path) -> Iterator[Path]:
     from study.analyses.common.context import PARTIAL
 
     partial = out / PARTIAL
-    had_partial = partial.is_dir()
+    had_out, had_partial = out.is_dir(), partial.is_dir()
     partial.mkdir(parents=True, exist_ok=True)
     try:
         with atomic_dir(out) as stage:
@@ -113,6 +113,8 @@ def staged(out: Path) -> Iterator[Path]:
     except BaseException:
         if not had_partial and partial.is_dir() and not any(partial.iterdir()):
             partial.rmdir()  # nothing to continue from: no sign of an interrupted search
+            if not had_out and not any(out.iterdir()):
+                out.rmdir()  # a first analysis that failed leaves no folder of its own
         raise
 
 
