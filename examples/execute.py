@@ -5,9 +5,9 @@
 
 `make notebooks` runs both. Each notebook runs in a fresh kernel whose working directory is a
 temporary `examples/` beside a `runs/` that holds links to the smoke runs only, so the
-notebook's `study.find_run(..., root="../runs")` finds those even where `make demo`'s larger
-runs sit in the repository's runs/: the committed outputs are always the smoke runs'. The
-notebooks are stored with their outputs and without what changes at every execution (cell
+notebook's `study.find_run(...)` (the nearest `runs/` from the notebook's folder up) finds
+those even where `make demo`'s larger runs sit in the repository's runs/: the committed
+outputs are always the smoke runs'. The notebooks are stored with their outputs and without what changes at every execution (cell
 timings, the kernel's version details).
 """
 from __future__ import annotations

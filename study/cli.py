@@ -140,6 +140,10 @@ def _main(argv: list[str] | None) -> int:
         if full is not None:  # in any writer: one line naming the file
             print(f"error: {full}", file=sys.stderr)
             return 2
+        if isinstance(e, RuntimeError) and str(e).startswith("Symlink loop"):
+            # Path.resolve on Python < 3.13, wherever a path is resolved: one line naming it
+            print(f"error: {e}; remove the loop or give another path", file=sys.stderr)
+            return 2
         if not isinstance(e, OSError) or e.filename is None:
             raise
         # a path the file system refused: one line naming it

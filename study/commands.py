@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import socket
+import sys
 from pathlib import Path
 
 from study.core import registry
@@ -151,11 +152,18 @@ def cmd_sample(args):
     bad = [k for k in kv if not k.startswith("task.")]
     if bad:
         raise UsageError(f"unknown key {bad[0]!r} for sample; valid: task, n, split, seed, scale, task.<field>")
-    task = entry.obj(entry.make_config(scale, {k[len("task."):]: v for k, v in kv.items()}))
+    task_config = entry.make_config(scale, {k[len("task."):]: v for k, v in kv.items()})
+    from study.run.preflight import check_data
+    check_data(entry.name, task_config)
+    task = entry.obj(task_config)
     if split not in task.splits:
         raise UsageError(f"split={split!r} is not a split of task {entry.name}; choose from {', '.join(task.splits)}")
-    for row in task.examples(split, n):
+    rows = task.examples(split, n)
+    for row in rows:
         print(json.dumps(row))
+    if len(rows) < n:  # said, so that a short list is not taken for the n asked
+        print(f"notice: split {split} of task {entry.name} holds {len(rows)} examples at "
+              f"scale={scale}; all {len(rows)} shown (n={n} asked)", file=sys.stderr)
 
 
 def cmd_run(args):
@@ -275,9 +283,24 @@ def cmd_report(args):
                          f"RUN_DIR [RUN_DIR ...] [out=DIR] [markdown=true|false]")
     if not dirs:
         raise UsageError("report needs at least one RUN_DIR: report RUN_DIR [RUN_DIR ...] [out=DIR]")
+    opened = open_runs(dirs)  # a path that is no run directory: one line, first
     if out is not None:
         check_out_dir(out)
-    runs = labelled([run.run_tables for run in open_runs(dirs)])
+    from study.core.outfolder import check_out
+    from study.reports.write import is_report_folder
+    check_out(out or default_out(dirs), "a report folder",
+              lambda folder: is_report_folder(folder, made_here=out is None))
+    runs = []
+    for run in opened:  # a damaged run is named in one line; the others are reported
+        try:
+            runs.append(run.run_tables)
+        except UsageError as e:
+            if len(dirs) == 1:
+                raise
+            print(f"warning: {e}; {run.path} is left out of the report", file=sys.stderr)
+    if not runs:
+        raise UsageError("no run could be read; see the lines above")
+    runs = labelled(runs)
     print(write_runs_report(runs, out or default_out(dirs), markdown=markdown), flush=True)
 
 

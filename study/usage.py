@@ -135,21 +135,33 @@ def field_lines(cls, prefix: str, presets: dict, scale: str, with_help: bool = T
     field's default), the other scales' presets in brackets, and its declared help; the
     speed-only ones last, spelt `runtime.NAME`, and the values the code holds fixed after."""
     infos = describe_fields(cls)
+    values = {i.name: presets.get(scale, {}).get(i.name, i.default) for i in infos}
     out = []
     for f in [i for i in infos if not i.runtime] + [i for i in infos if i.runtime]:
-        value = presets.get(scale, {}).get(f.name, f.default)
+        value = values[f.name]
         per_scale = "; ".join(f"{s}: {presets[s][f.name]!r}" for s in registry.SCALES
                               if f.name in presets.get(s, {}))
         key = f"runtime.{f.runtime}" if f.runtime else f"{prefix}{f.name}"
         out.append(f"  {key} ({f.type}) = {value!r}"
                    + (f"  [{per_scale}]" if per_scale else "")
-                   + (f"\n      {f.help}" if f.help and with_help else ""))
+                   + (f"\n      {_resolved(f.help, values)}" if f.help and with_help else ""))
     fixed = fixed_fields(cls)
     if fixed and with_help:
         made = cls()  # a derived value as the defaults give it
         out.append("  fixed by the code (recorded with the run, not settings): "
                    + ", ".join(f"{n} = {getattr(made, n)!r}" for n in fixed))
     return out
+
+
+def _resolved(text: str, values: dict) -> str:
+    """A help text with `{field}` replaced by that field's value at the scale shown, so that
+    a number it quotes follows the preset (binding's `{n_letters} x 10` combinations)."""
+    if "{" not in text:
+        return text
+    try:
+        return text.format_map(values)
+    except (KeyError, IndexError, ValueError):
+        return text
 
 
 def command_help(command: str, args: list[str]) -> str:

@@ -271,6 +271,18 @@ def test_find_run_takes_the_largest_scale_then_the_newest(tmp_path):
                           root=tmp_path).path == newer
 
 
+def test_find_run_finds_the_nearest_runs_folder_from_where_it_is_opened(tmp_path, monkeypatch):
+    """A notebook opened from examples/, from the repository root or from deeper finds the
+    repository's runs/ without a path written into it."""
+    run = _fake_run(tmp_path / "runs" / "counting-gru-s0-aaaaaaaa", "counting", "gru", "smoke",
+                    ["das"])
+    (tmp_path / "examples" / "deeper").mkdir(parents=True)
+    for here in (tmp_path, tmp_path / "examples", tmp_path / "examples" / "deeper"):
+        monkeypatch.chdir(here)
+        found = study.find_run(task="counting", model="gru", analyses=["das"])
+        assert found.path.resolve() == run.resolve()
+
+
 def test_find_run_without_a_match_names_the_command_that_makes_one(tmp_path):
     _fake_run(tmp_path / "counting-gru-s0-aaaaaaaa", "counting", "gru", "smoke", ["patching"])
     with pytest.raises(UsageError) as e:

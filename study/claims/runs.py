@@ -9,6 +9,8 @@ the latest one, which is what the charts show. The application's run handle
 """
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +69,12 @@ class RunTables:
 def run_path(path: str | Path) -> Path:
     """`path` as a run directory's path; a path that is not one is a one-line UsageError."""
     p = Path(path)
+    try:
+        p.resolve(strict=True)
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (Python < 3.13)
+        if isinstance(e, RuntimeError) or getattr(e, "errno", None) == errno.ELOOP:
+            raise UsageError(f"RUN_DIR {str(path)!r} cannot be opened "
+                             f"({os.strerror(errno.ELOOP)}); give a run directory") from None
     if not p.is_dir():
         raise UsageError(f"RUN_DIR {str(path)!r} is not a run directory (it does not exist or is "
                          f"not a directory)")
@@ -87,7 +95,8 @@ def load_run(path: str | Path) -> RunTables:
         status = "unknown"
     tables: dict[str, pd.DataFrame] = {}
     for f in sorted((p / "analyses").glob("*/*.parquet")):
-        tables[f.stem] = _parquet(f)
+        if not f.parent.name.startswith("."):  # an analysis being written (or killed) aside
+            tables[f.stem] = _parquet(f)
     return RunTables(path=p, config=config, summary=summary, status=str(status),
                metrics=_parquet(p / "metrics.parquet", optional=True),
                heuristics=_parquet(p / "heuristics.parquet", optional=True),
@@ -105,7 +114,10 @@ def unique_paths(paths) -> list:
     """`paths` in the order given, each directory once (however it is spelled)."""
     seen, out = set(), []
     for path in paths:
-        key = Path(path).resolve()
+        try:
+            key = Path(path).resolve()
+        except (OSError, RuntimeError):  # a symlink loop: `run_path` says so when opened
+            key = Path(path).absolute()
         if key not in seen:
             seen.add(key)
             out.append(path)

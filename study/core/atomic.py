@@ -77,6 +77,12 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     fsync_path(target.parent)
 
 
+def usual_mode(path: str | os.PathLike) -> None:
+    """Give a file written by a library that makes private files (safetensors writes 0600)
+    the mode every other file of the project gets (0666 less the umask)."""
+    os.chmod(path, 0o666 & ~_UMASK)
+
+
 def _name_target(exc: BaseException, target: Path) -> None:
     """A full disk met mid-write (a write or close on an open file) names no file: raise it
     again naming the target being written, which is what the user can act on."""

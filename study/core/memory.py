@@ -16,6 +16,16 @@ from pathlib import Path
 
 FLOAT = 4  # bytes; fp32 is the upper bound (bf16 autocast keeps fewer bytes)
 GIB = 1 << 30
+# a task's data, generated and held: ids, labels and the generator's own arrays (int64) per
+# token, and Python objects (strata, the program being drawn) per row; coarse, an upper bound
+TOKEN_BYTES = 32
+ROW_BYTES = 512
+
+
+def split_bytes(rows: int, seq_len: int) -> int:
+    """About how many bytes generating and holding `rows` examples of `seq_len` tokens takes
+    (a task config's `data_bytes`, checked at parse time: `study.run.preflight.check_data`)."""
+    return int(rows) * (int(seq_len) * TOKEN_BYTES + ROW_BYTES)
 
 
 def host_memory() -> int | None:

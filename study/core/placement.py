@@ -60,6 +60,9 @@ def check(path, what: str = "run_dir") -> Path:
         resolved = p.resolve()
     except OSError as e:
         raise UsageError(f"{what}={shown} cannot be used ({os.strerror(e.errno or errno.EINVAL)})") from None
+    except RuntimeError:  # Python < 3.13 raises it for a symlink loop
+        raise UsageError(f"{what}={shown} cannot be used ({os.strerror(errno.ELOOP)}); "
+                         f"choose another {what}") from None
     special = {Path("/"): "the root directory", Path.home().resolve(): "your home directory",
                Path.cwd().resolve(): "the current directory"}
     if resolved in special:
@@ -90,6 +93,20 @@ def _name_max(p: Path) -> int:
         return os.pathconf(probe, "PC_NAME_MAX")
     except (OSError, ValueError):
         return 255
+
+
+def left_by_clear(path) -> list[Path]:
+    """What `clear` would leave that holds a run's files: a run folder (checkpoints/, ...)
+    that is a symlink, which clearing never follows (it may point at someone's data)."""
+    out = []
+    for name in RUN_DIRS:
+        link = Path(path) / name
+        try:
+            if link.is_symlink() and link.is_dir() and any(link.iterdir()):
+                out.append(link)
+        except OSError:
+            out.append(link)
+    return out
 
 
 def clear(path) -> list[str]:

@@ -13,6 +13,7 @@ it builds carries the family's capabilities and is checked against the network c
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -142,5 +143,8 @@ def get(kind: str, name: str) -> Entry:
     known = entries(kind)
     if name not in known:
         plural = {"analysis": "analyses"}.get(kind, kind + "s")
-        raise UsageError(f"unknown {kind} {name!r}; known {plural}: {', '.join(known) or '(none)'}")
+        close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.75)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UsageError(f"unknown {kind} {name!r}{hint}; known {plural}: "
+                         f"{', '.join(known) or '(none)'}")
     return known[name]

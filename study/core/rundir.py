@@ -159,5 +159,6 @@ class RunDir:
         """Remove temp files and directories of atomic writes a killed process left (call only
         while holding the directory's claim: another live writer's temp file would look the
         same)."""
-        folders = [self.path, *(p for p in self.path.glob("analyses/*") if p.is_dir())]
+        folders = [self.path, self.path / "analyses",
+                   *(p for p in self.path.glob("analyses/*") if p.is_dir())]
         return [p for folder in folders for p in remove_temporaries(folder)]

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 
 def build_task(cfg):
-    """The task of a run configuration (`RunConfig`), built through the task registry."""
+    """The task of a run configuration (`RunConfig`), built through the task registry, once
+    its data is known to fit in memory (`study.run.preflight.check_data`)."""
     from study.core import registry
+    from study.run.preflight import check_data
+    check_data(cfg.task, cfg.task_config)  # data too large for this machine: one line, first
     return registry.get("task", cfg.task).obj(cfg.task_config)
 
 

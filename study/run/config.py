@@ -186,8 +186,9 @@ def resolve(kv: dict[str, str]) -> RunConfig:
     configs = analysis_configs(analyses, scale, rest, task_entry, model_entry, model_cfg)
     cfg = RunConfig(task_entry.name, model_entry.name, task_cfg, model_cfg, train_cfg, scale,
                     seed, run_dir, analyses, configs, force)
+    from study.run.build import build_task
     from study.run.preflight import check
-    check(cfg, task_entry.obj(task_cfg))  # the device exists and training fits in memory
+    check(cfg, build_task(cfg))  # the data, the device, and training fits in memory
     return cfg
 
 

@@ -3,6 +3,8 @@ that cannot run is refused in one line before any run directory is created:
 
 - the device `runtime.device` names exists (`cuda` on a machine without one, `cuda:3` on a
   machine with one GPU);
+- the task's data fits in memory (`check_data`, before the task is built: its config's
+  `data_bytes`);
 - training fits in memory: a coarse upper bound (`study/core/memory.py`) against the host's
   memory, or the GPU's when training runs on one. The setting to change is named: the batch
   size, or the model's widths when its parameters alone do not fit.
@@ -44,6 +46,30 @@ def check(cfg, task) -> None:
     raise UsageError(f"train.batch_size={train.batch_size} needs about {gib(params + acts)} to train "
                      f"{shape}, more than the {gib(limit)} of {where}; lower train.batch_size "
                      f"(at most about {fits:,} fits)")
+
+
+def check_data(task: str, task_config) -> None:
+    """Refuse, before the task is built, data that would not fit in this machine's memory:
+    the task config's own coarse estimate (`data_bytes`, where it offers one) against the
+    host's memory, naming the sizes given above their defaults (`task.n_train=...`)."""
+    estimate = getattr(task_config, "data_bytes", None)
+    if estimate is None:
+        return
+    need = estimate()
+    if need <= SMALL:
+        return
+    limit = host_memory()
+    if limit is None or need <= limit:
+        return
+    import dataclasses
+    raised = [f"task.{f.name}={getattr(task_config, f.name):,}"
+              for f in dataclasses.fields(task_config)
+              if isinstance(f.default, int) and not isinstance(f.default, bool)
+              and isinstance(getattr(task_config, f.name), int)
+              and getattr(task_config, f.name) > f.default]
+    raise UsageError(f"task={task}'s data needs about {gib(need)} to generate and hold (a coarse "
+                     f"estimate), more than the {gib(limit)} of memory on this machine; lower "
+                     f"{', '.join(raised) or 'the task.* sizes'}")
 
 
 def nvidia_driver_loaded() -> bool:

@@ -50,12 +50,16 @@ def prepare(cfg: RunConfig, rd: RunDir | None = None) -> RunDir:
     for tmp in rd.clean_temporaries():
         log(f"notice: removed {tmp}, left by an interrupted write")
     difference = _difference(rd, cfg)
-    if difference:
-        if not cfg.force:
-            raise UsageError(f"run_dir={rd.path} holds {difference}; choose another run_dir or pass "
-                             "force=true to replace it")
-        placement.clear(rd.path)
-    elif cfg.force and rd.status() == "done":
+    if difference and not cfg.force:
+        raise UsageError(f"run_dir={rd.path} holds {difference}; choose another run_dir or pass "
+                         "force=true to replace it")
+    if difference or (cfg.force and rd.status() == "done"):
+        kept = placement.left_by_clear(rd.path)  # checked before anything is cleared or written
+        if kept:
+            raise UsageError(f"force=true cannot clear {kept[0]}: it is a symlink (to "
+                             f"{os.path.realpath(kept[0])}), which clearing never follows; "
+                             f"remove or re-point it yourself, or choose another run_dir; "
+                             f"nothing was changed")
         placement.clear(rd.path)
     damaged_status = (rd.path / "status.json").exists() and rd.status() is None
     if (rd.marker() or {}).get("hash") != cfg.hash8():  # new, or cleared by force=true
@@ -169,6 +173,8 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
     try:
         if rd.status() == "done" and _summary_readable(rd) and _checkpoints_readable(rd):
             log(f"{rd.path}: already finished (force=true retrains)")
+            for line in _finished_damage(rd):
+                log(f"notice: {line}")
         else:  # a finished run with a damaged summary.json: training sees it is done, rewrites it
             rd.set_status("running")
             try:
@@ -189,6 +195,27 @@ def _run(cfg: RunConfig, rd: RunDir) -> None:
         raise
     rd.set_status("done")
     write_report(rd)
+
+
+def _finished_damage(rd: RunDir) -> list[str]:
+    """What a finished run lacks that skipping its training leaves as it is: its training
+    curves (metrics.parquet) and the meta.json of its checkpoints (the weights' record),
+    each in a line saying what it costs and what rebuilds it."""
+    from study.core.damage import readable
+    from study.train import checkpoint as ckpt
+    out = []
+    if not rd.metrics_path.is_file() or not readable(rd.metrics_path):
+        what = "missing" if not rd.metrics_path.is_file() else "damaged"
+        out.append(f"{rd.metrics_path} is {what}: the report has no training curves; "
+                   f"restore it, or retrain with force=true")
+    for step in ckpt.list_checkpoints(rd.path):
+        folder = ckpt.checkpoints_dir(rd.path) / ckpt.dir_name(step)
+        try:
+            ckpt.read_meta(folder)
+        except ckpt.CheckpointError:
+            out.append(f"{folder / ckpt.META} is missing or damaged: that checkpoint cannot "
+                       f"be analysed; delete {folder} or retrain with force=true")
+    return out
 
 
 def _summary_readable(rd: RunDir) -> bool:

@@ -22,8 +22,12 @@ from study.core.errors import UsageError
 from study.core.rundir import MARKER, RunDir
 
 
-def find_run(task: str, model: str, *, root="runs", analyses=(), scale: str | None = None):
+def find_run(task: str, model: str, *, root=None, analyses=(), scale: str | None = None):
     """The best trained finished run of `task` x `model` under `root`, opened (`study.Run`).
+
+    root: where to look; None: the nearest `runs/` in the working directory or a folder
+    above it (`default_root`), so a notebook in `examples/` finds the repository's runs
+    wherever it was opened from.
 
     analyses: names of analyses whose tables the run must hold ("das", "patching").
     scale: only runs of this scale; None: the largest scale found (paper > small > smoke).
@@ -33,6 +37,7 @@ def find_run(task: str, model: str, *, root="runs", analyses=(), scale: str | No
     from study.run.runstate import complete
 
     analyses = (analyses,) if isinstance(analyses, str) else tuple(analyses)
+    root = default_root() if root is None else root
     if scale is not None and scale not in registry.SCALES:
         raise UsageError(f"find_run: scale={scale!r} is not a scale; choose from "
                          f"{', '.join(registry.SCALES)}")
@@ -48,6 +53,16 @@ def find_run(task: str, model: str, *, root="runs", analyses=(), scale: str | No
     if not found:
         raise UsageError(_nothing_found(task, model, root, analyses, scale))
     return open_run(max(found)[-1])
+
+
+def default_root() -> Path:
+    """The nearest `runs/` folder: in the working directory or the closest folder above it
+    that has one (relative to the working directory, as it was found), else `runs`."""
+    here = Path.cwd()
+    for up, place in enumerate((here, *here.parents)):
+        if (place / "runs").is_dir():
+            return Path(*([".."] * up), "runs")
+    return Path("runs")
 
 
 def run_dirs(root) -> list[Path]:

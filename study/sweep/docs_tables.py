@@ -14,6 +14,8 @@ file and the command and commit that made it. A run that the time guard stopped 
 "(time guard)" wherever it is named: it is no study result. `check=true` rewrites nothing and
 fails (exit 1) naming each page whose tables differ from what the data gives, which the
 default tests run, so that a number edited by hand, or data changed without its docs, fails.
+A marker that is misspelt or unpaired is an error (one line naming the page and line), with
+or without check=true.
 """
 from __future__ import annotations
 
@@ -101,14 +103,48 @@ def render(spec: str, root: Path = RESULTS_ROOT) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rewrite(text: str, root: Path = RESULTS_ROOT) -> str:
-    """`text` with every results block made again from the data."""
+# anything that looks like a results marker, spelt right or not (`<!--result:`, `<!-- /Results-->`)
+LOOSE = re.compile(r"<!--\s*/?\s*results?\b", re.IGNORECASE)
+OPEN = re.compile(r"<!-- results:[^>]*? -->")
+CLOSE = "<!-- /results -->"
+
+
+def check_markers(text: str, where: str = "the page") -> None:
+    """Every results marker of `text` (a line that starts with one) spelt as the module says
+    and paired, an opening one followed by its closing one before the next block opens;
+    else a one-line UsageError naming the line (a deleted closing marker would join two
+    blocks, a misspelt opening one would leave a table unchecked)."""
+    opened = None
+    for n, line in enumerate(text.splitlines(), 1):
+        rest = line.strip()
+        if LOOSE.match(rest):  # a marker opens its line (one quoted in prose is text)
+            if OPEN.fullmatch(rest):
+                if opened is not None:
+                    raise UsageError(f"{where}:{opened}: a results block has no closing "
+                                     f"{CLOSE} before the next one opens (line {n})")
+                opened = n
+            elif rest == CLOSE:
+                if opened is None:
+                    raise UsageError(f"{where}:{n}: {CLOSE} closes no results block")
+                opened = None
+            else:
+                raise UsageError(f"{where}:{n}: a misspelt results marker "
+                                 f"({rest[:40]!r}); write <!-- results:FOLDER/TABLE ... --> "
+                                 f"and {CLOSE}")
+    if opened is not None:
+        raise UsageError(f"{where}:{opened}: a results block has no closing {CLOSE}")
+
+
+def rewrite(text: str, root: Path = RESULTS_ROOT, where: str = "the page") -> str:
+    """`text` with every results block made again from the data (its markers checked
+    first, `check_markers`)."""
+    check_markers(text, where)
     return BLOCK.sub(lambda m: m.group(1) + render(m.group("spec"), root) + m.group(4), text)
 
 
 def pages(docs: Path | None = None) -> list[Path]:
     """The Markdown pages under `docs` (docs/ by default) that hold a results block."""
-    return sorted(p for p in (docs or DOCS).rglob("*.md") if "<!-- results:" in p.read_text())
+    return sorted(p for p in (docs or DOCS).rglob("*.md") if LOOSE.search(p.read_text()))
 
 
 def cmd_results_docs(args):
@@ -120,7 +156,7 @@ def cmd_results_docs(args):
     stale = []
     for page in pages():
         text = page.read_text()
-        new = rewrite(text)
+        new = rewrite(text, where=str(page))
         if new != text:
             stale.append(page)
             if not check:

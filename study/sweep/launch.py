@@ -106,6 +106,10 @@ def slots(jobs_text: str, gpus_text: str, n_runs: int, visible: list[str] | None
             raise UsageError(f"gpus={gpus_text}: GPU {bad[0]} is not visible; this machine shows "
                              f"{len(visible)} (0..{len(visible) - 1})")
         gpus = [visible[g] for g in wanted]
+    if per_gpu != "auto" and not gpus:  # said, not silently dropped
+        _log.warning(f"notice: jobs_per_gpu={per_gpu} has no effect: this sweep uses no GPU "
+                     f"(gpus={gpus_text}, {len(visible)} visible); jobs=N sets how many runs "
+                     f"train side by side on the CPU")
     on_gpus = len(gpus) * packing.most_per_gpu(per_gpu, max(1, cores() // max(1, len(gpus))))
     if jobs_text == "auto":
         jobs = on_gpus or cores()

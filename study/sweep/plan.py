@@ -193,6 +193,14 @@ def _read(path: Path) -> dict:
         data = json.loads(path.read_text())
         if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
             raise ValueError("no list of runs")
+        for i, run in enumerate(data["runs"]):
+            if not isinstance(run, dict) or not isinstance(run.get("path"), str):
+                raise ValueError(f"run {i} is not an object with a path")
+            if not isinstance(run.get("args", []), list):
+                raise ValueError(f"run {i}'s args are not a list")
+        for key, kind in (("jobs", dict), ("report_dir", str), ("name", str)):
+            if data.get(key) is not None and not isinstance(data[key], kind):
+                raise ValueError(f"{key} is not a {kind.__name__}")
     except (OSError, ValueError) as e:
         raise UsageError(f"{path} is damaged ({e}); re-run the sweep to rewrite it") from None
     return data

@@ -125,10 +125,45 @@ def rerun(manifest: dict, work: Path) -> Path:
     return found[0].parent
 
 
+def checked_manifest(folder: Path) -> dict:
+    """The manifest of result folder `folder`, its shape checked (`argv` a list of strings,
+    `tables` and `tolerances` objects, each tolerance {"abs": number, "rel": number}) and
+    every table it lists read, before anything is rerun: a damaged one is a one-line
+    UsageError naming the file and what is wrong."""
+    manifest = read_manifest(folder)
+    path = Path(folder) / "manifest.json"
+
+    def damaged(what: str):
+        return UsageError(f"{path} is damaged ({what}); restore it from git")
+
+    argv = manifest.get("argv")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise damaged("argv is not a list of strings")
+    for key in ("command", "study"):
+        if manifest.get(key) is not None and not isinstance(manifest[key], str):
+            raise damaged(f"{key} is not a string")
+    for key in ("tables", "tolerances", "build"):
+        if manifest.get(key) is not None and not isinstance(manifest[key], dict):
+            raise damaged(f"{key} is not an object")
+    for table, columns in (manifest.get("tolerances") or {}).items():
+        if not isinstance(columns, dict):
+            raise damaged(f"the tolerances of {table} are not an object")
+        for column, tol in columns.items():
+            if not (isinstance(tol, dict) and set(tol) == {"abs", "rel"} and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                    for v in tol.values())):
+                raise damaged(f"the tolerance of {table}.{column} is not "
+                              f'{{"abs": number, "rel": number}}')
+    for table in manifest.get("tables") or {name: {} for name in TABLES}:
+        if table in TABLES:
+            read_table(folder, table)  # missing or unreadable: one line naming it
+    return manifest
+
+
 def reproduce(folder: Path, work: Path) -> bool:
     """Rerun the study of result folder `folder` in `work` and print a verdict per table;
     True when every table agrees."""
-    manifest = read_manifest(folder)
+    manifest = checked_manifest(folder)
     work.mkdir(parents=True, exist_ok=True)
     sweep_dir = rerun(manifest, work)
     record, _ = find_sweep([str(sweep_dir)])
@@ -161,7 +196,7 @@ def cmd_reproduce(args):
     folder = Path(dirs[0])
     if not folder.is_dir():
         raise UsageError(f"{folder} is not a folder; give a result folder (results/<study>-<date>)")
-    read_manifest(folder)  # before anything runs
+    checked_manifest(folder)  # before anything runs
     if work is not None:
         w = Path(work)
         if w.exists() and (not w.is_dir() or any(w.iterdir())):

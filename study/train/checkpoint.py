@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from study.core.atomic import atomic_dir, remove_temporaries
+from study.core.atomic import atomic_dir, remove_temporaries, usual_mode
 from study.core.errors import UsageError
 
 STEP_PREFIX = "step_"
@@ -95,6 +95,7 @@ def save(run_dir, step: int, model, meta: dict, state: dict | None, *, resume: b
     final = root / dir_name(step, resume)
     with atomic_dir(final) as tmp:
         save_file(weights_of(model), str(tmp / WEIGHTS), metadata={"step": str(step)})
+        usual_mode(tmp / WEIGHTS)  # safetensors makes it 0600; every other file is 0644
         (tmp / META).write_text(json.dumps({**meta, "step": step, "format": FORMAT},
                                            indent=2, sort_keys=True, default=str) + "\n")
         if state is not None:

@@ -178,6 +178,31 @@ def test_a_truncated_snapshot_is_named_and_its_training_starts_again(planted, se
     assert {str(f) for f in files} == {w.split()[2] for w in warned}
 
 
+@pytest.mark.parametrize("field", ["order", "params"])
+def test_a_snapshot_missing_a_field_is_named_and_its_training_starts_again(
+        planted, searched, tmp_path, monkeypatch, caplog, field):
+    """A snapshot of another code version: its key and fingerprint match, a field is gone."""
+    import torch
+    want, _, _ = searched
+    updates = Updates(monkeypatch, every=100)
+    with pytest.raises(KeyboardInterrupt):
+        _search(planted, tmp_path)
+    files = []
+    for f in sorted((tmp_path / PARTIAL).glob("*.pt")):
+        state = torch.load(f, weights_only=True)
+        if field in state:  # a finished training's snapshot keeps no order
+            files.append(f)
+            del state[field]
+            torch.save(state, f)
+    assert files
+    updates.every = 0
+    with caplog.at_level(logging.WARNING, logger="study"):
+        got = _search(planted, tmp_path)
+    _assert_same_search(got, want)
+    warned = [r.getMessage() for r in caplog.records if "unreadable" in r.getMessage()]
+    assert len(warned) == len(files) and all(f"no {field}" in w for w in warned), warned
+
+
 def test_a_long_training_says_how_far_it_is_and_where_it_resumed(planted, tmp_path,
                                                                   monkeypatch, caplog):
     monkeypatch.setattr(loop, "EVERY_S", 0.0)

@@ -246,6 +246,30 @@ def test_describe_prints_type_default_presets_and_declared_help(what, line, help
     assert help_text in lines[i + 1]
 
 
+@pytest.mark.parametrize("scale, letters, hops", [("paper", 26, 13), ("small", 5, 5)])
+def test_describe_help_quotes_the_values_of_the_scale_shown(capsys, scale, letters, hops):
+    from study.cli import main
+    assert main(["describe", "task=binding", f"scale={scale}"]) == 0
+    out = capsys.readouterr().out
+    assert f"of the {letters} x 10 (query letter, answer) combinations" in out
+    assert f"chains of 1-{hops} hops" in out
+    assert "{" not in out
+
+
+@pytest.mark.parametrize("args, said", [
+    (["run", "task=bindng", "model=gru"], "unknown task 'bindng' (did you mean binding?)"),
+    (["run", "task=binding", "model=lstmm"], "unknown model 'lstmm' (did you mean lstm?)"),
+    (["run", "task=binding", "model=gru", "analyses=dass"],
+     "unknown analysis 'dass' (did you mean das?)"),
+    (["describe", "task=countng"], "unknown task 'countng' (did you mean counting?)"),
+])
+def test_a_misspelt_name_gets_a_did_you_mean(capsys, args, said):
+    from study.cli import main
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1, err
+
+
 @pytest.mark.parametrize("command,line,field", [
     (["run"], "long=no", None),
     (["run", "task=counting", "model=gru", "scale=smoke"], "scale=paper",

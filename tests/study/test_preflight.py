@@ -52,3 +52,44 @@ def test_estimate_grows_with_batch_and_width():
     big_batch = training_bytes(gru.make_config("smoke"), 16_000, 43, 9)
     assert wide[0] > small[0] and big_batch[1] == pytest.approx(1000 * small[1])
     assert host_memory() > GIB
+
+
+@pytest.mark.parametrize("task, size", [("binding", "task.n_train=1000000000000"),
+                                        ("counting", "task.max_count=1000000000"),
+                                        ("assign_add", "task.n_train=100000000000")])
+def test_data_far_beyond_memory_is_refused_before_the_task_is_built(capsys, tmp_path, task,
+                                                                     size):
+    import time
+    start = time.perf_counter()
+    rc = main(["run", f"task={task}", "model=gru", "scale=smoke", f"run_dir={tmp_path / 'run'}",
+               size])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "run").exists()
+    assert time.perf_counter() - start < 10  # estimated, not generated
+    key, value = size.split("=")
+    assert f"task={task}'s data needs about" in err and f"{key}={int(value):,}" in err
+    rc = main(["sample", f"task={task}", size])
+    assert rc == 2 and f"{key}={int(value):,}" in capsys.readouterr().err
+
+
+def test_an_edited_config_with_huge_data_is_refused_by_analyze(trained_runs, tmp_path, capsys):
+    import json
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(trained_runs("gru"), run)
+    capsys.readouterr()
+    config = json.loads((run / "config.json").read_text())
+    config["task_config"]["max_count"] = 1_000_000_000
+    (run / "config.json").write_text(json.dumps(config))
+    rc = main(["analyze", str(run), "analysis=das"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "task.max_count=1,000,000,000" in err
+
+
+def test_every_scale_of_every_task_fits_a_laptop():
+    """The data estimate refuses nothing a preset asks for on an 8 GiB machine."""
+    from study.core.registry import SCALES, entries
+    for name, entry in entries("task").items():
+        for scale in SCALES:
+            assert entry.make_config(scale).data_bytes() < 8 * GIB, (name, scale)

@@ -3,6 +3,7 @@ rerun that checks them (`python -m study results | results-docs | reproduce`).""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -144,6 +145,27 @@ def test_a_number_edited_by_hand_is_caught(tmp_path, monkeypatch, capsys):
     assert "differs from its data" in capsys.readouterr().out
     assert docs_tables.cmd_results_docs([]) == 0  # rewritten from the data
     assert (docs / page.name).read_text() == text
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda t: t.replace("<!-- /results -->", "", 1), "has no closing"),
+    (lambda t: re.sub("^<!-- results:", "<!-- result:", t, count=1, flags=re.M),
+     "misspelt results marker"),
+    (lambda t: re.sub("^<!-- results:", "<!--results:", t, count=1, flags=re.M),
+     "misspelt results marker"),
+    (lambda t: t + "\n<!-- /results -->\n", "closes no results block"),
+])
+def test_an_unpaired_or_misspelt_marker_is_an_error(tmp_path, monkeypatch, capsys, edit, said):
+    from study.cli import main
+    page = docs_tables.pages()[0]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / page.name).write_text(edit(page.read_text()))
+    monkeypatch.setattr(docs_tables, "DOCS", docs)
+    for args in (["check=true"], []):
+        assert main(["results-docs", *args]) == 2
+        err = capsys.readouterr().err
+        assert said in err and f"{docs / page.name}:" in err and err.count("\n") == 1, err
 
 
 def test_a_results_block_names_its_folder():

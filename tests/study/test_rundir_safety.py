@@ -65,6 +65,21 @@ def test_force_clears_only_what_the_run_wrote(run_copy):
     assert (run_copy / ".study-run").exists() and (run_copy / "checkpoints").is_dir()
 
 
+def test_force_with_other_settings_over_symlinked_checkpoints_changes_nothing(run_copy,
+                                                                              tmp_path):
+    """Clearing never follows a symlink, so the old weights would stay: refused before the
+    new config.json is written (a report would otherwise title seed-0 weights "seed 1")."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(run_copy / "checkpoints", elsewhere)
+    (run_copy / "checkpoints").symlink_to(elsewhere)
+    before = {p.name: p.read_bytes() for p in run_copy.iterdir() if p.is_file()}
+    r = run_cli("run", *SMOKE, "analyses=das,probes", "seed=1", "force=true",
+                f"run_dir={run_copy}")
+    one_line_exit_2(r, f"force=true cannot clear {run_copy / 'checkpoints'}", "symlink")
+    assert {p.name: p.read_bytes() for p in run_copy.iterdir() if p.is_file()} == before
+    assert json.loads((run_copy / "config.json").read_text())["seed"] == 0
+
+
 # --- case 2: places a run may not go ---------------------------------------------------------
 
 def test_root_home_and_cwd_are_refused(tmp_path, monkeypatch):

@@ -281,7 +281,9 @@ def asked_variables(asked: tuple[str, ...], task) -> tuple[str, ...]:
 
 def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
     """Before training: the asked variables are the task's, the asked sites and layers the
-    model's (the same rules `default_sites` applies to the built network)."""
+    model's (the same rules `default_sites` applies to the built network), and no k is
+    larger than a site's width (such a k would be skipped at every site, leaving no
+    alignment where the ladder promised one)."""
     from study.analyses.common.context import check_sites
     from study.models.sites import declared_kinds
     asked_variables(cfg.variables, task_cls)
@@ -296,6 +298,24 @@ def check(cfg: DasConfig, task_cls, model_entry, model_config) -> None:
         if kind != "state" and count is not None and cfg.layers and max(cfg.layers) >= count:
             raise UsageError(f"das.layers: {kind}[{max(cfg.layers)}] does not exist; model "
                              f"{model_entry.name} has {count} {kind} sites (0..{count - 1})")
+        width = _site_width(kind, model_config)
+        if width is not None and max(cfg.k) > width:
+            raise UsageError(f"das.k={','.join(map(str, cfg.k))}: k={max(cfg.k)} is larger than "
+                             f"the {kind} site of model {model_entry.name}, which has {width} "
+                             f"dims; give k of at most {width}")
+
+
+def _site_width(kind: str, model_config) -> int | None:
+    """The width of one unit of a site kind, from the model's config (`SiteKind.width`:
+    state = d_state, head = n_heads * d_head, the other kinds d_model); None where the
+    config does not say (a family with other field names: the search then skips a k above
+    the width with a warning)."""
+    if kind == "state":
+        return getattr(model_config, "d_state", None)
+    if kind == "head":
+        n, d = getattr(model_config, "n_heads", None), getattr(model_config, "d_head", None)
+        return None if n is None or d is None else n * d
+    return getattr(model_config, "d_model", None)
 
 
 @register("analysis", "das", config=DasConfig, check=check, presets={

@@ -311,6 +311,10 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
     if snapshots is not None:
         snapshots = snapshots.within(variable=variable, site=label, position=position)
     warm = {}
+    if ks is None and min(cfg.k) > width:  # nothing would be trained: refused, not an empty table
+        from study.core.errors import UsageError
+        raise UsageError(f"das.k={','.join(map(str, cfg.k))}: every k is larger than {label}, "
+                         f"which has {width} dims; give k of at most {width}")
     for k in sorted(cfg.k if ks is None else ks):
         if k > width:
             logging.getLogger(__name__).warning(f"das: k={k} skipped at {label}: the site has {width} dims")

@@ -55,6 +55,13 @@ def data_fingerprint(data) -> str:
     return h.hexdigest()
 
 
+# what a snapshot holds besides its version, key and fingerprint (`study.analyses.das.loop`):
+# a training in progress, and one finished
+FIELDS = ("step", "finished", "params", "optimizer", "scheduler", "generators", "order", "at",
+          "recent", "best", "best_at", "done")
+FINISHED = ("step", "finished", "done", "params")
+
+
 @dataclass(frozen=True)
 class Snapshots:
     """Where one analysis keeps its trainings' snapshots (`folder`), the fingerprint of its
@@ -116,6 +123,10 @@ class Snapshots:
             if state["key"] != _digest(self.key):
                 raise ValueError("another training's key")
             made_for = state["fingerprint"]
+            fields = FINISHED if state.get("finished") else FIELDS
+            missing = [k for k in fields if k not in state]
+            if missing:  # another code version's snapshot under the same key
+                raise ValueError(f"no {', '.join(missing)}")
         except Exception as e:  # a truncated zip, a bad pickle, a foreign file: all unusable
             _log.warning(f"das: snapshot {path} is unreadable ({type(e).__name__}: "
                          f"{str(e).splitlines()[0] if str(e) else 'no detail'}); "

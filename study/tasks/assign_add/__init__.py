@@ -115,6 +115,12 @@ class AssignAddConfig:
             if getattr(self, key) < 1:
                 bad(key, getattr(self, key), "must be at least 1")
 
+    def data_bytes(self) -> int:
+        """A coarse upper bound of the memory generating and holding every split takes
+        (train, val and the nine evaluation pools), checked before the task is built."""
+        from study.core.memory import split_bytes
+        return split_bytes(self.n_train + self.n_val + 9 * self.pool_size, self.seq_len)
+
 
 @register("task", "assign_add", config=AssignAddConfig, presets={
     "small": dict(pool_size=500, n_train=5000, n_val=500),

@@ -80,11 +80,12 @@ class BindingConfig:
     shortcut_accept: float = setting(0.75, "[ours] keep-probability of shortcut-prone programs")
     heldout_fraction: float = setting(
         0.1,
-        "[ours] of the 26 x 10 (query letter, answer) combinations")
+        "[ours] of the {n_letters} x 10 (query letter, answer) combinations held out")
     gen_min_lines: int = fixed(2, "[ours] the shortest program of the line-count "
                                   "generalisation set")
     gen_max_lines: int = setting(25, "longest program of the line-count generalisation set [ours]")
-    gen_max_hops: int = setting(13, "[ours] 1-13 hops")
+    gen_max_hops: int = setting(
+        13, "[ours] the hop-count generalisation set holds chains of 1-{gen_max_hops} hops")
     n_gen_per_value: int = setting(1_000, "[ours] programs per line count / per hop count")
     n_gen_heldout: int = setting(
         5_000, "programs of the held-out (query letter, answer) set [ours]")
@@ -116,6 +117,17 @@ class BindingConfig:
             bad("gen_max_lines", f"in {self.gen_min_lines}..task.n_letters ({self.n_letters})")
         if not 1 <= self.gen_max_hops <= self.n_lines:
             bad("gen_max_hops", f"in 1..task.n_lines ({self.n_lines})")
+
+    def data_bytes(self) -> int:
+        """A coarse upper bound of the memory generating and holding every split takes
+        (the main splits and the generalisation sets; programs a shortcut rule answers are
+        drawn and dropped, so `shortcut_accept` scales the work), checked before the task is
+        built."""
+        from study.core.memory import split_bytes
+        seq_len = 4 * max(self.n_lines, self.gen_max_lines) + 3
+        gen = self.n_gen_per_value * (self.gen_max_lines - self.gen_min_lines + 1
+                                      + self.gen_max_hops) + self.n_gen_heldout
+        return split_bytes(self.n_train + self.n_val + self.n_test + gen, seq_len)
 
 
 # presets: each scale's differences from the config's defaults (which are the paper's); the

@@ -113,6 +113,15 @@ class CountingConfig:
             if getattr(self, name) < 1:
                 raise UsageError(f"task.{name}={getattr(self, name)} must be at least 1")
 
+    def data_bytes(self) -> int:
+        """A coarse upper bound of the memory generating and holding every split takes
+        (train, val, test and heldout; the generator's per-count tables), checked before the
+        task is built."""
+        from study.core.memory import split_bytes
+        seq_len = 2 * self.max_count + 3 + self.max_voids
+        rows = self.n_train + self.n_val + 2 * self.n_test
+        return split_bytes(rows, seq_len) + 64 * self.max_count
+
 
 @register("task", "counting", config=CountingConfig, presets={
     # [authors] voids for the transformer (make_model_training_files.py: unk_p = 0.2); [ours]
