@@ -29,6 +29,7 @@ from study.core.damage import set_aside_damaged
 from study.core.diskfull import reporting_disk_full
 from study.core.errors import UsageError
 from study.core.progress import timed
+from study.core.tables import check_outputs, of_analysis
 from study.run.runstate import SETTINGS
 
 _log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ def _analyze(run: Run, configs: dict, checkpoint: str | int, trajectory: bool) -
                                   model_at=model_at,
                                   steps=tuple(run.checkpoints) if trajectory else ())
             tables = entry.obj(ctx)
+            if of_analysis(name):  # a declared analysis writes exactly its declared tables
+                check_outputs(name, tables)
             here = stage.relative_to(rd.path)
             for table, df in tables.items():
                 assert isinstance(df, pd.DataFrame), f"{name}.{table} is not a DataFrame"
