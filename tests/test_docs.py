@@ -89,8 +89,9 @@ def test_every_project_document_a_file_names_exists():
 def test_provenance_markers_cite_the_papers_or_ourselves():
     """Bracketed provenance is [paper ...] or [ours ...] (lower case, with the source named
     in words); an acronym in square brackets, alone or before a colon, semicolon or quote,
-    cites something a reader cannot look up."""
-    marker = re.compile(r"\[[A-Z]{2,}(?:\]|;|:| \")")
+    cites something a reader cannot look up. A link whose text is an acronym
+    ([OAF](glossary.md#oaf)) names its target and is no citation."""
+    marker = re.compile(r"\[[A-Z]{2,}(?:\](?!\()|;|:| \")")
     found = []
     for path, text in _texts().items():
         if path.suffix == ".py":  # prose only: a list literal of a constant is code, not a citation
@@ -238,3 +239,82 @@ def test_every_relative_link_resolves(page):
 
 def test_the_readme_links_the_documentation():
     assert "(docs/README.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+# --- reading: short task pages, one glossary ----------------------------------------------
+
+GLOSSARY = DOCS / "glossary.md"
+_TASK_PAGE_WORDS = 2500
+# The terms of the result tables that a reader meets before their definition: a paragraph of
+# a result page that uses one links it to the glossary.
+_GLOSSARY_TERMS = {
+    "output code": "output-code", "input copy": "input-copy", "matched k": "matched-k",
+    "stitched": "stitched", "letter-matched shuffled": "letter-matched-shuffled-control",
+    "B's own IIA": "bs-own-iia", "tested pairs": "tested-pairs",
+    "confounded with the": "confounded-with-the-input-or-the-answer",
+    "code not identifiable": "code-not-identifiable",
+}
+
+
+def _glossary_entries() -> dict[str, str]:
+    """Each heading's anchor in the glossary and the text under it, up to the next heading."""
+    entries, anchor = {}, None
+    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
+        if re.match(r"#{1,6} ", line):
+            anchor = _slug(line)
+            entries[anchor] = ""
+        elif anchor is not None:
+            entries[anchor] += line + "\n"
+    return entries
+
+
+def _result_pages() -> list[Path]:
+    return [DOCS / "results.md", *sorted((DOCS / "tasks").glob("*.md"))]
+
+
+def _paragraphs(text: str) -> list[str]:
+    """Prose paragraphs: blank-line separated blocks, without tables, code and generated blocks."""
+    text = re.sub(r"<!-- results:.*?<!-- /results -->", "", text, flags=re.S)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return [b for b in re.split(r"\n\s*\n", text)
+            if b.strip() and not b.lstrip().startswith(("|", "#"))]
+
+
+@pytest.mark.parametrize("page", sorted((DOCS / "tasks").glob("*.md")), ids=lambda p: p.name)
+def test_task_pages_stay_short(page):
+    """A task page keeps its claims and links to the tables: a reader finds the result in it."""
+    words = len(page.read_text(encoding="utf-8").split())
+    assert words <= _TASK_PAGE_WORDS, (f"{page.relative_to(ROOT)} has {words} words (at most "
+                                       f"{_TASK_PAGE_WORDS}): move long tables to the result "
+                                       "folders and link them")
+
+
+def test_the_glossary_defines_every_term_linked_to_it():
+    """Every link into the glossary lands on a heading with a definition under it, and the
+    glossary defines each term the result pages are held to link."""
+    entries = _glossary_entries()
+    defined = {a for a, body in entries.items() if len(body.split()) >= 10}
+    wanted = {(p.relative_to(ROOT), a) for p in _markdown()
+              for a in re.findall(r"\]\([./]*(?:docs/)?glossary\.md#([\w-]+)\)",
+                                  p.read_text(encoding="utf-8"))}
+    wanted |= {("the term list", a) for a in _GLOSSARY_TERMS.values()}
+    assert wanted, "no page links the glossary"
+    missing = sorted(f"{page}: #{a}" for page, a in wanted if a not in defined)
+    assert not missing, "glossary terms linked but not defined:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("page", _result_pages(), ids=lambda p: p.name)
+def test_result_paragraphs_link_the_terms_they_use(page):
+    """A paragraph that uses a result term (an "output code", a "matched k") links its
+    definition, so that a reader can look it up where it is used."""
+    unlinked = []
+    for para in _paragraphs(page.read_text(encoding="utf-8")):
+        for term, anchor in _GLOSSARY_TERMS.items():
+            if term.lower() in para.lower() and f"glossary.md#{anchor})" not in para:
+                unlinked.append(f"{term!r} in: {para.strip()[:80]}...")
+    assert not unlinked, (f"{page.relative_to(ROOT)}: terms used without a glossary link:\n"
+                          + "\n".join(unlinked))
+
+
+def test_the_docs_index_links_the_glossary():
+    assert "(glossary.md)" in (DOCS / "README.md").read_text(encoding="utf-8")
