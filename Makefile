@@ -95,7 +95,7 @@ browser:
 		echo "chromium not found: browser tests will be skipped (install Debian's chromium package: sudo apt-get install chromium)"; \
 	fi
 
-# The SLURM tests (tests/study/test_slurm.py) start a one-node cluster from Debian's slurm-wlm;
+# The SLURM tests (tests/sweep/test_slurm.py) start a one-node cluster from Debian's slurm-wlm;
 # where it is missing and we may install packages, install it, else say the tests will be
 # skipped. Never fails.
 slurm:

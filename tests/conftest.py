@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # The files that take a minute or more, started first: with `--dist loadfile` (`make test`) a
 # file runs on one worker from start to end, so a long file started last keeps the other
 # workers idle while it finishes.
-LONG_FIRST = ("tests/test_readme.py", "tests/test_registry_grid.py", "tests/study/test_rundir_safety.py",
-              "tests/study/test_slurm.py", "tests/study/test_faults.py",
-              "tests/study/test_gpu_check.py", "tests/study/test_logs.py", "tests/test_examples.py",
-              "tests/study/test_launch_and_analyze.py", "tests/study/test_runner.py",
-              "tests/study/test_results.py", "tests/study/test_nothing_missing.py")
+LONG_FIRST = ("tests/test_readme.py", "tests/test_registry_grid.py", "tests/core/test_rundir_safety.py",
+              "tests/sweep/test_slurm.py", "tests/run/test_faults.py",
+              "tests/checks/test_gpu_check.py", "tests/core/test_logs.py", "tests/test_examples.py",
+              "tests/sweep/test_launch_and_analyze.py", "tests/run/test_runner.py",
+              "tests/sweep/test_results.py", "tests/run/test_nothing_missing.py")
 
 
 def pytest_collection_modifyitems(config, items):
