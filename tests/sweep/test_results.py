@@ -161,6 +161,7 @@ def _smoke_folder() -> Path:
     return found[-1]
 
 
+@pytest.mark.slow  # the smoke study trained and analysed again: minutes
 def test_reproduce_reruns_the_smoke_study_and_gets_every_table_back(tmp_path):
     folder = _smoke_folder()
     r = run_cli("reproduce", str(folder), f"work={tmp_path / 'work'}", timeout=900)

@@ -22,7 +22,7 @@ from study.train import checkpoint as ckpt
 from tests.conftest import ROOT, run_cli
 from tests.sweep import slurm_cluster
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]  # a cluster started and ended: minutes
 
 
 @pytest.fixture(scope="module")
