@@ -20,8 +20,13 @@ folders are committed:
   (`study/reports/phases.py`).
 - `alignment_gaps.csv`: per model, variable and k, each alignment's test IIA against OAF's
   on the same run, paired by run (seed): the mean difference over runs and its 95 % t
-  interval, each run's difference beside (Grant et al.'s LAF − OAF, over seeds). Each run's
-  site is the one with the best training IIA for that alignment and k.
+  interval (Grant et al.'s LAF − OAF, over seeds). Each run's site is the one with the best
+  training IIA for that alignment and k.
+- `run_gaps.csv`: the same per run: each run's two IIAs and their difference, as numbers
+  (folders written before it held them as text in alignment_gaps' `gaps` column).
+- `das_curve.csv`: every test IIA of every run's DAS search, per variable, alignment, site
+  and k, with its Wilson interval: the curve over k behind `das_best`'s and the verdicts'
+  choice of k and site, which `reproduce` compares where a rerun chose differently.
 - `shared.csv`: per variable and ordered pair of architectures (A into B) at the pairs'
   matched k: the stitched IIA, B's own IIA, the input and answer codes written into B, the
   chance level, B's shuffled control (letter-matched for binding's letters) and the stitched
@@ -43,6 +48,7 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from study.core.errors import UsageError
@@ -50,7 +56,7 @@ from study.core.errors import UsageError
 MANIFEST = "manifest.json"
 RESULTS_ROOT = Path(__file__).resolve().parents[2] / "results"
 TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases", "shared",
-          "alignment_gaps")
+          "alignment_gaps", "run_gaps", "das_curve")
 
 # What a rerun must match, per table: key columns (strings, integer settings) always exactly;
 # each numeric column to within `abs + rel * |committed|` when the rerun's build differs
@@ -68,6 +74,8 @@ TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
     "phases": {"level": (0.05, 0), "start_step": (0, 0.25)},
     "shared": {"*iia*": (0.05, 0), "over_*": (0.05, 0)},
     "alignment_gaps": {"iia*": (0.05, 0), "gap*": (0.05, 0)},
+    "run_gaps": {"iia*": (0.05, 0), "gap": (0.05, 0)},
+    "das_curve": {"iia*": (0.05, 0), "n_tested": (0, 0.2)},
 }
 # numbers compared as keys (exactly, on any build): what the study asked, not what it measured
 EXACT = {"seed", "steps", "k", "layer", "position", "n_params", "phase", "too_few", "n_runs",
@@ -218,15 +226,11 @@ def shared_table(runs) -> pd.DataFrame:
     return out[columns].reset_index(drop=True)
 
 
-def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> pd.DataFrame:
-    """Per (model, variable, k, trained alignment other than `reference`): the paired difference of
-    test IIA (alignment − reference) over the runs that scored both, its mean and t interval
-    over runs (none with one run), and each run's difference."""
-    from study.core.intervals import t_interval
+def _chosen_per_run(runs) -> pd.DataFrame:
+    """Per run, variable, trained alignment and k: the test IIA at the site with the best
+    training IIA for that alignment and k (a run without both splits there is left out)."""
     from study.core.alignments import trained
     from study.core.tables import DAS
-    columns = ["model", "variable", "k", "alignment", "reference", "n_runs", "iia",
-               "iia_reference", "gap", "gap_lo", "gap_hi", "gaps", "time_limited"]
     picked = []
     for r in runs:
         das = r.final(DAS.name)
@@ -243,30 +247,87 @@ def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> p
             at = test[(test["site"] == best["site"]) & (test["layer"] == best["layer"])
                       & (test["position"] == best["position"])]
             if len(at):
-                picked.append({"run": r.label, "model": r.model, "variable": variable,
-                               "alignment": alignment, "k": int(k),
+                picked.append({"run": r.label, "model": r.model, "seed": getattr(r, "seed", None),
+                               "variable": variable, "k": int(k), "alignment": alignment,
+                               "site": best["site"], "layer": int(best["layer"]),
+                               "position": str(best["position"]),
                                "iia": float(at["iia"].iloc[0]),
                                "time_limited": bool(r.summary.get("time_limited"))})
-    if not picked:
-        return pd.DataFrame(columns=columns)
-    df = pd.DataFrame(picked)
+    return pd.DataFrame(picked)
+
+
+RUN_GAPS_COLUMNS = ["run", "model", "seed", "variable", "k", "alignment", "reference", "site",
+                    "layer", "position", "iia", "iia_reference", "gap", "time_limited"]
+
+
+def run_gaps_table(runs, reference: str = "oaf") -> pd.DataFrame:
+    """Per run, variable, k and trained alignment other than `reference`: its test IIA, the
+    reference's on the same run and k (each at its own site chosen on training pairs) and the
+    difference, as numbers: what `alignment_gaps` averages over runs."""
+    df = _chosen_per_run(runs)
+    if df.empty:
+        return pd.DataFrame(columns=RUN_GAPS_COLUMNS)
     ref = df[df["alignment"] == reference].set_index(["run", "variable", "k"])["iia"]
+    paired = np.array([(r, v, k) in ref.index
+                       for r, v, k in zip(df["run"], df["variable"], df["k"])], dtype=bool)
+    out = df[(df["alignment"] != reference).to_numpy() & paired]
+    out = out.assign(reference=reference, iia_reference=[
+        float(ref.loc[(r, v, k)]) for r, v, k in zip(out["run"], out["variable"], out["k"])])
+    out["gap"] = out["iia"] - out["iia_reference"]
+    return out[RUN_GAPS_COLUMNS].sort_values(["model", "variable", "k", "alignment", "run"],
+                                             kind="stable").reset_index(drop=True)
+
+
+def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> pd.DataFrame:
+    """Per (model, variable, k, trained alignment other than `reference`): the paired difference of
+    test IIA (alignment − reference) over the runs that scored both, its mean and t interval
+    over runs (none with one run); each run's difference is `run_gaps_table`'s row."""
+    from study.core.intervals import t_interval
+    columns = ["model", "variable", "k", "alignment", "reference", "n_runs", "iia",
+               "iia_reference", "gap", "gap_lo", "gap_hi", "time_limited"]
+    per_run = run_gaps_table(runs, reference)
     rows = []
-    for (model, variable, k, alignment), g in df[df["alignment"] != reference].groupby(
+    for (model, variable, k, alignment), g in per_run.groupby(
             ["model", "variable", "k", "alignment"], sort=True):
-        g = g[[(run, variable, k) in ref.index for run in g["run"]]]
-        if g.empty:
-            continue
-        base = ref.loc[[(run, variable, k) for run in g["run"]]].to_numpy()
-        gaps = g["iia"].to_numpy() - base
-        gap, gap_lo, gap_hi = t_interval(gaps, level)
+        gap, gap_lo, gap_hi = t_interval(g["gap"].to_numpy(), level)
         rows.append({"model": model, "variable": variable, "k": int(k), "alignment": alignment,
-                     "reference": reference, "n_runs": len(gaps), "iia": float(g["iia"].mean()),
-                     "iia_reference": float(base.mean()), "gap": gap,
+                     "reference": reference, "n_runs": len(g), "iia": float(g["iia"].mean()),
+                     "iia_reference": float(g["iia_reference"].mean()), "gap": gap,
                      "gap_lo": gap_lo, "gap_hi": gap_hi,
-                     "gaps": " ".join(f"{run}: {d:+.3f}" for run, d in zip(g["run"], gaps)),
                      "time_limited": bool(g["time_limited"].any())})
     return pd.DataFrame(rows, columns=columns)
+
+
+def das_curve_table(runs) -> pd.DataFrame:
+    """Every test IIA of every run's DAS table: per run, variable, alignment (the untrained
+    control included), site and k, with its interval and the pairs scored. The curve over k
+    that `reproduce` compares, and the IIA at any site and k a rerun chose differently."""
+    from study.core.tables import DAS
+    columns = ["run", "model", "seed", "variable", "alignment", "site", "layer", "position",
+               "k", "iia", "iia_lo", "iia_hi", "n_tested", "time_limited"]
+    parts = []
+    for r in runs:
+        das = r.final(DAS.name)
+        if das is None:
+            continue
+        test = das[das["split"] == "test"].dropna(subset=["iia"])
+        if test.empty:
+            continue
+        parts.append(pd.DataFrame({
+            "run": r.label, "model": r.model, "seed": r.seed,
+            "variable": test["variable"].to_numpy(), "alignment": test["alignment"].to_numpy(),
+            "site": test["site"].to_numpy(), "layer": test["layer"].astype(int).to_numpy(),
+            "position": test["position"].astype(str).to_numpy(),
+            "k": test["k"].astype(int).to_numpy(), "iia": test["iia"].astype(float).to_numpy(),
+            **{c: (test[c].astype(float).to_numpy() if c in test else math.nan)
+               for c in ("iia_lo", "iia_hi")},
+            "n_tested": test["n_tested"].to_numpy() if "n_tested" in test else math.nan,
+            "time_limited": bool(r.summary.get("time_limited"))}))
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    df = pd.concat(parts, ignore_index=True)[columns]
+    return df.sort_values(["run", "variable", "alignment", "site", "layer", "position", "k"],
+                          kind="stable").reset_index(drop=True)
 
 
 def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
@@ -275,7 +336,8 @@ def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
     return {"summary": summary_table(runs), "verdicts": verdicts_table(runs),
             "das_best": das_best_table(runs), "comparisons": comparisons_table(runs, comparisons),
             "phases": phases_table(runs), "shared": shared_table(runs),
-            "alignment_gaps": alignment_gaps_table(runs)}
+            "alignment_gaps": alignment_gaps_table(runs), "run_gaps": run_gaps_table(runs),
+            "das_curve": das_curve_table(runs)}
 
 
 # --- reading and writing a result folder --------------------------------------------------
