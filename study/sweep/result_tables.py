@@ -39,7 +39,8 @@ Every table has a `time_limited` column: a run that the time guard stopped train
 the update budget did not decide, and is no study result. `manifest.json` says what made the
 tables: the commit, the exact command, each run's settings, the versions of torch, numpy and
 the other libraries, the machine (CPU or GPU model, threads), each run's wall time, and the
-tolerance per table that `python -m study reproduce` holds a rerun to (`TOLERANCES`).
+tolerance per table and column that `python -m study reproduce` holds a rerun to, measured
+from the study's own variation (`study/sweep/tolerance.py`).
 """
 from __future__ import annotations
 
@@ -60,10 +61,12 @@ TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases", "shared",
 
 # What a rerun must match, per table: key columns (strings, integer settings) always exactly;
 # each numeric column to within `abs + rel * |committed|` when the rerun's build differs
-# (another torch, device or thread count: floating-point sums then round differently, and
+# (another CPU, torch, device or thread count: floating-point sums then round differently, and
 # training follows another path), and exactly on the same build, where training and the
-# analyses are bit-identical on a CPU (one thread per run). [ours] The margins are those the
-# docs' sentences rely on: an accuracy to 0.02, an IIA or a similarity to 0.05.
+# analyses are bit-identical on a CPU (one thread per run). The abs part is measured when the
+# folder is written (`study/sweep/tolerance.py`: the range over the study's seeds, one
+# evaluation interval for updates); these margins are its floor, where a study has one seed
+# or its seeds agree [ours]: an accuracy to 0.02, an IIA or a similarity to 0.05.
 TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
     "summary": {"steps_done": (0, 0.25), "acc_*": (0.02, 0), "train_loss": (0, 0.5)},
     "verdicts": {"iia*": (0.05, 0), "random": (0.05, 0), "shuffled": (0.05, 0),
@@ -380,6 +383,7 @@ def write_results(record: dict, out: Path) -> Path:
     from study.reports.load import labelled, load_runs
     from study.run import runstate
     from study.sweep.manifest import manifest
+    from study.sweep.tolerance import measured_tolerances
 
     paths = [Path(r["path"]) for r in record["runs"]]
     unfinished = [str(p) for p in paths if runstate.state_of(p) != "done"]
@@ -394,7 +398,7 @@ def write_results(record: dict, out: Path) -> Path:
     with atomic_dir(out) as tmp:
         for name, df in tables.items():
             write_table(df, tmp / f"{name}.csv")
-        data = manifest(record, runs, tables, TOLERANCES)
+        data = manifest(record, runs, tables, measured_tolerances(tables, TOLERANCES, runs))
         (tmp / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
     return out
 
