@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from study.sweep import docs_tables
-from study.sweep.reproduce import compare_table
+from study.sweep.agreement import compare_table
 from study.sweep.result_tables import MANIFEST, RESULTS_ROOT, TABLES, TOLERANCES, read_table, write_results
 from tests.conftest import ROOT, run_cli
 
