@@ -51,10 +51,12 @@ def _isolated_cache(tmp_path_factory):
         os.environ["STUDY_CACHE"] = old
 
 
-def run_cli(*args, cwd=None, timeout=600):
-    """Run `python -m study ARGS` in a subprocess; returns CompletedProcess (text)."""
+def run_cli(*args, cwd=None, timeout=600, env=None):
+    """Run `python -m study ARGS` in a subprocess (environment `env`, this one's by default);
+    returns CompletedProcess (text)."""
     return subprocess.run([sys.executable, "-m", "study", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          cwd=cwd or ROOT, timeout=timeout,
+                          env={**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)})
 
 
 def frozen_smoke_model(task_name, model_name):
