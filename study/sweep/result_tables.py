@@ -70,7 +70,7 @@ TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases", "shared",
 TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
     "summary": {"steps_done": (0, 0.25), "acc_*": (0.02, 0), "train_loss": (0, 0.5)},
     "verdicts": {"iia*": (0.05, 0), "random": (0.05, 0), "shuffled": (0.05, 0),
-                 "step0": (0.05, 0), "restart_sd": (0.05, 0), "seeds_*": (0.05, 0),
+                 "step0": (0.05, 0), "chance": (0.05, 0), "restart_sd": (0.05, 0), "seeds_*": (0.05, 0),
                  "acc_test": (0.02, 0), "n_seeds": (0, 0)},
     "das_best": {"iia*": (0.05, 0), "n_tested": (0, 0.2)},
     "comparisons": {"value": (0.05, 0), "baseline": (0.05, 0), "random_subspace": (0.05, 0)},
