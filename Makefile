@@ -1,4 +1,5 @@
-# Two entry points: `make demo` (set up, run the default comparative study) and `make test`.
+# Two entry points: `make demo` (set up, run the default comparative study) and `make test`
+# (the fast tier); `make test-all` adds the slow tier.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -17,7 +18,7 @@ OFFLINE := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 # machine, then used on a GPU one) reinstalls torch.
 TORCH_STAMP := $(VENV)/.torch-$(TORCH_BACKEND)
 
-.PHONY: setup wheelhouse browser slurm demo test test-all clean
+.PHONY: setup wheelhouse browser slurm demo test test-slow test-all clean
 
 setup: $(VENV)/.installed
 
@@ -80,8 +81,8 @@ wheelhouse-notorch: $(VENV)/.installed
 	$(BIN)/pip wheel -q --no-deps -w $(NOTORCH_OUT) -r $(NOTORCH_OUT)/pinned.txt
 	@echo "$$(ls $(NOTORCH_OUT)/*.whl | wc -l) wheels in $(NOTORCH_OUT)/, no torch"
 
-# The browser tests (tests/reports/test_browser.py) drive Debian's Chromium; where it is missing
-# and we may install packages, install it, else say the tests will be skipped. Never fails.
+# The browser tests (tests/reports/test_browser.py, slow tier) drive Debian's Chromium; where it
+# is missing and we may install packages, install it, else say the tests will be skipped. Never fails.
 browser:
 	@if command -v chromium >/dev/null 2>&1; then \
 		:; \
@@ -95,7 +96,7 @@ browser:
 		echo "chromium not found: browser tests will be skipped (install Debian's chromium package: sudo apt-get install chromium)"; \
 	fi
 
-# The SLURM tests (tests/study/test_slurm.py) start a one-node cluster from Debian's slurm-wlm;
+# The SLURM tests (tests/sweep/test_slurm.py, slow tier) start a one-node cluster from Debian's slurm-wlm;
 # where it is missing and we may install packages, install it, else say the tests will be
 # skipped. Never fails.
 slurm:
@@ -136,11 +137,18 @@ gpu-check:
 # file stays on one worker, so the runs a file trains once are shared by its tests.
 PYTEST_PARALLEL ?= -n auto --dist loadfile
 
-test: setup browser slurm
+# The fast tier, what to run after a change: unit and fast integration tests at scale=smoke,
+# a few minutes on 2 cores (docs/performance.md); needs no root, no apt, no browser, no SLURM.
+test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
-test-all: setup browser slurm
-	$(BIN)/python -m pytest -q -m "" $(PYTEST_PARALLEL)
+# The slow tier alone (tests marked `slow`, and `gpu` ones, skipped without a GPU): the SLURM
+# cluster, the browser, the notebooks, `reproduce`, every model on every task, installs.
+test-slow: setup browser slurm
+	$(BIN)/python -m pytest -q -m "slow or gpu" $(PYTEST_PARALLEL)
+
+# Both tiers: the fast one first, then the slow one (what CI runs: .ci/run).
+test-all: test test-slow
 
 clean:
 	rm -rf $(VENV) runs

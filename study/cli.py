@@ -50,7 +50,9 @@ commands:
                                          value geometry, stitching (needs das alignments)
   results SWEEP_DIR|STUDY [out=DIR]      a finished study's tables and manifest.json (default
                                          results/<study>-<date>/)
-  reproduce RESULT_DIR [work=DIR]        rerun a result folder's study, compare every table
+  reproduce RESULT_DIR [work=DIR|against=DIR]
+                                         rerun a result folder's study (or take another
+                                         folder), compare every table
   results-docs [check=true]              rewrite the docs' result tables from results/
   bench train|das [key=value ...]        speed of the hot loops against a naive baseline
   doctor [task=... model=... seconds=10] torch, CUDA, driver, bf16/compile support, the

@@ -120,8 +120,9 @@ HELP = {
         (("out", "results/<study>-<date>", "the result folder: tables and manifest.json"),),
         "python -m study results demo"),
     "reproduce": Help(
-        ("reproduce RESULT_DIR [work=DIR]",),
-        (("work", "a temporary folder", "where the study is rerun"),),
+        ("reproduce RESULT_DIR [work=DIR | against=RESULT_DIR]",),
+        (("work", "a temporary folder", "where the study is rerun"),
+         ("against", "none", "a result folder made elsewhere, compared instead of a rerun")),
         "python -m study reproduce results/demo-2026-11-29"),
     "results-docs": Help(
         ("results-docs [check=true]",),

@@ -17,14 +17,17 @@ os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# The files that take a minute or more, started first: with `--dist loadfile` (`make test`) a
-# file runs on one worker from start to end, so a long file started last keeps the other
-# workers idle while it finishes.
-LONG_FIRST = ("tests/test_readme.py", "tests/test_registry_grid.py", "tests/study/test_rundir_safety.py",
-              "tests/study/test_slurm.py", "tests/study/test_faults.py",
-              "tests/study/test_gpu_check.py", "tests/study/test_logs.py", "tests/test_examples.py",
-              "tests/study/test_launch_and_analyze.py", "tests/study/test_runner.py",
-              "tests/study/test_results.py", "tests/study/test_nothing_missing.py")
+# The files that take longest, started first: with `--dist loadfile` (`make test`) a file runs
+# on one worker from start to end, so a long file started last keeps the other workers idle
+# while it finishes. The slow tier's first (`make test-slow`), then the fast tier's.
+LONG_FIRST = ("tests/test_registry_grid.py", "tests/run/test_faults.py", "tests/train/test_gpu_path.py",
+              "tests/sweep/test_slurm.py", "tests/test_readme.py", "tests/sweep/test_sweep.py",
+              "tests/sweep/test_studies.py", "tests/checks/test_gpu_check.py", "tests/test_examples.py",
+              "tests/sweep/test_results.py",
+              "tests/core/test_rundir_safety.py", "tests/train/test_resume_fallback.py",
+              "tests/run/test_nothing_missing.py", "tests/reports/test_compare_sections.py",
+              "tests/run/test_runner.py", "tests/analyses/test_das_batched.py",
+              "tests/sweep/test_launch_and_analyze.py", "tests/reports/test_sections.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -51,10 +54,12 @@ def _isolated_cache(tmp_path_factory):
         os.environ["STUDY_CACHE"] = old
 
 
-def run_cli(*args, cwd=None, timeout=600):
-    """Run `python -m study ARGS` in a subprocess; returns CompletedProcess (text)."""
+def run_cli(*args, cwd=None, timeout=600, env=None):
+    """Run `python -m study ARGS` in a subprocess (environment `env`, this one's by default);
+    returns CompletedProcess (text)."""
     return subprocess.run([sys.executable, "-m", "study", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          cwd=cwd or ROOT, timeout=timeout,
+                          env={**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)})
 
 
 def frozen_smoke_model(task_name, model_name):

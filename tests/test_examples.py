@@ -221,6 +221,7 @@ def smoke_runs(tmp_path_factory):
     return [run(resolve({**r.combo, "run_dir": str(root / r.path.name)})).path for r in plan.runs]
 
 
+@pytest.mark.slow  # each notebook executed in a fresh kernel
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_on_the_smoke_runs(path, smoke_runs, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))

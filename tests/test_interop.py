@@ -38,6 +38,7 @@ def test_the_page_has_the_recipes_and_names_the_runs_it_uses():
         assert script.count(path) == 1, path
 
 
+@pytest.mark.slow  # every recipe of the page in a fresh interpreter
 @pytest.mark.skipif(bool(MISSING), reason=f"{', '.join(MISSING)} not installed: "
                     "pip install 'comparative-interp[interop]'")
 def test_the_recipes_run_and_print_nothing(trained_runs, tmp_path):

@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.S)
@@ -30,6 +32,7 @@ def test_the_quick_start_is_the_commands_and_snippet_the_readme_shows():
     assert "report runs/try" in blocks[3][1]
 
 
+@pytest.mark.slow  # the quick start's GRU, its DAS and its report, as a person runs them: about a minute
 def test_the_quick_start_runs_as_written(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT),  # `python -m study` is this checkout's
            "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])}

@@ -54,6 +54,7 @@ def _train(task: str, model: str, run_dir) -> dict:
     return train(rd, build_task(cfg), MODELS[model], cfg.model_config, cfg.train, cfg.seed)
 
 
+@pytest.mark.slow  # every pair trained: the fast tier trains the toy entries (test_toy_*.py)
 @pytest.mark.parametrize("model", list(MODELS))
 @pytest.mark.parametrize("task", list(TASKS))
 def test_every_model_trains_on_every_task(task, model, tmp_path):
@@ -110,6 +111,7 @@ GRID = [(t, m, a) for t in TASKS if _with_pairs(t) for m in MODELS for a in ANAL
         if _supports(m, a)]
 
 
+@pytest.mark.slow  # every analysis on every capable pair
 @pytest.mark.parametrize("task,model,analysis", GRID)
 def test_every_analysis_runs_on_every_capable_model(task, model, analysis, tmp_path_factory):
     run_dir, errors, first, final = _analysed_run(task, model, tmp_path_factory)

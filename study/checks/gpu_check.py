@@ -57,10 +57,10 @@ KEYS = ("out", "device", "quick", "scale", "work", "only")
 DEVICES = ("cuda", "cpu")
 # the tests that exercise CUDA beyond those marked `gpu`: the GPU code path, doctor, the
 # device checks made at parse time, the batch streams' CUDA workers, CUDA RNG state in resumes
-GPU_TEST_FILES = ("tests/study/test_gpu_path.py", "tests/study/test_doctor.py",
-                  "tests/study/test_preflight.py", "tests/study/test_streams.py",
-                  "tests/study/test_train_state.py")
-QUICK_TEST_FILES = ("tests/study/test_preflight.py",)  # the rest run in the default suite
+GPU_TEST_FILES = ("tests/train/test_gpu_path.py", "tests/checks/test_doctor.py",
+                  "tests/run/test_preflight.py", "tests/train/test_streams.py",
+                  "tests/train/test_train_state.py")
+QUICK_TEST_FILES = ("tests/run/test_preflight.py",)  # the rest run in the default suite
 # folders of the work directory that hold run directories, packed into the archive
 GRACE_S = 15  # after SIGTERM (a run writes its resume point), before SIGKILL
 _LIVE: set = set()  # the items' processes running now, stopped if the check is interrupted

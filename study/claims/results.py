@@ -13,7 +13,12 @@ folder and `python -m study reproduce` compares them; each is declared in
   (variable, pair of runs, site, alignment, k, measure), each pair of runs at its matched k;
 - `phases`: per run, the plateaus of its accuracy trajectory and the update each starts at;
 - `alignment_gaps`: per model, variable and k, each alignment's test IIA against OAF's on the
-  same run, paired by run: the mean difference over runs, its 95 % t interval and the range;
+  same run, paired by run: the mean difference over runs and its 95 % t interval (Grant et
+  al.'s LAF − OAF over seeds);
+- `run_gaps`: the same per run: each run's two IIAs and their difference;
+- `das_curve`: every test IIA of every run's DAS search, per variable, alignment, site and k,
+  with its interval: the curve behind `das_best`'s and the verdicts' choice of k and site,
+  which `reproduce` compares where a rerun chose differently;
 - `shared`: per variable and ordered pair of architectures, what they share
   (`study.claims.shared`).
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from study.claims.aligned import verdict_numbers
@@ -38,7 +44,7 @@ from study.core.intervals import t_interval
 from study.core.tables import COMPARE_SIMILARITY, COMPARE_STITCHING, DAS
 
 TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases", "shared",
-          "alignment_gaps")
+          "alignment_gaps", "run_gaps", "das_curve")
 
 
 def ended(summary: dict) -> str:
@@ -169,12 +175,9 @@ def shared_table(runs) -> pd.DataFrame:
     return out[columns].reset_index(drop=True)
 
 
-def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> pd.DataFrame:
-    """Per (model, variable, k, trained alignment other than `reference`): the paired difference of
-    test IIA (alignment − reference) over the runs that scored both, its mean and t interval
-    over runs (none with one run), and the range of the runs' differences."""
-    columns = ["model", "variable", "k", "alignment", "reference", "n_runs", "iia",
-               "iia_reference", "gap", "gap_lo", "gap_hi", "gap_min", "gap_max", "time_limited"]
+def _chosen_per_run(runs) -> pd.DataFrame:
+    """Per run, variable, trained alignment and k: the test IIA at the site with the best
+    training IIA for that alignment and k (a run without both splits there is left out)."""
     picked = []
     for r in runs:
         das = r.final(DAS.name)
@@ -191,30 +194,86 @@ def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> p
             at = test[(test["site"] == best["site"]) & (test["layer"] == best["layer"])
                       & (test["position"] == best["position"])]
             if len(at):
-                picked.append({"run": r.label, "model": r.model, "variable": variable,
-                               "alignment": alignment, "k": int(k),
+                picked.append({"run": r.label, "model": r.model, "seed": getattr(r, "seed", None),
+                               "variable": variable, "k": int(k), "alignment": alignment,
+                               "site": best["site"], "layer": int(best["layer"]),
+                               "position": str(best["position"]),
                                "iia": float(at["iia"].iloc[0]),
                                "time_limited": bool(r.summary.get("time_limited"))})
-    if not picked:
-        return pd.DataFrame(columns=columns)
-    df = pd.DataFrame(picked)
+    return pd.DataFrame(picked)
+
+
+RUN_GAPS_COLUMNS = ["run", "model", "seed", "variable", "k", "alignment", "reference", "site",
+                    "layer", "position", "iia", "iia_reference", "gap", "time_limited"]
+
+
+def run_gaps_table(runs, reference: str = "oaf") -> pd.DataFrame:
+    """Per run, variable, k and trained alignment other than `reference`: its test IIA, the
+    reference's on the same run and k (each at its own site chosen on training pairs) and the
+    difference, as numbers: what `alignment_gaps` averages over runs."""
+    df = _chosen_per_run(runs)
+    if df.empty:
+        return pd.DataFrame(columns=RUN_GAPS_COLUMNS)
     ref = df[df["alignment"] == reference].set_index(["run", "variable", "k"])["iia"]
+    paired = np.array([(r, v, k) in ref.index
+                       for r, v, k in zip(df["run"], df["variable"], df["k"])], dtype=bool)
+    out = df[(df["alignment"] != reference).to_numpy() & paired]
+    out = out.assign(reference=reference, iia_reference=[
+        float(ref.loc[(r, v, k)]) for r, v, k in zip(out["run"], out["variable"], out["k"])])
+    out["gap"] = out["iia"] - out["iia_reference"]
+    return out[RUN_GAPS_COLUMNS].sort_values(["model", "variable", "k", "alignment", "run"],
+                                             kind="stable").reset_index(drop=True)
+
+
+def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> pd.DataFrame:
+    """Per (model, variable, k, trained alignment other than `reference`): the paired
+    difference of test IIA (alignment − reference) over the runs that scored both, its mean
+    and t interval over runs (none with one run); each run's difference is `run_gaps_table`'s
+    row."""
+    columns = ["model", "variable", "k", "alignment", "reference", "n_runs", "iia",
+               "iia_reference", "gap", "gap_lo", "gap_hi", "time_limited"]
+    per_run = run_gaps_table(runs, reference)
     rows = []
-    for (model, variable, k, alignment), g in df[df["alignment"] != reference].groupby(
+    for (model, variable, k, alignment), g in per_run.groupby(
             ["model", "variable", "k", "alignment"], sort=True):
-        g = g[[(run, variable, k) in ref.index for run in g["run"]]]
-        if g.empty:
-            continue
-        base = ref.loc[[(run, variable, k) for run in g["run"]]].to_numpy()
-        gaps = g["iia"].to_numpy() - base
-        gap, gap_lo, gap_hi = t_interval(gaps, level)
+        gap, gap_lo, gap_hi = t_interval(g["gap"].to_numpy(), level)
         rows.append({"model": model, "variable": variable, "k": int(k), "alignment": alignment,
-                     "reference": reference, "n_runs": len(gaps), "iia": float(g["iia"].mean()),
-                     "iia_reference": float(base.mean()), "gap": gap,
+                     "reference": reference, "n_runs": len(g), "iia": float(g["iia"].mean()),
+                     "iia_reference": float(g["iia_reference"].mean()), "gap": gap,
                      "gap_lo": gap_lo, "gap_hi": gap_hi,
-                     "gap_min": float(gaps.min()), "gap_max": float(gaps.max()),
                      "time_limited": bool(g["time_limited"].any())})
     return pd.DataFrame(rows, columns=columns)
+
+
+def das_curve_table(runs) -> pd.DataFrame:
+    """Every test IIA of every run's DAS table: per run, variable, alignment (the untrained
+    control included), site and k, with its interval and the pairs scored. The curve over k
+    that `reproduce` compares, and the IIA at any site and k a rerun chose differently."""
+    columns = ["run", "model", "seed", "variable", "alignment", "site", "layer", "position",
+               "k", "iia", "iia_lo", "iia_hi", "n_tested", "time_limited"]
+    parts = []
+    for r in runs:
+        das = r.final(DAS.name)
+        if das is None:
+            continue
+        test = das[das["split"] == "test"].dropna(subset=["iia"])
+        if test.empty:
+            continue
+        parts.append(pd.DataFrame({
+            "run": r.label, "model": r.model, "seed": r.seed,
+            "variable": test["variable"].to_numpy(), "alignment": test["alignment"].to_numpy(),
+            "site": test["site"].to_numpy(), "layer": test["layer"].astype(int).to_numpy(),
+            "position": test["position"].astype(str).to_numpy(),
+            "k": test["k"].astype(int).to_numpy(), "iia": test["iia"].astype(float).to_numpy(),
+            **{c: (test[c].astype(float).to_numpy() if c in test else math.nan)
+               for c in ("iia_lo", "iia_hi")},
+            "n_tested": test["n_tested"].to_numpy() if "n_tested" in test else math.nan,
+            "time_limited": bool(r.summary.get("time_limited"))}))
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    df = pd.concat(parts, ignore_index=True)[columns]
+    return df.sort_values(["run", "variable", "alignment", "site", "layer", "position", "k"],
+                          kind="stable").reset_index(drop=True)
 
 
 def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
@@ -223,4 +282,5 @@ def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
     return {"summary": summary_table(runs), "verdicts": verdicts_table(runs),
             "das_best": das_best_table(runs), "comparisons": comparisons_table(runs, comparisons),
             "phases": phases_table(runs), "shared": shared_table(runs),
-            "alignment_gaps": alignment_gaps_table(runs)}
+            "alignment_gaps": alignment_gaps_table(runs), "run_gaps": run_gaps_table(runs),
+            "das_curve": das_curve_table(runs)}

@@ -15,7 +15,7 @@ mean, each side by the factor t_{n-1} / z · sqrt(n / (n - 1)) (Student's t quan
 n - 1 degrees of freedom over the normal's, and the resample's variance made unbiased): it
 keeps the bootstrap's asymmetry and has Student's t width over the runs. On planted data
 (per-run means drawn around a true mean, each run's pairs Bernoulli around its mean) it
-covers the true mean in at least 90 of 100 draws (`tests/study/test_bootstrap.py`; 97-100
+covers the true mean in at least 90 of 100 draws (`tests/core/test_bootstrap.py`; 97-100
 of 100 over three and five runs): conservative, as drawing pairs again adds their noise to
 run means that already hold it. The plain percentile interval over three runs covers 83-86
 of 100 where the runs vary. One run has no interval (NaN ends): it says nothing of how runs

@@ -27,8 +27,11 @@ def describe_device() -> dict:
     if torch.cuda.is_available():
         return {"device": "cuda", "name": torch.cuda.get_device_name(0),
                 "count": torch.cuda.device_count(), "cuda": torch.version.cuda}
+    # capability: the SIMD level torch's CPU kernels were dispatched to (AVX512, AVX2, DEFAULT;
+    # ATEN_CPU_CAPABILITY lowers it), which decides how their sums round
     return {"device": "cpu", "threads": torch.get_num_threads(),
-            "name": cpu_model() or platform.processor() or platform.machine()}
+            "name": cpu_model() or platform.processor() or platform.machine(),
+            "capability": torch.backends.cpu.get_cpu_capability()}
 
 
 def cpu_model() -> str | None:

@@ -36,13 +36,14 @@ def wall_time_s(run_dir: Path) -> float | None:
 
 
 def build_of(env: dict) -> dict:
-    """What decides whether a rerun is bit-identical: the libraries, the device, the threads."""
+    """What decides whether a rerun is bit-identical: the libraries, the device, the threads,
+    the SIMD level of torch's CPU kernels (None in runs made before it was recorded)."""
     packages = env.get("packages") or {}
     device = env.get("device") or {}
     return {"python": env.get("python"), "torch": packages.get("torch"),
             "numpy": packages.get("numpy"), "device": device.get("device"),
             "device_name": device.get("name"), "threads": device.get("threads"),
-            "cuda": device.get("cuda")}
+            "cuda": device.get("cuda"), "cpu_capability": device.get("capability")}
 
 
 def portable_argv(argv, cwd: str | None) -> list[str]:
@@ -60,9 +61,22 @@ def portable_argv(argv, cwd: str | None) -> list[str]:
     return out
 
 
+# How `python -m study reproduce` reads the tolerances, in the manifest beside them.
+AGREEMENT = ("On the build recorded under 'build' every number must come back identical. On "
+             "another, a number agrees within abs + rel * |committed| (per table and column, "
+             "'basis' saying what the abs part was measured from: the range over the study's "
+             "seeds, one evaluation interval, or the floor), or where its 95 % interval (an "
+             "IIA's Wilson interval, a mean's over runs) overlaps the rerun's. Verdicts and "
+             "the other words, runs, variables, alignments and settings must be identical. A "
+             "choice between near ties (das_best's site and k, a verdict's 'where') is no key: "
+             "where the rerun chose otherwise, its IIA at the committed choice (das_curve) is "
+             "compared. Phases are paired run by run in order (see study/sweep/agreement.py).")
+
+
 def manifest(record: dict, runs, tables: dict, tolerances: dict) -> dict:
     """The manifest of a result folder made from `record`'s runs (loaded, labelled), with
-    the tolerance per table (column pattern -> (abs, rel)) a rerun is held to."""
+    the tolerance per table and column a rerun is held to: (abs, rel), or the measured
+    {"abs", "rel", "basis"} (`study/sweep/tolerance.py`)."""
     envs = [_json(Path(r.path) / "env.json") for r in runs]
     argv = portable_argv(record.get("argv") or ["sweep", f"study={record.get('name', '?')}"],
                          record.get("cwd"))
@@ -96,7 +110,9 @@ def manifest(record: dict, runs, tables: dict, tolerances: dict) -> dict:
         "time_limited": [p["run"] for p in per_run if p["time_limited"]],
         "tables": {name: {"file": f"{name}.csv", "rows": int(len(df))}
                    for name, df in tables.items()},
-        "tolerances": {name: {col: {"abs": a, "rel": rl} for col, (a, rl) in cols.items()}
+        "tolerances": {name: {col: (tol if isinstance(tol, dict) else {"abs": tol[0], "rel": tol[1]})
+                              for col, tol in cols.items()}
                        for name, cols in tolerances.items()},
+        "agreement": AGREEMENT,
         "runs": per_run,
     }

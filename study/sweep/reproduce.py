@@ -1,18 +1,20 @@
-"""`python -m study reproduce RESULT_DIR [work=DIR]`: rerun a committed study from its
-manifest and compare the new tables with the committed ones.
+"""`python -m study reproduce RESULT_DIR [work=DIR | against=DIR]`: rerun a committed study
+from its manifest and compare the new tables with the committed ones.
 
 The manifest's command (`python -m study sweep ...`) runs again in a scratch folder (`work=`,
 a new temporary folder by default) with this checkout's code, its result folder is written
 there as `python -m study results` writes one, and each table is compared with the committed
-one (`compare_table`): its keys (runs, variables, sites, verdicts, the numbers a study asks
-for) exactly, its measured numbers exactly where the rerun's build (torch, numpy, device,
-threads) is the manifest's, and within the manifest's tolerance per column where it is not.
-One line per table says identical, within tolerance (the largest difference), or differs
-(where); the exit status is 0 only when every table is identical or within tolerance.
+one (`study/sweep/agreement.py`): its keys and claims (runs, variables, sites, verdicts, the
+numbers a study asks for) exactly, its measured numbers exactly where the rerun's build
+(torch, numpy, device, threads) is the manifest's, and within the manifest's measured
+tolerance per column where it is not; a choice between near ties (best k, best site) by the
+IIA at the committed choice. `against=DIR` compares with a result folder made elsewhere (a
+rerun on another machine) instead of rerunning. One line per table says identical, within
+tolerance (the largest difference), or differs (where); the last line says
+"reproduced: yes" or "no", and the exit status is 0 only for yes.
 """
 from __future__ import annotations
 
-import fnmatch
 import os
 import subprocess
 import sys
@@ -23,67 +25,10 @@ import pandas as pd
 
 from study.core.errors import UsageError
 from study.sweep.plan import find_sweep
-from study.sweep.result_tables import EXACT, TABLES, read_manifest, read_table, write_results
+from study.sweep.agreement import compare_table, gaps_from_text, tolerance
+from study.sweep.result_tables import TABLES, read_manifest, read_table, write_results
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: study paths in manifests are relative to it
-
-
-def _tolerance(tolerances: dict, column: str) -> tuple[float, float] | None:
-    for pattern, tol in tolerances.items():
-        if fnmatch.fnmatchcase(column, pattern):
-            return (float(tol["abs"]), float(tol["rel"])) if isinstance(tol, dict) else tol
-    return None
-
-
-def _is_key(df: pd.DataFrame, column: str) -> bool:
-    return column in EXACT or not pd.api.types.is_numeric_dtype(df[column]) \
-        or pd.api.types.is_bool_dtype(df[column])
-
-
-def compare_table(old: pd.DataFrame, new: pd.DataFrame, tolerances: dict,
-                  exact: bool) -> tuple[bool, str]:
-    """(agrees, what a reader is told) for a committed table `old` and its rerun `new`."""
-    if list(old.columns) != list(new.columns):
-        return False, f"differs: columns {list(new.columns)}, committed {list(old.columns)}"
-    if len(old) != len(new):
-        return False, f"differs: {len(new)} rows, committed {len(old)}"
-    if old.empty:
-        return True, "identical (no rows)"
-    keys = [c for c in old.columns if _is_key(old, c)]
-    old = old.sort_values(keys, kind="stable").reset_index(drop=True) if keys else old
-    new = new.sort_values(keys, kind="stable").reset_index(drop=True) if keys else new
-    for c in keys:
-        same = (old[c].astype(str) == new[c].astype(str))
-        if not same.all():
-            i = int((~same).to_numpy().nonzero()[0][0])
-            return False, f"differs: {c} is {new[c].iloc[i]!r} where the committed table has {old[c].iloc[i]!r}"
-    worst, identical = None, True
-    for c in (c for c in old.columns if c not in keys):
-        a, b = old[c].astype(float).to_numpy(), new[c].astype(float).to_numpy()
-        both_nan = pd.isna(a) & pd.isna(b)
-        if (pd.isna(a) != pd.isna(b)).any():
-            return False, f"differs: {c} is missing in one table where the other has a value"
-        diff = abs(a - b)
-        diff[both_nan] = 0.0
-        if (diff == 0).all():
-            continue
-        identical = False
-        tol = None if exact else _tolerance(tolerances, c)
-        if tol is None:
-            return False, (f"differs: {c} by up to {diff.max():.3g}"
-                           + (" (the same build: expected identical)" if exact
-                              else " (no tolerance: expected identical)"))
-        bound = tol[0] + tol[1] * abs(a)
-        bound[both_nan] = 0.0
-        if (diff > bound + 1e-12).any():
-            i = int((diff - bound).argmax())
-            return False, f"differs: {c} by {diff[i]:.3g} (tolerance {bound[i]:.3g})"
-        gap = float(diff.max())
-        if worst is None or gap > worst[1]:
-            worst = (c, gap, float(bound[int(diff.argmax())]))
-    if identical:
-        return True, "identical"
-    return True, f"within tolerance (largest difference: {worst[0]} {worst[1]:.3g} <= {worst[2]:.3g})"
 
 
 def _argv_here(argv: list[str]) -> list[str]:
@@ -160,6 +105,82 @@ def checked_manifest(folder: Path) -> dict:
     return manifest
 
 
+def same_build(committed, new) -> bool:
+    """Whether a rerun ran on the committed build: every part the committed manifest records
+    (one made before the CPU kernels' SIMD level was recorded lacks it) is the rerun's."""
+    if not isinstance(committed, dict) or not isinstance(new, dict):
+        return committed == new
+    return all(new.get(k) == v for k, v in committed.items())
+
+
+def _legacy_gaps(old_gaps: pd.DataFrame, new_gaps: pd.DataFrame, tolerances: dict,
+                 exact: bool) -> tuple[bool, str]:
+    """A committed folder that held each run's gap as text (alignment_gaps' `gaps`) against the
+    rerun's numbers (run_gaps), to the text's three decimals."""
+    keys = ["model", "variable", "k", "alignment", "run"]
+    old = gaps_from_text(old_gaps)
+    both = old.merge(new_gaps[keys + ["gap"]], on=keys, how="outer", suffixes=("", "_new"),
+                     indicator=True)
+    if (both["_merge"] != "both").any():
+        r = both[both["_merge"] != "both"].iloc[0]
+        return False, f"differs: {r['run']} {r['alignment']} k={r['k']} in one table only"
+    diff = (both["gap"] - both["gap_new"]).abs()
+    tol = (0.0, 0.0) if exact else (tolerance(tolerances, "gap") or (0.0, 0.0))
+    bound = tol[0] + tol[1] * both["gap"].abs() + 0.0005  # the text's rounding
+    if (diff > bound).any():
+        i = int((diff - bound).argmax())
+        return False, (f"differs: {both['run'].iloc[i]} {both['alignment'].iloc[i]} "
+                       f"k={both['k'].iloc[i]}: gap {both['gap_new'].iloc[i]:+.3f}, committed "
+                       f"{both['gap'].iloc[i]:+.3f}")
+    return True, (f"within tolerance (the committed gaps as text, largest difference "
+                  f"{diff.max():.3g})" if diff.max() > 0.0005 else "identical (to the text's 3 decimals)")
+
+
+def compare_folders(folder: Path, new_folder: Path) -> bool:
+    """Print a verdict per table of committed result folder `folder` against `new_folder`;
+    True when every table agrees."""
+    manifest, new_manifest = read_manifest(folder), read_manifest(new_folder)
+    exact = same_build(manifest.get("build"), new_manifest.get("build"))
+    print(f"build: {'the same as' if exact else 'another than'} the committed one's "
+          f"({'numbers must be identical' if exact else 'numbers within tolerance'})")
+    listed = manifest.get("tables") or {name: {} for name in TABLES}
+    tolerances = manifest.get("tolerances") or {}
+    curve = read_table(new_folder, "das_curve") if "das_curve" in (
+        new_manifest.get("tables") or {}) else None
+    failed, anything_moved = [], False
+    listed_new = new_manifest.get("tables") or {name: {} for name in TABLES}
+    for name in TABLES:
+        if name not in listed_new:  # a folder compared with, made before the table existed
+            print(f"{name}: not in {new_folder}; not compared")
+            continue
+        if name == "run_gaps" and name not in listed and "alignment_gaps" in listed:
+            old_gaps = read_table(folder, "alignment_gaps")
+            if "gaps" in old_gaps.columns:
+                agrees, what = _legacy_gaps(old_gaps, read_table(new_folder, name),
+                                            tolerances.get("alignment_gaps", {}), exact)
+                print(f"{name}: {what}")
+                failed += [] if agrees else [name]
+                anything_moved |= not what.startswith("identical")
+                continue
+        if name not in listed:  # a folder made before the table existed
+            print(f"{name}: not in the committed folder; not compared")
+            continue
+        old, new = read_table(folder, name), read_table(new_folder, name)
+        if name == "alignment_gaps" and "gaps" in old.columns and "gaps" not in new.columns:
+            old = old.drop(columns="gaps")  # each run's gap, as text: compared under run_gaps
+        agrees, what = compare_table(old, new, tolerances.get(name, {}), exact, name, curve)
+        failed += [] if agrees else [name]
+        anything_moved |= not what.startswith("identical")
+        print(f"{name}: {what}")
+    if failed:
+        print(f"reproduced: no ({', '.join(failed)} differ{'s' if len(failed) == 1 else ''}); "
+              f"compared with {new_folder}")
+    else:
+        print(f"reproduced: yes ({'within tolerance' if anything_moved else 'identical'}); "
+              f"compared with {new_folder}")
+    return not failed
+
+
 def reproduce(folder: Path, work: Path) -> bool:
     """Rerun the study of result folder `folder` in `work` and print a verdict per table;
     True when every table agrees."""
@@ -167,36 +188,27 @@ def reproduce(folder: Path, work: Path) -> bool:
     work.mkdir(parents=True, exist_ok=True)
     sweep_dir = rerun(manifest, work)
     record, _ = find_sweep([str(sweep_dir)])
-    new_folder = write_results(record, work / "results")
-    new_manifest = read_manifest(new_folder)
-    exact = new_manifest.get("build") == manifest.get("build")
-    print(f"build: {'the same as' if exact else 'another than'} the committed one's "
-          f"({'numbers must be identical' if exact else 'numbers within tolerance'})")
-    ok = True
-    listed = manifest.get("tables") or {name: {} for name in TABLES}
-    for name in TABLES:
-        if name not in listed:  # a folder made before the table existed
-            print(f"{name}: not in the committed folder; not compared")
-            continue
-        agrees, what = compare_table(read_table(folder, name), read_table(new_folder, name),
-                                     (manifest.get("tolerances") or {}).get(name, {}), exact)
-        ok &= agrees
-        print(f"{name}: {what}")
-    print(f"reproduced: {'yes' if ok else 'no'} ({new_folder})")
-    return ok
+    return compare_folders(folder, write_results(record, work / "results"))
 
 
 def cmd_reproduce(args):
     dirs = [a for a in args if "=" not in a]
     options = dict(a.split("=", 1) for a in args if "=" in a)
-    work = options.pop("work", None)
-    if options or len(dirs) != 1:
-        raise UsageError("usage: reproduce RESULT_DIR [work=DIR] (a result folder holding "
-                         "manifest.json)")
+    work, against = options.pop("work", None), options.pop("against", None)
+    if options or len(dirs) != 1 or (work and against):
+        raise UsageError("usage: reproduce RESULT_DIR [work=DIR | against=RESULT_DIR] (a result "
+                         "folder holding manifest.json; against= compares with a folder made "
+                         "elsewhere instead of rerunning)")
     folder = Path(dirs[0])
     if not folder.is_dir():
         raise UsageError(f"{folder} is not a folder; give a result folder (results/<study>-<date>)")
     checked_manifest(folder)  # before anything runs
+    if against is not None:
+        if not Path(against).is_dir():
+            raise UsageError(f"against={against} is not a folder; give a result folder "
+                             f"(python -m study results SWEEP out=DIR writes one)")
+        checked_manifest(Path(against))
+        return 0 if compare_folders(folder, Path(against)) else 1
     if work is not None:
         w = Path(work)
         if w.exists() and (not w.is_dir() or any(w.iterdir())):

@@ -11,7 +11,8 @@ Every table has a `time_limited` column: a run that the time guard stopped train
 the update budget did not decide, and is no study result. `manifest.json` says what made the
 tables: the commit, the exact command, each run's settings, the versions of torch, numpy and
 the other libraries, the machine (CPU or GPU model, threads), each run's wall time, and the
-tolerance per table that `python -m study reproduce` holds a rerun to (`TOLERANCES`).
+tolerance per table and column that `python -m study reproduce` holds a rerun to, measured
+from the study's own variation (`study/sweep/tolerance.py`).
 """
 from __future__ import annotations
 
@@ -29,20 +30,25 @@ RESULTS_ROOT = Path(__file__).resolve().parents[2] / "results"
 
 # What a rerun must match, per table: key columns (strings, integer settings) always exactly;
 # each numeric column to within `abs + rel * |committed|` when the rerun's build differs
-# (another torch, device or thread count: floating-point sums then round differently, and
+# (another CPU, torch, device or thread count: floating-point sums then round differently, and
 # training follows another path), and exactly on the same build, where training and the
-# analyses are bit-identical on a CPU (one thread per run). [ours] The margins are those the
-# docs' sentences rely on: an accuracy to 0.02, an IIA or a similarity to 0.05.
+# analyses are bit-identical on a CPU (one thread per run). The abs part is measured when the
+# folder is written (`study/sweep/tolerance.py`: the range over the study's seeds, one
+# evaluation interval for updates); these margins are its floor, where a study has one seed
+# or its seeds agree [ours]: an accuracy to 0.02, an IIA or a similarity to 0.05.
 TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
     "summary": {"steps_done": (0, 0.25), "acc_*": (0.02, 0), "train_loss": (0, 0.5)},
     "verdicts": {"iia*": (0.05, 0), "random": (0.05, 0), "shuffled": (0.05, 0),
-                 "step0": (0.05, 0), "restart_sd": (0.05, 0), "seeds_*": (0.05, 0),
+                 "step0": (0.05, 0), "chance": (0.05, 0), "confound_*": (0.05, 0),
+                 "restart_sd": (0.05, 0), "seeds_*": (0.05, 0),
                  "acc_test": (0.02, 0), "n_seeds": (0, 0)},
     "das_best": {"iia*": (0.05, 0), "n_tested": (0, 0.2)},
     "comparisons": {"value": (0.05, 0), "baseline": (0.05, 0), "random_subspace": (0.05, 0)},
     "phases": {"level": (0.05, 0), "start_step": (0, 0.25)},
     "shared": {"*iia*": (0.05, 0), "over_*": (0.05, 0)},
     "alignment_gaps": {"iia*": (0.05, 0), "gap*": (0.05, 0)},
+    "run_gaps": {"iia*": (0.05, 0), "gap": (0.05, 0)},
+    "das_curve": {"iia*": (0.05, 0), "n_tested": (0, 0.2)},
 }
 # numbers compared as keys (exactly, on any build): what the study asked, not what it measured
 EXACT = {"seed", "steps", "k", "layer", "position", "n_params", "phase", "too_few", "n_runs",
@@ -90,6 +96,7 @@ def write_results(record: dict, out: Path) -> Path:
     from study.claims.runs import labelled, load_runs
     from study.run import runstate
     from study.sweep.manifest import manifest
+    from study.sweep.tolerance import measured_tolerances
 
     paths = [Path(r["path"]) for r in record["runs"]]
     unfinished = [str(p) for p in paths if runstate.state_of(p) != "done"]
@@ -104,7 +111,7 @@ def write_results(record: dict, out: Path) -> Path:
     with atomic_dir(out) as tmp:
         for name, df in tables.items():
             write_table(df, tmp / f"{name}.csv")
-        data = manifest(record, runs, tables, TOLERANCES)
+        data = manifest(record, runs, tables, measured_tolerances(tables, TOLERANCES, runs))
         (tmp / MANIFEST).write_text(json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
     return out
 

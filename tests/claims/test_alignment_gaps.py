@@ -1,4 +1,5 @@
-"""LAF against OAF over seeds, paired by run: the result table `alignment_gaps.csv`."""
+"""LAF against OAF over seeds, paired by run: the result tables `alignment_gaps.csv` and, per
+run and as numbers, `run_gaps.csv`."""
 from __future__ import annotations
 
 import math
@@ -7,12 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.claims.results import alignment_gaps_table
+from study.claims.results import alignment_gaps_table, run_gaps_table
 
 
 class _Run:
     def __init__(self, label, das, model="gru"):
         self.label, self.model, self.summary, self._das = label, model, {}, das
+        self.seed = int(label.rsplit("s", 1)[1])
 
     def final(self, name):
         return self._das if name == "das" else None
@@ -43,8 +45,10 @@ def test_the_gap_is_paired_by_run_and_its_interval_is_a_t_interval_over_runs():
     half = 4.302652729911275 * d.std(ddof=1) / math.sqrt(3)  # t(0.975, 2)
     assert row["gap_lo"] == pytest.approx(d.mean() - half)
     assert row["gap_hi"] == pytest.approx(d.mean() + half)
-    assert row["gap_min"] == pytest.approx(d.min()) and row["gap_max"] == pytest.approx(d.max())
-    assert isinstance(row["gap_min"], float)  # a number, compared within tolerance on rerun
+    per_run = run_gaps_table(runs)
+    assert per_run["gap"].dtype == float and list(per_run["run"]) == ["gru s0", "gru s1", "gru s2"]
+    assert per_run["gap"].to_numpy() == pytest.approx(d)
+    assert list(per_run["seed"]) == [0, 1, 2]
 
 
 def test_each_run_is_read_at_the_site_its_training_pairs_choose_not_the_best_test_site():

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 from study.core.sites import site_key
@@ -21,6 +22,7 @@ def _run_fresh(code: str, *args) -> subprocess.CompletedProcess:
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # a subprocess that trains and exports
 def test_loading_a_das_export_through_our_helper_prints_nothing(tmp_path):
     from study.analyses.das.alignment import OrthogonalAlignment
     from study.analyses.das.export import export
@@ -53,6 +55,7 @@ def test_loading_a_das_export_through_our_helper_prints_nothing(tmp_path):
     assert (got.stdout, got.stderr) == ("", "")
 
 
+@pytest.mark.slow  # a subprocess that exports to transformers
 def test_exporting_a_transformer_and_saving_it_prints_nothing(tmp_path):
     got = _run_fresh("""
         import sys

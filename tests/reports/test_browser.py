@@ -13,7 +13,7 @@ import pytest
 try:
     from playwright.sync_api import sync_playwright
 except ImportError:  # pragma: no cover - depends on the environment
-    pytest.skip("Playwright is not installed: `pip install -e '.[test]'` (make test does this)",
+    pytest.skip("Playwright is not installed: `pip install -e '.[test]'` (make setup does this)",
                 allow_module_level=True)
 
 from study.reports.build import build_report
@@ -22,6 +22,8 @@ from study.reports.write import write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"  # ignored by git; screenshots for a person to look at
+pytestmark = pytest.mark.slow  # Chromium started and every report drawn: minutes
+
 # Debian's package (or a `chromium` on PATH); the browser is never downloaded [ours]
 CHROMIUM = Path(shutil.which("chromium") or "/usr/bin/chromium")
 # No sandbox (containers run as root), no GPU, and nothing that talks to the network on its own,
@@ -50,7 +52,7 @@ new MutationObserver((_, obs) => {
 def browser(tmp_path_factory):
     if not CHROMIUM.exists():
         pytest.skip(f"Chromium not found at {CHROMIUM}: install Debian's `chromium` package "
-                    f"(`apt-get install chromium`; make test does this where it can)")
+                    f"(`apt-get install chromium`; make test-slow does this where it can)")
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")), executable_path=str(CHROMIUM),

@@ -48,6 +48,7 @@ def test_report_of_two_runs_prints_the_page_path(counting_runs, tmp_path):
     assert not (out / "report.md").exists()
 
 
+@pytest.mark.slow  # a sweep through the command line
 def test_sweep_ends_with_the_report_line(tmp_path):
     # One smoke run without analyses (seconds): the comparative report is the last line.
     r = run_cli("sweep", "task=counting", "model=gru", "scale=smoke", cwd=tmp_path)

@@ -133,6 +133,7 @@ def test_dry_run_lists_runs_and_writes_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.toml"]
 
 
+@pytest.mark.slow  # a sweep through the command line
 def test_status_follows_a_sweep(tmp_path):
     args = ["task=counting", "model=gru", "scale=smoke", "seed=0,1", "train.steps=8"]
     before = run_cli("status", *args, cwd=tmp_path)
@@ -149,6 +150,7 @@ def test_status_follows_a_sweep(tmp_path):
     assert mine.stdout.strip().splitlines()[-1].endswith("index.html")
 
 
+@pytest.mark.slow  # two sweeps through the command line
 def test_a_run_asked_with_other_analysis_settings_is_pending_again(tmp_path):
     """The dry run and `status` say what the sweep will do: a finished run whose analysis is
     now asked with other settings (its tables would be recomputed) is not done."""

@@ -78,6 +78,7 @@ def test_sweep_options_are_checked_when_parsed():
             parse(base + bad)
 
 
+@pytest.mark.slow  # two sweeps of subprocess runs: a minute
 def test_parallel_sweep_equals_sequential_runs(tmp_path):
     """Two runs in parallel processes finish, each logs to its run.log, the report lists both,
     and a second sweep skips them (nothing retrained)."""

@@ -13,6 +13,8 @@ import re
 import sys
 import time
 
+import pytest
+
 from study.cli import main
 from study.core import progress, runlog
 from tests.conftest import run_cli
@@ -23,6 +25,7 @@ LINE = re.compile(rf"^{STAMP}counting/gru step (\d+)/60 \(\d+%\) loss \d+\.\d+ a
 ARGS = ["run", "task=counting", "model=gru", "scale=smoke", "train.steps=60", "train.log_every=5"]
 
 
+@pytest.mark.slow  # a subprocess run paced by progress_seconds
 def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
     run_dir = tmp_path / "r"
     r = run_cli(*ARGS, "train.progress_seconds=0.000001", f"run_dir={run_dir}")
@@ -53,6 +56,7 @@ def test_the_last_progress_line_shows_the_evaluation_after_the_last_log_row(capl
     assert "step 10/10 loss 0.0500 acc 1.000 tokens/s" in caplog.text
 
 
+@pytest.mark.slow  # a subprocess run
 def test_no_progress_lines_when_asked_for_none(tmp_path):
     r = run_cli(*ARGS, "train.progress_seconds=0", f"run_dir={tmp_path / 'r'}")
     assert r.returncode == 0, r.stderr

@@ -32,6 +32,7 @@ def quick_check(tmp_path_factory):
     return code, printed.getvalue(), out
 
 
+@pytest.mark.slow  # the whole quick check on the CPU: one to two minutes
 def test_the_quick_check_runs_every_item_on_the_cpu_and_passes(quick_check):
     code, printed, out = quick_check
     summary = (out / gpu_check.SUMMARY).read_text()
@@ -54,6 +55,7 @@ def test_the_quick_check_runs_every_item_on_the_cpu_and_passes(quick_check):
     assert not work.exists()  # the temporary work folder (with the weights) is gone
 
 
+@pytest.mark.slow  # reads the quick check above
 def test_the_check_writes_at_most_eight_files_and_archives_no_weights(quick_check):
     _, _, out = quick_check
     written = [p for p in out.rglob("*") if p.is_file()]

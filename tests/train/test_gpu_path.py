@@ -35,6 +35,7 @@ def _train(path, settings):
     return summary, losses["value"].tolist()
 
 
+@pytest.mark.slow  # bf16, torch.compile and fused AdamW on the CPU: a minute of compiling; gpu-check runs it on a GPU node
 def test_the_gpu_code_path_trains_on_the_cpu(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # compiled kernels stay here
     torch._dynamo.reset()

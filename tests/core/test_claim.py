@@ -93,6 +93,7 @@ def test_the_heartbeat_refreshes_the_claim_and_reentry_is_a_no_op(tmp_path, monk
     assert not lock.exists()
 
 
+@pytest.mark.slow  # a sweep waiting on a held run
 def test_a_sweep_leaves_a_held_run_to_its_holder_then_runs_it(tmp_path):
     """A run another live process holds is not touched; once the holder lets go without
     finishing it, the sweep takes it and trains it."""

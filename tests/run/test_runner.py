@@ -1,6 +1,8 @@
 """`study run` end to end at smoke scale: the run directory layout, and a re-run that skips."""
 import json
 
+import pytest
+
 from tests.conftest import run_cli
 
 
@@ -35,6 +37,7 @@ def test_a_run_dir_holding_another_config_is_refused(tmp_path):
     assert json.loads((run_dir / "config.json").read_text())["model"] == "gru"
 
 
+@pytest.mark.slow  # three subprocess runs
 def test_an_analysis_asked_with_other_settings_runs_again_and_keeps_the_old_tables(tmp_path):
     from study.run import runstate
     from study.core.rundir import RunDir

@@ -59,6 +59,10 @@ def _assert_same(a: Path, b: Path) -> None:
     assert json.loads((b / "status.json").read_text())["status"] == "done"
 
 
+# each case runs, kills and reruns `python -m study run` in subprocesses: minutes in all
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("faults") / "uninterrupted"

@@ -183,6 +183,7 @@ def test_the_gpu_time_of_each_part_is_estimated():
     assert gpu_time._whole(parts) <= gpu_time.JOB_S  # and so does the study, as one sweep
 
 
+@pytest.mark.slow  # the study's sweep end to end
 def test_the_study_runs_end_to_end_at_smoke_scale_and_reports_the_routing_steps(
         tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -20,9 +20,9 @@ from safetensors.torch import load_file
 
 from study.train import checkpoint as ckpt
 from tests.conftest import ROOT, run_cli
-from tests.study import slurm_cluster
+from tests.sweep import slurm_cluster
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]  # a cluster started and ended: minutes
 
 
 @pytest.fixture(scope="module")

@@ -113,6 +113,7 @@ def test_a_failed_run_does_not_stop_a_one_at_a_time_sweep(tmp_path):
     assert json.loads((tmp_path / seed1 / "status.json").read_text())["status"] == "done"
 
 
+@pytest.mark.slow  # two concurrent sweeps
 def test_two_sweeps_over_the_same_runs_train_each_once(tmp_path):
     """Two machines sharing a file system (two processes here) start the same sweep at once:
     each run is claimed by one of them, the other waits for it, both end with every run
