@@ -39,7 +39,7 @@ from study.claims.curves import accuracy_curves, eval_split
 from study.claims.learnt import learnt_pairs
 from study.claims.phases import detect
 from study.claims.shared import STATS, shared_stats
-from study.core.alignments import trained
+from study.core.alignments import REFERENCE, trained
 from study.core.intervals import t_interval
 from study.core.tables import COMPARE_SIMILARITY, COMPARE_STITCHING, DAS
 
@@ -207,7 +207,7 @@ RUN_GAPS_COLUMNS = ["run", "model", "seed", "variable", "k", "alignment", "refer
                     "layer", "position", "iia", "iia_reference", "gap", "time_limited"]
 
 
-def run_gaps_table(runs, reference: str = "oaf") -> pd.DataFrame:
+def run_gaps_table(runs, reference: str = REFERENCE) -> pd.DataFrame:
     """Per run, variable, k and trained alignment other than `reference`: its test IIA, the
     reference's on the same run and k (each at its own site chosen on training pairs) and the
     difference, as numbers: what `alignment_gaps` averages over runs."""
@@ -225,7 +225,7 @@ def run_gaps_table(runs, reference: str = "oaf") -> pd.DataFrame:
                                              kind="stable").reset_index(drop=True)
 
 
-def alignment_gaps_table(runs, reference: str = "oaf", level: float = 0.95) -> pd.DataFrame:
+def alignment_gaps_table(runs, reference: str = REFERENCE, level: float = 0.95) -> pd.DataFrame:
     """Per (model, variable, k, trained alignment other than `reference`): the paired
     difference of test IIA (alignment − reference) over the runs that scored both, its mean
     and t interval over runs (none with one run); each run's difference is `run_gaps_table`'s

@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 PACKAGE = "study.analyses.das.alignments"  # one module per kind
+# the alignment every other is read against and the default wherever one is asked for: DAS's
+# orthogonal alignment (Geiger et al. 2024)
+REFERENCE = "oaf"
 _KINDS: dict[str, "AlignmentKind"] = {}
 
 

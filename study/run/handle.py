@@ -28,7 +28,7 @@ import weakref
 from dataclasses import dataclass
 from functools import cached_property
 
-from study.core.alignments import file_key
+from study.core.alignments import REFERENCE, file_key
 from study.core.errors import UsageError
 from study.run.build import build_task, frozen
 
@@ -264,7 +264,7 @@ class Run:
                              f"{', '.join(have) or 'none'})")
         return rows
 
-    def alignment(self, variable: str, alignment: str = "oaf", k: int | None = None,
+    def alignment(self, variable: str, alignment: str = REFERENCE, k: int | None = None,
                   site: str | None = None, checkpoint="final"):
         """A trained DAS alignment (a pyvene intervention of `study.analyses.das.alignment`) and
         where it acts: (intervention, kind, layer, position). k=None: the smallest k whose
@@ -331,7 +331,7 @@ class Run:
                              f"refused, or the file belongs to another analysis)")
         return inst, ref.kind, ref.layer, ref.position
 
-    def intervenable(self, variable: str, alignment: str = "oaf", k: int | None = None,
+    def intervenable(self, variable: str, alignment: str = REFERENCE, k: int | None = None,
                      site: str | None = None, checkpoint="final", device="cpu"):
         """A `pyvene.IntervenableModel` over the run's network at `checkpoint` holding the
         trained alignment (`alignment` for its arguments). `study.iia(iv, run.pairs(variable))`

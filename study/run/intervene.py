@@ -26,6 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from study.core.alignments import REFERENCE
 from study.core.errors import UsageError
 from study.core.sites import KINDS, parse_site_key
 
@@ -176,7 +177,7 @@ def answer_loss(logits, labels, task):
                                                  labels.reshape(-1))
 
 
-def coordinates(run, variable: str, pairs, alignment: str = "oaf", k: int | None = None,
+def coordinates(run, variable: str, pairs, alignment: str = REFERENCE, k: int | None = None,
                 checkpoint="final") -> np.ndarray:
     """The variable's k aligned coordinates at each base of `pairs` (n, k): the run's trained
     alignment (`Run.alignment`, same arguments) read off the site it aligned, at the position

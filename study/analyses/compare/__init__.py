@@ -51,13 +51,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from study.analyses.das.alignments import trained
+from study.core.alignments import REFERENCE
 from study.core.errors import UsageError
 from study.core.settings import setting
 
 
 @dataclass(frozen=True)
 class CompareConfig:
-    alignment: str = setting("oaf", f"the DAS alignment compared: {' | '.join(trained())} "
+    alignment: str = setting(REFERENCE, f"the DAS alignment compared: {' | '.join(trained())} "
                              "[ours: oaf, whose subspace is an orthogonal projection]")
     variables: tuple[str, ...] = setting((), "() = every variable the runs' alignments share")
     k: Literal["auto"] | tuple[int, ...] = setting(
