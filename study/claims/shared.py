@@ -62,24 +62,38 @@ def shared_stats(pairs: pd.DataFrame) -> pd.DataFrame:
     """Per ordered architecture pair at the matched k (`pairs`: `learnt_pairs` of one
     variable's stitching rows): model, other_model, n_runs, n_other_runs, n_pairs, k (the
     matched k, comma-separated where the pairs of runs differ), each of `STATS` as mean, _lo
-    and _hi over runs (`by_architecture`), and the verdict."""
+    and _hi over runs (`by_architecture`), and the verdict. Only the pairs of runs in which
+    both runs hold the variable at k (their own validation IIA reaches `k_bar`) enter the
+    means [ours: a pair where A or B has no subspace for the variable says nothing of what
+    they share]; an architecture pair with none is "not captured"."""
     at = pairs[pairs["k"] == pairs["matched_k"]]
     if "shuffled_iia" not in at.columns:
         at = at.assign(shuffled_iia=float("nan"))
+    held = at[["val_iia", "other_val_iia"]].min(axis=1) >= at["k_bar"]
     cols = ["iia", "own_iia", "input_code_iia", "output_code_iia", "chance_iia", "shuffled_iia"]
-    stats = by_architecture(at, cols, OVER)
+    stats = by_architecture(at[held], cols, OVER) if held.any() else pd.DataFrame()
+    done = set()
     rows = []
     for r in stats.to_dict("records"):
-        g = at[(at["model"] == r["model"]) & (at["other_model"] == r["other_model"])]
-        bar, margin = float(g["k_bar"].iloc[0]), float(g["margin"].iloc[0])
-        captured = bool((g[["val_iia", "other_val_iia"]].min(axis=1) >= bar).mean() >= 0.5)
+        g = at[held & (at["model"] == r["model"]) & (at["other_model"] == r["other_model"])]
+        done.add((r["model"], r["other_model"]))
+        margin = float(g["margin"].iloc[0])
         ks = sorted(set(int(k) for k in g["k"]))
         rows.append({"variable": g["variable"].iloc[0], "model": r["model"],
                      "other_model": r["other_model"], "n_runs": r["n_runs"],
                      "n_other_runs": r["n_other_runs"], "n_pairs": r["n_pairs"],
                      "k": ", ".join(map(str, ks)),
                      **{f"{c}{end}": r[f"{c}{end}"] for c in STATS for end in ("", "_lo", "_hi")},
-                     "verdict": _verdict(r, captured, margin, g)})
+                     "verdict": _verdict(r, True, margin, g)})
+    for (a, b), g in at.groupby(["model", "other_model"], sort=False):
+        if (a, b) not in done:  # no pair of runs in which both hold the variable
+            rows.append({"variable": g["variable"].iloc[0], "model": a, "other_model": b,
+                         "n_runs": g["run"].nunique(), "n_other_runs": g["other_run"].nunique(),
+                         "n_pairs": int((g["run"] != g["other_run"]).sum()),
+                         "k": ", ".join(map(str, sorted(set(int(k) for k in g["k"])))),
+                         **{f"{c}{end}": float("nan") for c in STATS
+                            for end in ("", "_lo", "_hi")},
+                         "verdict": "not captured"})
     return pd.DataFrame(rows)
 
 

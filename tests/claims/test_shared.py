@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.claims.intervals import by_architecture, run_bootstrap
+from study.claims.intervals import by_architecture, run_interval
 from study.reports.sections.compare_stitching import verdicts
 
 
@@ -59,8 +59,8 @@ def test_the_interval_resamples_runs_not_pairs_of_runs():
     0.5, 0.7 and 0.9, so the interval spans both runs; resampling the six pairs as if they
     were independent would give a narrower one."""
     m = np.array([[0.5, 0.5, 0.5], [0.9, 0.9, 0.9]])
-    mean, lo, hi = run_bootstrap(m, same=False)
-    assert mean == pytest.approx(0.7) and lo == pytest.approx(0.5) and hi == pytest.approx(0.9)
+    mean, lo, hi = run_interval([[np.array([v]) for v in row] for row in m], same=False)
+    assert mean == pytest.approx(0.7) and lo <= 0.5 and hi >= 0.9
     pairs = np.random.default_rng(0).choice(m.ravel(), size=(2000, 6)).mean(1)
     assert np.percentile(pairs, 97.5) - np.percentile(pairs, 2.5) < hi - lo
 
@@ -77,12 +77,25 @@ def test_runs_of_one_architecture_are_never_paired_with_themselves():
     assert r["s_lo"] == pytest.approx(0.4) and r["s_hi"] == pytest.approx(0.4)
 
 
+def test_an_iia_over_few_tested_pairs_gets_a_wider_interval_than_over_many():
+    """The hierarchical bootstrap draws each pair of runs' tested pairs too: the same IIAs
+    measured on 20 pairs each are less certain than on 2,000."""
+    def width(n):
+        rows = pd.DataFrame([dict(run=f"x{i}", other_run=f"y{j}", model="x", other_model="y",
+                                  iia=0.6 + 0.05 * ((i + j) % 3), n_tested=n)
+                             for i in range(3) for j in range(3)])
+        r = by_architecture(rows, ["iia"]).iloc[0]
+        return r["iia_hi"] - r["iia_lo"]
+    assert width(20) > width(2000)
+
+
 def test_too_few_runs_give_no_interval_and_the_verdict_says_it_rests_on_means():
     """Two runs of one architecture have one pair of distinct runs, which every draw repeats:
     no interval, not a zero-width one."""
     rows = _rows({})
     two = rows[~rows["run"].isin(["x2", "y2"]) & ~rows["other_run"].isin(["x2", "y2"])]
-    assert np.isnan(run_bootstrap(np.array([[np.nan, 0.9], [0.8, np.nan]]), same=True)[1])
+    cells = [[None, np.array([0.9])], [np.array([0.8]), None]]
+    assert np.isnan(run_interval(cells, same=True)[1])
     table = verdicts(two)
     within = table[(table["A"] == "x") & (table["B"] == "x")].iloc[0]
     assert within["stitched IIA"] == "0.95" and "too few runs" in within["verdict"]
@@ -157,3 +170,22 @@ def test_b_s_shuffled_control_is_read_at_b_s_site_alignment_and_k():
     out = with_receiver_control(df, runs)
     assert out["shuffled_iia"].iloc[0] == pytest.approx(0.11)
     assert np.isnan(out["shuffled_iia"].iloc[1])  # a k b saved no control at
+
+
+def test_pairs_of_runs_where_a_run_does_not_hold_the_variable_are_left_out_not_voted_on():
+    """y2 holds no subspace for the variable (its own validation IIA is under the bar): the
+    pairs with y2 leave the means (its stitched IIA of 0.1 pulls nothing down), and the
+    architecture pairs keep their verdict from the runs that hold it."""
+    from study.claims.shared import shared_stats
+    rows = _rows({})
+    y2 = (rows["run"] == "y2") | (rows["other_run"] == "y2")
+    rows.loc[rows["other_run"] == "y2", "other_val_iia"] = 0.5
+    rows.loc[rows["run"] == "y2", "val_iia"] = 0.5
+    rows.loc[y2, "iia"] = 0.1
+    stats = shared_stats(rows[rows["run"] != rows["other_run"]])
+    xy = stats[(stats["model"] == "x") & (stats["other_model"] == "y")].iloc[0]
+    assert xy["iia"] == pytest.approx(0.95) and xy["verdict"] == "computation"
+    assert xy["n_other_runs"] == 2
+    every = rows.assign(val_iia=0.5)
+    assert set(shared_stats(every[every["run"] != every["other_run"]])["verdict"]) == {
+        "not captured"}
