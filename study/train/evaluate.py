@@ -113,8 +113,12 @@ def latest_overall(rows: list[tuple]) -> dict[str, float]:
 
 
 def reached(acc: dict[str, float], target: float | None) -> bool:
-    """Early-stop test: every eval split except generalisation sets ("heldout*", "gen*")."""
-    gate = {k: v for k, v in acc.items() if not k.startswith(("heldout", "gen"))}
+    """Early-stop test, on the validation split only: `val` where it is evaluated, else every
+    eval split but the test and generalisation sets ("test", "heldout*", "gen*") [ours: a
+    run stopped when its test accuracy reaches the bar is selected on the split it is then
+    judged on]. Nothing to gate on: never reached."""
+    gate = ({"val": acc["val"]} if "val" in acc else
+            {k: v for k, v in acc.items() if not k.startswith(("test", "heldout", "gen"))})
     return target is not None and bool(gate) and all(v >= target for v in gate.values())
 
 
