@@ -25,6 +25,7 @@ a default that means "none" or "not applicable", so a new task works without the
 `probe_variables` (probes), `attention_targets` and `progress_measures` (circuit scores),
 `operands` (Exoo et al.'s operand views), `stratum_label` (tables by stratum),
 `pair_roles` (role-aligned patching: where each pair's named token roles sit),
+`roles` and `role_names` (the token roles of a sequence, the atlas's grid),
 `value_labels` (the base's output with the variable set to a given value),
 `Pairs.changed` (counterfactual pairs whose intervention must change the output), and
 `output_ids` (the output vocabulary the loss and accuracy score; default every token).
@@ -156,6 +157,9 @@ class Task(ABC):
     # The names `probe_variables` returns, known before any data exists so that a setting
     # such as `probes.variables=...` is checked when the command line is parsed.
     probe_variable_names: ClassVar[tuple[str, ...]] = ("output",)
+    # The token roles `roles` names (each alone or as `<role>@<i>`), known before any data
+    # exists so that `atlas.roles=...` is checked when the command line is parsed.
+    role_names: ClassVar[tuple[str, ...]] = ()
     # The pair strata (`Pairs.strata` names) the role-aligned patching table is also split by
     # (`pair_roles`); binding: `depth`, since deeper chains have more roles.
     pair_role_strata: ClassVar[tuple[str, ...]] = ()
@@ -296,6 +300,19 @@ class Task(ABC):
         (n,) int64 position per pair, -1 where the pair has no such token. Names come in the
         order tables and charts list them. Default: no roles."""
         return {}
+
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """The token roles of sequences `ids` (n, width), the grid the atlas searches a
+        variable over: role name -> (n,) int64 position of that role in each sequence, -1
+        where the sequence has none. A name is one of `role_names`, alone (one token per
+        sequence, e.g. binding's `colon`) or with `@i` for its i-th occurrence (binding's
+        `rhs@3`, line 3's right-hand token), in the order of the sequence. Default: none."""
+        return {}
+
+    @staticmethod
+    def role_of(name: str) -> str:
+        """The role family of a `roles` name: `rhs@3` -> `rhs`."""
+        return name.split("@", 1)[0]
 
     def stratum_label(self, name: str, value) -> str:
         """How a stratum value reads in tables: `name=value` ("depth=3")."""

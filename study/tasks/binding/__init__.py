@@ -34,7 +34,9 @@ The family's modules, each importing only those listed before it:
 - `views`: what analyses read (probe variables `root_value`, `line_value`; attention
   targets `chain`, `root`, `query_line` from `:` and the hop roles `hop<h>`,
   `hop<h>_at_query`; the shortcut rules' accuracy);
-- `roles`: the query chain's token positions per pair, for role-aligned patching.
+- `roles`: the query chain's token positions per pair, for role-aligned patching;
+- `layout`: every token's role in a program (line i's letter, `=`, right-hand token,
+  newline; the query letter; `:`), the atlas's grid.
 This module holds the config, the presets and the registered task, which delegates to them.
 """
 from __future__ import annotations
@@ -50,7 +52,7 @@ from study.core.registry import register
 from study.core.settings import fixed, setting
 from study.tasks.base import IGNORE, Examples, Pairs, Task
 from study.tasks.binding import pairs as pairs_mod
-from study.tasks.binding import roles, views
+from study.tasks.binding import layout, roles, views
 from study.tasks.binding.generate import Generator
 from study.tasks.binding.vocab import DIGIT0, PAD, VOCAB
 
@@ -142,6 +144,7 @@ class BindingTask(Task):
     main_variables: ClassVar[tuple[str, ...]] = ("root_value",)
     probe_variable_names: ClassVar[tuple[str, ...]] = ("root_value", "line_value")
     pair_role_strata: ClassVar[tuple[str, ...]] = ("depth",)
+    role_names: ClassVar[tuple[str, ...]] = layout.ROLE_NAMES
     counterfactual_kinds: ClassVar[tuple[str, ...]] = (
         "root_value", "distractor", "query", "referent", "renamed:query", "renamed:referent")
     # the renamed-letters control (`renamed`): a letter variable's alignments scored on the
@@ -207,6 +210,9 @@ class BindingTask(Task):
 
     def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return views.attention_targets(np.asarray(ids), self.config.max_depth)
+
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:  # layout.py
+        return layout.token_roles(np.asarray(ids), self.config.n_lines)
 
     def pair_roles(self, pairs: Pairs) -> dict[str, np.ndarray]:  # roles.py
         return roles.pair_roles(np.asarray(pairs.base_ids), self.config.max_depth)
