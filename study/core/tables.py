@@ -53,6 +53,12 @@ DAS_CONTROL = Table("das_control", "das", DAS.columns)
 # (`pairs`, e.g. binding's renamed letters); `base_kept`: the share of tested pairs whose
 # output stayed the base's
 DAS_TRANSFER = Table("das_transfer", "das", (*DAS.columns, "pairs", "base_kept"))
+# where a network holds each variable: DAS over every token role x layer, screened at every
+# cell and fully searched at the best; `null` is the controls' maximum over the grid
+ATLAS = Table("atlas", "atlas", (
+    "checkpoint", "model", "seed", "variable", "role", "site", "layer", "stage", "k", "iia",
+    "iia_lo", "iia_hi", "train_iia", "n_tested", "too_few", "shuffled_iia", "step0_iia",
+    "chance", "null", "null_from", "credited"))
 PROBES = Table("probes", "probes", (
     "checkpoint", "variable", "site", "layer", "position", "split", "accuracy", "control",
     "converged"))
@@ -78,7 +84,7 @@ COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
 
 TABLES: dict[str, Table] = {t.name: t for t in (
     PATCHING, HEAD_RANKING, POSITIONS, PATCHING_ROLES, DAS, DAS_SHUFFLED, DAS_CONTROL,
-    DAS_TRANSFER, PROBES,
+    DAS_TRANSFER, ATLAS, PROBES,
     CIRCUITS, ABLATION, SUBSPACES,
     COMPARE_SIMILARITY, COMPARE_STITCHING, COMPARE_GEOMETRY)}
 
