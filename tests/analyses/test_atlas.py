@@ -195,3 +195,34 @@ def test_declared_roles_are_accepted_and_name_the_grid():
     names = ["letter@0", "rhs@0", "letter@2", "rhs@2", "colon"]
     assert roles_of(("rhs", "letter@2"), names) == ["rhs@0", "letter@2", "rhs@2"]
     assert roles_of((), names) == names
+
+
+def test_the_report_draws_one_heatmap_per_family_and_variable_greying_uncredited_cells():
+    from pathlib import Path
+
+    import pandas as pd
+
+    from study.reports.load import RunTables
+    from study.reports.sections.atlas import build
+
+    rows = []
+    for variable in ("root_value", "query"):
+        for layer in (0, 1):
+            for role in ("rhs@0", "rhs@1", "colon"):
+                lo = 0.9 if (role, layer) == ("rhs@1", 1) else 0.1
+                rows.append(dict(checkpoint=9, model="gru", seed=0, variable=variable,
+                                 role=role, site="resid", layer=layer, stage="screen", k=4,
+                                 iia=lo + 0.05, iia_lo=lo, iia_hi=lo + 0.1, train_iia=lo,
+                                 n_tested=200, too_few=False, shuffled_iia=0.2, step0_iia=0.3,
+                                 chance=0.1))
+    df = pd.DataFrame(with_null(rows))
+    runs = [RunTables(Path(f"/nonexistent/{m}"), {"task": "binding", "model": m, "seed": 0}, {},
+                      "done", None, None, {"atlas": df.assign(model=m)}, label=f"{m} s0")
+            for m in ("gru", "rope2")]
+    figures = build(runs)
+    assert len(figures) == 4  # 2 families x 2 variables
+    spec = figures[0].spec()
+    assert spec["width"] >= 700
+    data = next(iter(spec["datasets"].values()))
+    shown = {(d["role"], d["site_layer"]) for d in data if d["shown"]}
+    assert shown == {("rhs@1", "resid[1]")}  # only the credited cell carries colour
