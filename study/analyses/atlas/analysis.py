@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import setting
+from study.analyses.atlas.roles import asked_roles
 
 
 @dataclass(frozen=True)
@@ -103,31 +104,6 @@ class AtlasConfig:
         if self.eval_batch_size < 1:
             raise UsageError(f"runtime.eval_batch_size={self.eval_batch_size}: must be at "
                              f"least 1")
-
-
-def asked_roles(asked: tuple[str, ...], task_cls) -> tuple[str, ...]:
-    """`atlas.roles` checked against the task's declared roles (`role_names`): each a role
-    (`rhs`) or one occurrence of it (`rhs@3`). A UsageError names the one not declared."""
-    declared = tuple(getattr(task_cls, "role_names", ()))
-    if not declared:
-        raise UsageError(f"atlas: task {task_cls.name} declares no token roles (Task.roles); "
-                         f"the atlas needs them")
-    for name in asked:
-        role, _, index = name.partition("@")
-        if role not in declared or (index and not index.isdigit()):
-            raise UsageError(f"atlas.roles: {name!r} is not a token role of {task_cls.name}; "
-                             f"choose from {', '.join(declared)} (or one occurrence, "
-                             f"<role>@<i>)")
-    return tuple(asked)
-
-
-def roles_of(asked: tuple[str, ...], names) -> list[str]:
-    """The task's role names (`Task.roles`' keys, in order) that `atlas.roles` asks for:
-    all where none asked, else each asked role's every occurrence or the one asked."""
-    names = list(names)
-    if not asked:
-        return names
-    return [n for n in names if n in asked or n.split("@", 1)[0] in asked]
 
 
 def check(cfg: AtlasConfig, task_cls, model_entry, model_config) -> None:

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from study.analyses.atlas.grid import at_role, cell, read, screen, take_pairs
+from study.analyses.atlas.roles import roles_of
 from study.analyses.common.stats import chance_iia, iia_scores
 
 _log = logging.getLogger(__name__)
@@ -17,7 +18,6 @@ NEAR_BEST = 0.01  # the full search's k: the smallest whose training IIA is this
 def atlas_rows(ctx) -> list[dict]:
     """Every cell's rows, screened and (the best `top` per variable) fully searched, with the
     null and `credited` set (`with_null`)."""
-    from study.analyses.atlas.analysis import roles_of
     from study.analyses.das.analysis import asked_variables
     from study.core.sites import default_sites
 
