@@ -123,8 +123,8 @@ def check(cfg: AtlasConfig, task_cls, model_entry, model_config) -> None:
 @register("analysis", "atlas", config=AtlasConfig, check=check, presets={
     # [ours] the full budget above is the small scale's (das's `small` preset: n_train 2000,
     # 500 steps, lr 5e-3, batch 64, the ladder 1..16, one restart)
-    "smoke": {"n_train": 48, "n_test": 32, "screen_pairs": 32, "screen_k": 2,
-              "screen_steps": 3, "screen_batch": 8, "top": 1, "k": (2,), "steps": 3,
+    "smoke": {"variables": ("main",), "n_train": 48, "n_test": 32, "screen_pairs": 32,
+              "screen_k": 2, "screen_steps": 3, "screen_batch": 8, "top": 1, "k": (2,), "steps": 3,
               "batch_size": 16, "min_changed": 2, "eval_batch_size": 64},
 })
 def run(ctx):

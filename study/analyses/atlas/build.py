@@ -7,7 +7,7 @@ import logging
 import warnings
 import numpy as np
 
-from study.analyses.atlas.grid import at_role, cell, read, screen, take_pairs
+from study.analyses.atlas.grid import cell, read, screen, take_pairs
 from study.analyses.atlas.roles import roles_of
 from study.analyses.common.stats import chance_iia, iia_scores
 
@@ -78,7 +78,9 @@ def _cell(model, untrained, task, reads, role, kind, layer, cfg, seed):
     data = cell(model, mine, task, role, kind, layer, cfg.eval_batch_size)
     if data is None:
         return None
-    kept = [at_role(p, task, role)[0] for p in (mine.train_pairs, mine.test_pairs)]
+    kept = [take_pairs(p, (mine.roles[(split, "base")][role] >= 0)
+                       & (mine.roles[(split, "source")][role] >= 0))
+            for split, p in (("train", mine.train_pairs), ("test", mine.test_pairs))]
     shuffled = shuffled_sources(data, value_keys(kept[0]), value_keys(kept[1]), seed=seed,
                                 pairs=tuple(kept), task=task)
     data0 = (None if zero is None else

@@ -58,6 +58,7 @@ class Read:
     train: PairTensors  # judged; positions not yet the role's
     test: PairTensors
     acts: dict  # (split, side, kind, layer) -> (n, T, width), side base | source
+    roles: dict  # (split, side) -> the task's roles of those sequences (`Task.roles`)
 
 
 def read(model, train_pairs, test_pairs, task, sites, device, batch_size: int = 512,
@@ -83,7 +84,10 @@ def read(model, train_pairs, test_pairs, task, sites, device, batch_size: int = 
                     parts.setdefault(site, []).append(a)
             for (kind, layer), a in parts.items():
                 acts[(split, side, kind, layer)] = torch.cat(a)  # (n, T, width)
-    return Read(train_pairs, test_pairs, train, test, acts)
+    roles = {(split, side): task.roles(getattr(p, f"{side}_ids"))
+             for split, p in (("train", train_pairs), ("test", test_pairs))
+             for side in ("base", "source")}
+    return Read(train_pairs, test_pairs, train, test, acts, roles)
 
 
 def cell(model, got: Read, task, role: str, kind: str, layer: int,
@@ -93,9 +97,8 @@ def cell(model, got: Read, task, role: str, kind: str, layer: int,
     intervened at its position in the base with the source's vector at its position; None
     where no pair of a split holds it."""
     out = {}
-    for split, pairs, pt in (("train", got.train_pairs, got.train),
-                             ("test", got.test_pairs, got.test)):
-        bpos, spos = task.roles(pairs.base_ids)[role], task.roles(pairs.source_ids)[role]
+    for split, pt in (("train", got.train), ("test", got.test)):
+        bpos, spos = got.roles[(split, "base")][role], got.roles[(split, "source")][role]
         keep = np.flatnonzero((bpos >= 0) & (spos >= 0))
         if not len(keep):
             return None
@@ -203,7 +206,9 @@ def screen(model, cells: list[SiteData], k: int, steps: int, batch_size: int, lr
     if hasattr(inst, "active"):
         inst.active = list(scored)
     iv = stacked.cached_intervenable(model, inst)
-    per = max(1, eval_batch_size // max(len(scored), 1))
+    # pairs per cell and forward: eval_batch_size rows in all, at least 8 a cell (a forward
+    # through pyvene costs the same few milliseconds however few its rows)
+    per = max(8, eval_batch_size // max(len(scored), 1))
     with torch.no_grad():
         for lo in range(0, top, per):
             cols = np.arange(lo, min(lo + per, top))
