@@ -24,6 +24,16 @@ import torch
 from study.run.build import frozen
 
 
+class _Rows(list):
+    """The stages' rows, each printed as it is measured (a long measurement stopped early
+    still says what it measured)."""
+
+    def append(self, row):
+        print("bench atlas:", ", ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
+                                        for k, v in row.items()), flush=True)
+        super().append(row)
+
+
 def bench_atlas(task, model_entry, model_config, cfg, measure: int | None = None,
                 device: str = "cpu", seed: int = 0):
     """The stages' seconds as a DataFrame (one row per stage and site, then `total` rows)."""
@@ -47,7 +57,7 @@ def bench_atlas(task, model_entry, model_config, cfg, measure: int | None = None
     variables = asked_variables(cfg.variables, task)
     sites = default_sites(model, cfg.sites, cfg.layers, every_layer=True, setting="atlas")
     roles = roles_of(cfg.roles, task.roles(task.split("test").ids[:1]))
-    rows = []
+    rows = _Rows()
     measured = variables[:measure] if measure else variables
     for v_i, variable in enumerate(measured):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -74,6 +84,8 @@ def bench_atlas(task, model_entry, model_config, cfg, measure: int | None = None
                              cells=1, seconds=time.perf_counter() - t0,
                              cpu_s=time.process_time() - c0))
     df = pd.DataFrame(rows)
+    if df["stage"].eq("full").sum() == 0:
+        return df
     totals = []
     for col in ("seconds", "cpu_s"):
         per_variable = df[df["stage"] != "full"].groupby("variable")[col].sum().mean()

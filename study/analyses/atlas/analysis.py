@@ -65,8 +65,9 @@ class AtlasConfig:
     screen_steps: int = setting(150, "[ours] updates of the screening pass")
     screen_batch: int = setting(16, "[ours] pairs per update and cell, screening")
     screen_lr: float = setting(1e-2, "[ours] the screening pass's constant Adam lr")
-    top: int = setting(2, "[ours] cells per variable the full search runs at, the best by "
-                          "screening training IIA")
+    top: int = setting(1, "[ours] cells per variable the full search runs at, the best by "
+                          "screening training IIA (each costs about as much as the screening "
+                          "of every cell of one variable on the binding GRU at small)")
     k: tuple[int, ...] = setting((1, 2, 4, 8, 16), "the full search's k ladder")
     steps: int = setting(500, "the full search's alignment updates")
     batch_size: int = setting(64, "pairs per update, full search")

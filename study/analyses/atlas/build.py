@@ -157,16 +157,15 @@ def _full(model, untrained, task, variable, train, test, role, kind, layer, cfg,
             _by_k(search(untrained, data0, variable, -1, das, seed, 0,
                          alignments=("oaf",), ks=ks)[0]))
     train_iia = {k: r["train"]["iia"] for k, r in found.items()}
-    best = np.nanmax(list(train_iia.values()) + [np.nan])
-    k = (min(found) if np.isnan(best) else
-         min(k for k, v in train_iia.items() if not np.isnan(v) and v >= best - NEAR_BEST))
+    scored = [v for v in train_iia.values() if not np.isnan(v)]
+    k = (min(found) if not scored else
+         min(k for k, v in train_iia.items() if not np.isnan(v) and v >= max(scored) - NEAR_BEST))
     t = found[k]["test"]
     control = lambda rows: (float("nan") if not rows  # noqa: E731
                             else rows.get(k, rows[max(rows)])["test"]["iia"])
     # a control's every k counts towards the null: the highest test IIA over its ladder
-    best_of = lambda rows: (float("nan") if not rows  # noqa: E731
-                            else float(np.nanmax([r["test"]["iia"] for r in rows.values()]
-                                                 + [np.nan])))
+    best_of = lambda rows: max((r["test"]["iia"] for r in rows.values()  # noqa: E731
+                                if not np.isnan(r["test"]["iia"])), default=float("nan"))
     return dict(variable=variable, role=role, site=kind, layer=layer, stage="full", k=k,
                 iia=t["iia"], iia_lo=t["iia_lo"], iia_hi=t["iia_hi"],
                 train_iia=found[k]["train"]["iia"], n_tested=t["n_tested"],
