@@ -1,5 +1,6 @@
-"""`python -m study bench train|das key=value ...`: speed of the hot loops against a naive
-baseline measured in the same process, written as a Markdown table (and CSV) and printed.
+"""`python -m study bench train|das|atlas key=value ...`: speed of the hot loops against a naive
+baseline measured in the same process (atlas: the cost of one network's atlas, stage by stage,
+`study/checks/bench_atlas.py`), written as a Markdown table (and CSV) and printed.
 
 Absolute numbers on shared machines are noisy; the ratio to the baseline is the figure to read.
 """
@@ -17,7 +18,8 @@ from study.core.rundir import atomic_write_bytes
 from study.core.settings import split_args
 from study.core.markdown import markdown_table
 
-DEFAULTS = {"train": {"task": "binding", "model": "gpt12"}, "das": {"task": "counting", "model": "gru"}}
+DEFAULTS = {"train": {"task": "binding", "model": "gpt12"}, "das": {"task": "counting", "model": "gru"},
+            "atlas": {"task": "binding", "model": "gru"}}
 # `model=all`: every family on the task of its paper (Wu et al.: gpt12 on binding; Exoo et al.:
 # attn2 on assign_add; Grant et al.: the GRU, the LSTM and the 2-layer transformer on counting)
 HOME_TASKS = {"gpt12": "binding", "attn2": "assign_add", "rope2": "counting", "gru": "counting",
@@ -25,8 +27,9 @@ HOME_TASKS = {"gpt12": "binding", "attn2": "assign_add", "rope2": "counting", "g
 
 
 def cmd_bench(args):
-    if not args or args[0] not in ("train", "das"):
-        raise UsageError("usage: bench train|das [task=NAME model=NAME scale=... steps=N out=PATH]")
+    if not args or args[0] not in DEFAULTS:
+        raise UsageError("usage: bench train|das|atlas [task=NAME model=NAME scale=... steps=N "
+                         "out=PATH] (atlas: atlas.KEY=VALUE ... measure=N)")
     main(args[0], split_args(args[1:]))
 
 
@@ -36,13 +39,16 @@ def main(kind: str, kv: dict[str, str]) -> Path:
         raise UsageError("model=all benchmarks each family on its own paper's task; drop task=")
     kv = {**DEFAULTS[kind], **kv}
     steps = coerce("steps", kv.pop("steps", "30"), int)
+    measure = coerce("measure", kv.pop("measure", "0"), int)  # atlas: variables measured
+    if kind == "atlas":
+        kv["analyses"] = "atlas"
     if steps < 2:
         raise UsageError(f"steps={steps}: expected at least 2")
     out = Path(kv.pop("out", f"runs/bench/{kind}-{'all' if every else kv['task'] + '-' + kv['model']}"
                              f"-{time.strftime('%Y%m%d-%H%M%S')}.md"))
     pairs = [{**kv, "model": m, "task": t} for m, t in HOME_TASKS.items()] if every else [kv]
     configs = [resolve(p) for p in pairs]  # every setting checked before anything runs
-    tables = [_one(kind, cfg, steps) for cfg in configs]
+    tables = [_one(kind, cfg, steps, measure) for cfg in configs]
     import pandas as pd
     table = pd.concat(tables, ignore_index=True)
     cfg = configs[0]
@@ -56,7 +62,7 @@ def main(kind: str, kv: dict[str, str]) -> Path:
     return out
 
 
-def _one(kind: str, cfg, steps: int):
+def _one(kind: str, cfg, steps: int, measure: int = 0):
     """One (task, model)'s bench table, with the task and model as its first columns."""
     task = build_task(cfg)
     model_entry = registry.get("model", cfg.model)
@@ -65,6 +71,10 @@ def _one(kind: str, cfg, steps: int):
     if kind == "train":
         from study.checks.bench_train import bench_train
         table = bench_train(task, model_entry, cfg.model_config, cfg.train, steps=steps, device=device)
+    elif kind == "atlas":
+        from study.checks.bench_atlas import bench_atlas
+        table = bench_atlas(task, model_entry, cfg.model_config, cfg.analysis_configs["atlas"],
+                            measure=measure or None, device=device)
     else:
         from study.checks.bench_das import bench_das
         table = bench_das(task, model_entry, cfg.model_config, steps=steps, device=device)

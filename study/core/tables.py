@@ -59,6 +59,12 @@ DAS_STRATA = Table("das_strata", "das", (
     "checkpoint", "variable", "site", "layer", "position", "alignment", "k", "split", "search",
     "stratum", "value", "iia", "iia_lo", "iia_hi", "n_pairs", "n_changed", "n_tested",
     "too_few"))
+# where a network holds each variable: DAS over every token role x layer, screened at every
+# cell and fully searched at the best; `null` is the controls' maximum over the grid
+ATLAS = Table("atlas", "atlas", (
+    "checkpoint", "model", "seed", "variable", "role", "site", "layer", "stage", "k", "iia",
+    "iia_lo", "iia_hi", "train_iia", "n_tested", "too_few", "shuffled_iia", "step0_iia",
+    "chance", "null", "null_from", "credited"))
 PROBES = Table("probes", "probes", (
     "checkpoint", "variable", "site", "layer", "position", "split", "accuracy", "control",
     "converged"))
@@ -86,7 +92,7 @@ COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
 
 TABLES: dict[str, Table] = {t.name: t for t in (
     PATCHING, HEAD_RANKING, POSITIONS, PATCHING_ROLES, DAS, DAS_SHUFFLED, DAS_CONTROL,
-    DAS_TRANSFER, DAS_STRATA, PROBES,
+    DAS_TRANSFER, DAS_STRATA, ATLAS, PROBES,
     CIRCUITS, ABLATION, SUBSPACES,
     COMPARE_SIMILARITY, COMPARE_STITCHING, COMPARE_GEOMETRY)}
 

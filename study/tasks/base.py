@@ -24,9 +24,8 @@ What analyses read of a task's semantics is asked of the task itself (`Task` bel
 a default that means "none" or "not applicable", so a new task works without them:
 `probe_variables` (probes), `attention_targets` and `progress_measures` (circuit scores),
 `operands` (Exoo et al.'s operand views), `stratum_label` (tables by stratum),
-`pair_roles` (role-aligned patching: where each pair's named token roles sit), `roles`
-(each sequence's token roles by place: binding's lines and query, counting's demos and
-responses),
+`pair_roles` (role-aligned patching: where each pair's named token roles sit),
+`roles` and `role_names` (the token roles of a sequence, the atlas's grid),
 `value_labels` (the base's output with the variable set to a given value),
 `Pairs.changed` (counterfactual pairs whose intervention must change the output), and
 `output_ids` (the output vocabulary the loss and accuracy score; default every token).
@@ -162,6 +161,9 @@ class Task(ABC):
     # The names `probe_variables` returns, known before any data exists so that a setting
     # such as `probes.variables=...` is checked when the command line is parsed.
     probe_variable_names: ClassVar[tuple[str, ...]] = ("output",)
+    # The token roles `roles` names (each alone or as `<role>@<i>`), known before any data
+    # exists so that `atlas.roles=...` is checked when the command line is parsed.
+    role_names: ClassVar[tuple[str, ...]] = ()
     # The pair strata (`Pairs.strata` names) the role-aligned patching table is also split by
     # (`pair_roles`); binding: `depth`, since deeper chains have more roles.
     pair_role_strata: ClassVar[tuple[str, ...]] = ()
@@ -314,11 +316,17 @@ class Task(ABC):
         return {}
 
     def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:
-        """Token roles of sequences (n, S) by their place, for searching a variable at every
-        role: role name -> (n,) int64 position in each sequence, -1 where it has no such
-        token; the names are the same for every sequence of a config, in the order tables
-        and charts list them. Default: no roles."""
+        """The token roles of sequences `ids` (n, width), the grid the atlas searches a
+        variable over: role name -> (n,) int64 position of that role in each sequence, -1
+        where the sequence has none. A name is one of `role_names`, alone (one token per
+        sequence, e.g. binding's `colon`) or with `@i` for its i-th occurrence (binding's
+        `rhs@3`, line 3's right-hand token), in the order of the sequence. Default: none."""
         return {}
+
+    @staticmethod
+    def role_of(name: str) -> str:
+        """The role family of a `roles` name: `rhs@3` -> `rhs`."""
+        return name.split("@", 1)[0]
 
     def stratum_label(self, name: str, value) -> str:
         """How a stratum value reads in tables: `name=value` ("depth=3")."""

@@ -112,31 +112,3 @@ def test_every_pair_records_its_source_depth_inside_the_trained_depth(shallow, k
         every = referent_options(ids, p, letters, free)[0]
         inside = referent_options(ids, p, letters, free, np.full(len(ids), 2))[0]
         assert (every & ~inside).sum() > 0.05 * every.sum()  # what the limit leaves out
-
-
-def test_token_roles_name_each_lines_tokens_and_the_query(task):  # noqa: F811
-    """Each role's position holds its token, lines past a program's end are -1 (the line-count
-    set), and the `resolved` pairs intervene at their line's `rhs` role."""
-    for split in ("test", "gen_lines"):
-        ids = task.split(split).ids[:200]
-        roles = task.roles(ids)
-        width = max(task.config.n_lines, task.config.gen_max_lines)
-        assert list(roles)[:4] == ["line0_letter", "line0_eq", "line0_rhs", "line0_nl"]
-        assert len(roles) == 4 * width + 2 and list(roles)[-2:] == ["query_letter", "answer"]
-        for i in range(len(ids)):
-            text = task.render(ids[i])
-            lines = text.split("\n")[:-1]
-            for k in range(width):
-                want = ([text[4 * k], "=", text[4 * k + 2], "\n"] if k < len(lines)
-                        else None)
-                got = [roles[f"line{k}_{r}"][i] for r in ("letter", "eq", "rhs", "nl")]
-                if want is None:
-                    assert got == [-1] * 4
-                else:
-                    assert [text[p] for p in got] == want and want[0] == lines[k][0]
-            assert text[roles["query_letter"][i] - 1:roles["answer"][i] + 1] == \
-                text.split("\n")[-1]
-    pairs = task.counterfactuals("resolved", 100, "test", seed=0)
-    roles = task.roles(pairs.base_ids)
-    at = np.array([roles[f"line{k}_rhs"][i] for i, k in enumerate(pairs.strata["line"])])
-    assert np.array_equal(at, pairs.base_pos)

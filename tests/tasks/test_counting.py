@@ -280,26 +280,6 @@ def test_count_next_labels_are_the_causal_models_next_prediction():
     assert 0.15 < p.changed.mean() < 0.4 and p.changed.mean() > full.changed.mean()
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_token_roles_name_the_demos_and_responses_in_order(variant):
-    """With voids among the demos: `demo<j>` is the j-th demonstration token, `resp<j>` the
-    j-th response, -1 past the count; `bos`, `trigger`, `eos` where they stand."""
-    task = make(variant=variant, void_p=0.2)
-    ex = task.split("val")
-    roles = task.roles(ex.ids[:100])
-    assert list(roles)[:2] == ["bos", "demo1"] and list(roles)[-1] == "eos"
-    assert len(roles) == 2 * task.config.max_count + 3
-    for i in range(100):
-        toks = [task.vocab[t] for t in ex.ids[i] if t != task.pad_id]
-        n, t = int(ex.strata["count"][i]), toks.index("T")
-        demos = [p for p in range(t) if toks[p] in task.alphabet.demo]
-        assert len(demos) == n and roles["trigger"][i] == t and roles["bos"][i] == 0
-        assert [roles[f"demo{j}"][i] for j in range(1, 21)] == demos + [-1] * (20 - n)
-        assert [roles[f"resp{j}"][i] for j in range(1, 21)] == \
-            list(range(t + 1, t + n + 1)) + [-1] * (20 - n)
-        assert roles["eos"][i] == t + n + 1 == len(toks) - 1
-
-
 def test_variable_values():
     task = make(variant="single_object")
     ids = np.array([task.encode(BASE) + [task.pad_id] * 34])

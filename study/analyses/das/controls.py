@@ -26,7 +26,7 @@ label anyway (binding: another letter bound to the same digit) are not scored: t
 intervention can tell the two values apart, and a perfect code would score them by chance.
 
 Step-0 control (table `das_control`): the same search on the run's untrained network
-(`study.analyses.das.run`).
+(`study.analyses.das.analysis.run`).
 
 Both controls run the search itself (`search.search`) over the k ladder up to `control_ks`:
 from the smallest k, each k warm-started from the previous k's kept fit as the search is,

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import torch
 
 from study.analyses.common.interchange import rows_right
-from study.analyses.das import snapshot as snapshots
+import study.analyses.das.snapshot as snapshots
 from study.analyses.das.stacked import StackedAlignment
 from study.analyses.das.update import MIN_GAIN, WINDOW, lr_factor, scored_iv
 from study.core.labels import IGNORE

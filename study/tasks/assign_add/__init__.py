@@ -52,7 +52,7 @@ import numpy as np
 from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import derived, fixed, set_derived, setting
-from study.tasks.assign_add import causal, pairs, published, views
+from study.tasks.assign_add import causal, layout, pairs, published, views
 from study.tasks.assign_add.generate import NINE_POOLS, Generator, n_seen_pairs
 from study.tasks.base import IGNORE, Examples, Pairs, Task
 
@@ -139,6 +139,7 @@ class AssignAddTask(Task):
     # run: 0.75 at step 5,301, >= 0.95 at 5,401); the two-variable ones follow within 600 steps
     transition_splits: ClassVar[tuple[str, ...]] = ("var1_seen_allowed", "var1_heldout_allowed")
     causal_variables: ClassVar[tuple[str, ...]] = ("x", "y")
+    role_names: ClassVar[tuple[str, ...]] = layout.ROLE_NAMES
     probe_variable_names: ClassVar[tuple[str, ...]] = ("x", "y", "sum", "var_of_num")
     counterfactual_kinds: ClassVar[tuple[str, ...]] = ("lhs_value", "rhs_value", "binding",
                                                        "operand_var")
@@ -203,6 +204,9 @@ class AssignAddTask(Task):
         return self.generator.train_batch(step, batch_size)
 
     # --- causal model (causal.py, pairs.py) -------------------------------------------
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:  # layout.py
+        return layout.token_roles(np.asarray(ids), self.layout, self.config.max_assign)
+
     def operands(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(x, y): the operand values of (n, seq_len) sequences, variables resolved from the
         prefix (the symbolic model's variables)."""

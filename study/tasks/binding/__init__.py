@@ -36,9 +36,9 @@ The family's modules, each importing only those listed before it:
 - `views`: what analyses read (probe variables `root_value`, `line_value`; attention
   targets `chain`, `root`, `query_line` from `:` and the hop roles `hop<h>`,
   `hop<h>_at_query`; the shortcut rules' accuracy);
-- `roles`: the query chain's token positions per pair, for role-aligned patching, and each
-  token's place in the program (each line's letter, `=`, right-hand token and newline, the
-  query letter, `:`).
+- `roles`: the query chain's token positions per pair, for role-aligned patching;
+- `layout`: every token's role in a program (line i's letter, `=`, right-hand token,
+  newline; the query letter; `:`), the atlas's grid.
 This module holds the config, the presets and the registered task, which delegates to them.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ from study.core.registry import register
 from study.core.settings import fixed, setting
 from study.tasks.base import IGNORE, Examples, Pairs, Task
 from study.tasks.binding import pairs as pairs_mod
-from study.tasks.binding import roles, views
+from study.tasks.binding import layout, roles, views
 from study.tasks.binding.causal import interpret
 from study.tasks.binding.generate import Generator
 from study.tasks.binding.vocab import DIGIT0, PAD, VOCAB
@@ -163,6 +163,7 @@ class BindingTask(Task):
     pair_role_strata: ClassVar[tuple[str, ...]] = ("depth",)
     # every DAS IIA also split by the hops of the source's chain (table `das_strata`)
     iia_strata: ClassVar[tuple[str, ...]] = ("source_depth",)
+    role_names: ClassVar[tuple[str, ...]] = layout.ROLE_NAMES
     counterfactual_kinds: ClassVar[tuple[str, ...]] = (
         "root_value", "distractor", "query", "referent", "resolved", "renamed:query",
         "renamed:referent")
@@ -240,9 +241,9 @@ class BindingTask(Task):
     def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return views.attention_targets(np.asarray(ids), self.config.max_depth)
 
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:  # layout.py
+        return layout.token_roles(np.asarray(ids), self.config.n_lines)
+
     def pair_roles(self, pairs: Pairs) -> dict[str, np.ndarray]:  # roles.py
         return roles.pair_roles(np.asarray(pairs.base_ids), self.config.max_depth)
 
-    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:  # roles.py
-        return roles.token_roles(np.asarray(ids),
-                                 max(self.config.n_lines, self.config.gen_max_lines))

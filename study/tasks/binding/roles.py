@@ -1,5 +1,5 @@
 """Token roles of binding programs (Wu, Geiger, Millière 2025): along the query chain, for
-role-aligned patching (`pair_roles`), and by place in the program (`token_roles`).
+role-aligned patching (`pair_roles`); by place in the program: `layout`.
 
 Wu et al. trace the answer by patching the residual stream at the right-hand-side tokens of
 the query's chain: the value moves along them hop by hop across layers. The chain's lines
@@ -40,22 +40,3 @@ def pair_roles(base_ids: np.ndarray, max_depth: int) -> dict[str, np.ndarray]:
     out["query_letter"] = 4 * p["n_lines"] + 1
     out["answer"] = 4 * p["n_lines"] + 2
     return {k: np.asarray(v, np.int64) for k, v in out.items()}
-
-
-def token_roles(ids: np.ndarray, max_lines: int) -> dict[str, np.ndarray]:
-    """Role name -> (n,) int64 position in each program (n, S), -1 where the program has no
-    such token [ours: the names]: for each line k (0-based, as the `resolved` pairs' `line`
-    stratum counts) `line<k>_letter` (its left-hand letter, 4 k), `line<k>_eq` (`=`),
-    `line<k>_rhs` (its right-hand token, where `resolved` intervenes) and `line<k>_nl` (its
-    newline), for k < `max_lines` (the task's longest program, so the names are the same
-    for every split of a config); then `query_letter` (the q of `#q:`) and `answer` (the
-    `:`). In place order: line by line, then the query."""
-    n_lines = interpret(ids)["n_lines"]  # (n,)
-    out = {}
-    for k in range(max_lines):
-        here = k < n_lines
-        for j, name in enumerate(("letter", "eq", "rhs", "nl")):
-            out[f"line{k}_{name}"] = np.where(here, 4 * k + j, -1).astype(np.int64)
-    out["query_letter"] = (4 * n_lines + 1).astype(np.int64)
-    out["answer"] = (4 * n_lines + 2).astype(np.int64)
-    return out

@@ -36,8 +36,9 @@ The family's modules, each importing only those listed before it:
 - `causal`: the symbolic programs (causal models) and their interventions;
 - `generate`: the generator, void tokens included, and the splits;
 - `pairs`: the counterfactual pairs;
-- `views`: what analyses read (probe variables, attention targets, token roles by place) and
-  the shortcut rules.
+- `views`: what analyses read (probe variables, attention targets) and the shortcut rules;
+- `layout`: every token's role in a sequence (demonstration steps, trigger, responses), the
+  atlas's grid.
 This module holds the config, the presets and the registered task, which delegates to them.
 """
 from __future__ import annotations
@@ -51,7 +52,7 @@ from study.core.errors import UsageError
 from study.core.registry import register
 from study.core.settings import fixed, setting
 from study.tasks.base import IGNORE, Examples, Pairs, Task
-from study.tasks.counting import causal, pairs, views
+from study.tasks.counting import causal, layout, pairs, views
 from study.tasks.counting.generate import Generator
 from study.tasks.counting.pairs import CF_COUNTS
 from study.tasks.counting.vocab import VARIANTS, VOCAB
@@ -149,6 +150,7 @@ class CountingTask(Task):
     # [paper] Grant et al.'s headline: the count of the up-down algorithm, aligned by OAF
     # and LAF alike
     main_variables: ClassVar[tuple[str, ...]] = ("up_down:count",)
+    role_names: ClassVar[tuple[str, ...]] = layout.ROLE_NAMES
     counterfactual_kinds: ClassVar[tuple[str, ...]] = causal_variables + joint_variables
     train_presets: ClassVar[dict] = {
         "paper": dict(
@@ -238,11 +240,12 @@ class CountingTask(Task):
     def heuristics(self, split: str = "test") -> list[dict]:
         return views.heuristics(self, split)
 
+    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:  # layout.py
+        return layout.token_roles(np.asarray(ids), self.config.max_count)
+
     def probe_variables(self, ids: np.ndarray, labels=None) -> dict[str, np.ndarray]:
         return views.probe_variables(ids, self.alphabet)
 
     def attention_targets(self, ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return views.attention_targets(ids, self.alphabet)
 
-    def roles(self, ids: np.ndarray) -> dict[str, np.ndarray]:
-        return views.token_roles(ids, self.alphabet, self.config.max_count)

@@ -1,8 +1,7 @@
 """What analyses read of counting sequences (Grant, Goodman, McClelland 2025): probe
 variables (every causal variable of the three programs after each token,
 `causal.variable_values`), attention targets from the response positions to the trigger, the
-demonstrations and `B` [ours], the token roles by place (`token_roles`) and the accuracy of
-shortcut rules.
+demonstrations and `B` [ours], and the accuracy of shortcut rules.
 """
 from __future__ import annotations
 
@@ -62,29 +61,3 @@ def heuristics(task, split: str = "test") -> list[dict]:
             rows.append({"heuristic": name, "stratum": "count", "value": int(c),
                          "accuracy": float(right[sel].mean()), "n": int(sel.sum())})
     return rows
-
-
-def token_roles(ids: np.ndarray, alphabet: Alphabet, max_count: int) -> dict[str, np.ndarray]:
-    """Role name -> (n,) int64 position in each sequence (n, S), -1 where it has no such token
-    [ours: the names]: `bos`, `demo<j>` (the j-th demonstration token, voids skipped),
-    `trigger`, `resp<j>` (the j-th response token), `eos`, for j = 1..`max_count` (the
-    task's, so the names are the same for every sequence of a config)."""
-    ids = np.asarray(ids)
-    n, width = ids.shape
-    idx = np.arange(width)[None, :]
-    t_pos = np.argmax(ids == ID[alphabet.trig], axis=1)  # (n,)
-    has_t = (ids == ID[alphabet.trig]).any(1)
-    demo = np.isin(ids, [ID[t] for t in alphabet.demo]) & (idx < t_pos[:, None])
-    resp = (ids == ID[alphabet.resp]) & (idx > t_pos[:, None]) & has_t[:, None]
-
-    def nth(mask, j):  # (n,) position of the j-th True of each row (1-based), -1 if none
-        rank = np.cumsum(mask, 1)
-        hit = mask & (rank == j)
-        return np.where(hit.any(1), np.argmax(hit, 1), -1).astype(np.int64)
-
-    out = {"bos": np.where(ids[:, 0] == ID[alphabet.bos], 0, -1).astype(np.int64)}
-    out.update({f"demo{j}": nth(demo, j) for j in range(1, max_count + 1)})
-    out["trigger"] = np.where(has_t, t_pos, -1).astype(np.int64)
-    out.update({f"resp{j}": nth(resp, j) for j in range(1, max_count + 1)})
-    out["eos"] = nth(ids == ID[alphabet.eos], 1)
-    return out
