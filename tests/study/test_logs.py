@@ -20,7 +20,8 @@ from tests.conftest import run_cli
 STAMP = r"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d )?"  # run.log's lines begin with their time
 LINE = re.compile(rf"^{STAMP}counting/gru step (\d+)/60 \(\d+%\) loss \d+\.\d+ acc (-|\d\.\d+) "
                   r"tokens/s \S+ ETA (\?|\d+[hms]\S*)$", re.M)
-ARGS = ["run", "task=counting", "model=gru", "scale=smoke", "train.steps=60", "train.log_every=5"]
+ARGS = ["run", "task=counting", "model=gru", "scale=smoke", "train.steps=60", "train.log_every=5",
+        "analyses=none"]
 
 
 def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from study.core.rundir import RunDir, atomic_write_bytes
 from tests.conftest import run_cli
 
-SMOKE = ("task=counting", "model=gru", "scale=smoke")
+SMOKE = ("task=counting", "model=gru", "scale=smoke", "analyses=none")
 
 
 def one_line_exit_2(r, *needles):

@@ -103,7 +103,7 @@ def _speed(tmp_path) -> float:
     return json.loads((tmp_path / "speed" / "summary.json").read_text())["steps_per_s"]
 
 
-RUN = ["task=counting", "model=gru", "scale=smoke"]
+RUN = ["task=counting", "model=gru", "scale=smoke", "analyses=none"]
 
 
 def test_a_run_past_its_time_limit_is_requeued_and_ends_bit_equal(cluster, tmp_path):
