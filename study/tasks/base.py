@@ -140,9 +140,10 @@ class Task(ABC):
     presets and under the command line: the variant of each family the task's page documents
     (binding's laptop variant), which `run` and the study files train alike. Analysis keys
     apply where that analysis is asked for."""
-    standard_analyses: ClassVar[dict[str, str]] = {"analyses": "patching,das"}
+    standard_analyses: ClassVar[dict[str, str]] = {"analyses": "patching,das",
+                                                   "das.variables": "main"}
     """What `run` analyses when no `analyses=` is given, as key=value settings: patching, and
-    DAS on the task's headline variables (the das preset's `main`) at the scale's budget."""
+    DAS on the task's headline variables (`main_variables`) at the scale's budget."""
     # Splits scored during training (the engine evaluates each, per stratum, at checkpoints).
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
     # the evaluation splits whose joint rise marks the task's transition (its first
