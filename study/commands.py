@@ -161,12 +161,61 @@ def cmd_sample(args):
 def cmd_run(args):
     from study.run.config import with_standard_analyses
     given = split_args(args)
+    if "study" in given:  # a study file of one run: its settings under the command line's
+        given = _one_run(given)
     allow_long = _yes(given.pop("long", "no"), "long")
     cfg = resolve(with_standard_analyses(given))  # no analyses=: the task's standard ones
     _check_duration(cfg, allow_long, given)
     from study.run.runner import run
     rd = run(cfg)
+    for line in _das_lines(rd.path):
+        print(line)
     print(rd.path)
+    print(f"report: {rd.path / 'report.html'}")
+
+
+def _one_run(given: dict) -> dict:
+    """`run study=NAME|PATH ...`: the settings of a study file that describes one run
+    (`examples/quickstart.toml`), the command line's over them; a study of several runs is
+    refused, naming `sweep`. Settings of how a sweep runs (`jobs`, ...) do not apply."""
+    from study.sweep import studies
+    from study.sweep.options import SWEEP_KEYS
+    from study.sweep.plan import expand
+    ref = given.pop("study")
+    study = studies.load(ref)
+    sweeps = study.sweeps()
+    settings = {k: v for k, v in sweeps[0].items()
+                if k not in SWEEP_KEYS and not k.startswith(("compare.", "slurm."))}
+    merged = {**settings, **given}
+    runs = len(sweeps) if len(sweeps) > 1 else len(expand({k: v for k, v in merged.items()
+                                                           if k != "run_dir"}))
+    if runs != 1:
+        raise UsageError(f"study={ref} describes {runs} runs; run takes a study of one run "
+                         f"(python -m study sweep study={ref} runs them all)")
+    return merged
+
+
+def _das_lines(path) -> list[str]:
+    """The run's DAS result as a small table: test IIA (on tested pairs) per variable, site
+    and k, a column per alignment, at the final checkpoint; none without DAS tables."""
+    import pandas as pd
+    table = Path(path) / "analyses" / "das" / "das.parquet"
+    try:
+        df = pd.read_parquet(table)
+    except (OSError, ValueError):
+        return []
+    df = df[(df["split"] == "test") & (df["checkpoint"] == df["checkpoint"].max())]
+    if df.empty:
+        return []
+    wide = df.pivot_table(index=["variable", "site", "k"], columns="alignment", values="iia",
+                          aggfunc="first", sort=False)
+    names = list(wide.columns)
+    lines = [f"das: test IIA by k and alignment ({table})",
+             f"  {'variable':<16} {'site':<14} {'k':>3}  " + "  ".join(f"{n:>7}" for n in names)]
+    for (variable, site, k), row in wide.iterrows():
+        cells = "  ".join("      -" if pd.isna(row[n]) else f"{row[n]:7.3f}" for n in names)
+        lines.append(f"  {variable:<16} {site:<14} {int(k):>3}  {cells}")
+    return lines
 
 
 def _yes(value: str, key: str) -> bool:

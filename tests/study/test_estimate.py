@@ -227,3 +227,16 @@ def test_the_analysis_estimate_matches_the_binding_study_it_is_calibrated_on():
     assert len(resumed) <= 2
     kept = [x for x in ratios if x >= 1 / 3]
     assert 0.75 < statistics.median(kept) < 1.25 and max(kept) < 3, ratios
+
+
+def test_the_gpu_estimate_of_a_run_says_its_training_and_its_das():
+    """`python -m study.sweep.gpu_time`: a run's time is its start, its training steps and its
+    DAS updates (the search and its controls), each said; a run without DAS has none."""
+    from study.sweep import gpu_time
+    est = gpu_time.Estimator()
+    kv = {"task": "counting", "model": "gru", "scale": "smoke", "train.steps": "50"}
+    with_das = est.run(resolve({**kv, "analyses": "das", "das.k": "1,2"}))
+    assert with_das.das > 0 and with_das.training > 0
+    assert with_das.seconds == pytest.approx(gpu_time.START_S + with_das.training + with_das.das)
+    alone = est.run(resolve(kv))
+    assert alone.das == 0 and alone.training == pytest.approx(with_das.training)

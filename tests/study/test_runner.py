@@ -9,7 +9,7 @@ def test_run_writes_the_layout_and_a_rerun_skips(tmp_path):
     args = ("run", "task=counting", "model=gru", "scale=smoke", "analyses=probes", f"run_dir={run_dir}")
     r = run_cli(*args, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().endswith(str(run_dir))
+    assert r.stdout.strip().splitlines()[-2:] == [str(run_dir), f"report: {run_dir / 'report.html'}"]
     for name in ("config.json", "env.json", "status.json", "metrics.parquet", "summary.json",
                  "heuristics.parquet", "report.html", "run.log"):
         assert (run_dir / name).exists(), name
