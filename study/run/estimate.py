@@ -137,7 +137,9 @@ def matmul_rate(seconds: float = 0.3, n: int = 256) -> float:
 
 def _timed(engine, task, rows: int, device, seconds: float) -> float:
     """Seconds a step of `rows` random examples takes, after one warm-up step; as many steps
-    as fit in `seconds`, at least one."""
+    as fit in `seconds`, at least one. A warm-up step that alone takes longer than `seconds`
+    (a recurrent network run free, op by op, on a busy CPU) is the answer: a step's first
+    run costs little more than the next on a CPU, which compiles nothing."""
     import torch
 
     from study.train.runtime import sync
@@ -145,8 +147,11 @@ def _timed(engine, task, rows: int, device, seconds: float) -> float:
     ids = torch.randint(0, len(task.vocab), (rows, task.seq_len), generator=g).to(device)
     answer = int(task.output_ids[0]) if task.output_ids else 0
     targets = torch.full_like(ids, answer)  # every position scored: the most a step reads out
+    start = time.perf_counter()
     engine.step(ids, targets, None, 1e-4)
     sync(device)
+    if time.perf_counter() - start > seconds:
+        return time.perf_counter() - start
     steps, start = 0, time.perf_counter()
     while steps < 1 or time.perf_counter() - start < seconds:
         engine.step(ids, targets, None, 1e-4)
