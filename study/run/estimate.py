@@ -255,10 +255,18 @@ def on_cpu(cfg, gpus_here: bool) -> bool:
 
 
 def parts(cfg, task, steps_left: int, step_s: float) -> "Parts":
-    """A run's training (`steps_left` steps of `step_s` seconds, within its time bound) and
-    each of its analyses on this CPU (`study/run/analysis_time.py`)."""
-    from study.run.analysis_time import Parts, analysis_seconds
-    return Parts(_capped(cfg, steps_left * step_s), analysis_seconds(cfg, task, step_s))
+    """A run's training (`steps_left` steps of `step_s` seconds and its evaluations, a
+    forward of `eval_examples` of each evaluated split at every checkpoint and every
+    `eval_every` steps, within its time bound) and each of its analyses on this CPU
+    (`study/run/analysis_time.py`)."""
+    from study.run.analysis_time import Parts, analysis_seconds, forward_s
+    train = cfg.train
+    every = train.eval_every or (max(1, train.steps // 200) if train.target_accuracy else 0)
+    evaluations = train.checkpoints + (steps_left // every if every else 0)
+    evaluating = (evaluations * len(task.eval_splits) * train.eval_examples
+                  * forward_s(cfg, step_s))
+    return Parts(_capped(cfg, steps_left * step_s + evaluating),
+                 analysis_seconds(cfg, task, step_s))
 
 
 def said(p) -> str:

@@ -91,15 +91,16 @@ def one_step_per_second(monkeypatch):
 
 def test_a_cpu_sweep_over_an_hour_in_all_is_refused_in_one_line_before_anything_is_written(
         tmp_path, monkeypatch, capsys, one_step_per_second):
-    """Two runs of 2,000 s each, one at a time: each alone is under the hour, the sweep is not.
+    """Two runs of 2,000 s each (and their evaluations), one at a time: each alone is under the
+    hour, the sweep is not.
     One probe serves both (the same settings but the seed)."""
     from study.cli import main
     monkeypatch.chdir(tmp_path)
     assert main(SWEEP) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: this sweep would take about 1 h 6 min"), err
+    assert len(err) == 1 and err[0].startswith("error: this sweep would take about 1 h 7 min"), err
     assert "2 runs, 1 at once" in err[0] and "2,000 steps at 1.0 s a step" in err[0]
-    assert "training 1 h 6 min, analyses 0 s, comparisons 0 s" in err[0]
+    assert "training 1 h 7 min, analyses 0 s, comparisons 0 s" in err[0]
     assert "long=ok" in err[0] and "scale=small" in err[0]
     assert one_step_per_second == [0]
     assert list(tmp_path.iterdir()) == []  # no sweep record, no run directory
@@ -178,7 +179,7 @@ def test_the_headline_command_is_refused_naming_the_laptop_variant_with_its_esti
     assert len(err) == 1, err
     line = err[0]
     assert line.startswith("error: this run would take about ") and "20 s a step" in line
-    assert "training 24 days" in line and "patching" in line and "das" in line
+    assert "training 25 days" in line and "patching" in line and "das" in line
     assert "`python -m study run task=binding model=gpt12 scale=small`" in line
     assert "long=ok" in line.split("`")[-1]  # the escape for this run, not the variant's
     assert list(tmp_path.iterdir()) == []
@@ -186,9 +187,10 @@ def test_the_headline_command_is_refused_naming_the_laptop_variant_with_its_esti
 
 def test_a_sweep_estimate_says_its_training_analyses_and_comparisons(tmp_path, monkeypatch,
                                                                      capsys):
-    """Two runs with DAS, 30 s a step: the analyses (priced from the step) and the comparisons
-    across the runs at the sweep's end are counted and named beside the training, and DAS
-    counts for more than the same runs' training (as in every study measured)."""
+    """Two runs with DAS, 30 s a step (20 steps and 24 evaluations each): the analyses (priced
+    from the step) and the comparisons across the runs at the sweep's end are counted and
+    named beside the training, and DAS counts for more than the same runs' training (as in
+    every study measured)."""
     import re
 
     import study.run.estimate as estimate
@@ -201,7 +203,7 @@ def test_a_sweep_estimate_says_its_training_analyses_and_comparisons(tmp_path, m
     err = capsys.readouterr().err.strip()
     got = re.search(r"training (.+?), analyses (.+?), comparisons (.+?);", err)
     assert got is not None, err
-    assert got[1] == "20 min" and " h " in got[2] and got[3] != "0 s", err
+    assert got[1] == "36 min" and " h " in got[2] and got[3] != "0 s", err
     assert "(das " in err and "long=ok" in err
 
 
