@@ -145,8 +145,11 @@ def _timed(engine, task, rows: int, device, seconds: float) -> float:
     from study.train.runtime import sync
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, len(task.vocab), (rows, task.seq_len), generator=g).to(device)
+    from study.core.labels import IGNORE
     answer = int(task.output_ids[0]) if task.output_ids else 0
-    targets = torch.full_like(ids, answer)  # every position scored: the most a step reads out
+    targets = torch.full_like(ids, answer)  # (rows, seq_len)
+    if engine.cfg.loss_on == "answer":  # the answer's position alone is scored
+        targets[:, :-1] = IGNORE
     start = time.perf_counter()
     engine.step(ids, targets, None, 1e-4)
     sync(device)
