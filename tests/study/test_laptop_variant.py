@@ -72,3 +72,16 @@ def test_analyses_none_trains_only_and_a_stray_analysis_key_is_still_refused():
     assert resolve(with_standard_analyses(kv)).analyses == ()
     with pytest.raises(UsageError, match="das.k given but analysis 'das' is not among"):
         resolve({**kv, "das.k": "1"})
+
+
+def test_run_takes_a_study_file_of_one_run_under_its_own_settings():
+    """`run study=quickstart` (the README's preset): the study's settings, the command line's
+    over them; a study of several runs is refused, naming sweep."""
+    from study.commands import _one_run
+    kv = _one_run({"study": "quickstart", "run_dir": "runs/try", "train.steps": "300"})
+    cfg = resolve(with_standard_analyses(kv))
+    assert (cfg.task, cfg.model, cfg.scale, cfg.run_dir) == ("counting", "gru", "smoke", "runs/try")
+    assert cfg.train.steps == 300 and cfg.analyses == ("das",)
+    assert cfg.analysis_configs["das"].k == (1, 2)
+    with pytest.raises(UsageError, match="describes 3 runs.*sweep study=demo"):
+        _one_run({"study": "demo"})
