@@ -65,9 +65,9 @@ def cmd_sweep(args):
 
 
 def _check_duration(plan, options):
-    """Refuse a local sweep whose CPU runs would train for over an hour here, unless long=ok
-    (finished runs count nothing, resumed ones only the steps left); returns the launcher's
-    slots."""
+    """Refuse a local sweep whose CPU runs would work (train, analyse, compare) for over an
+    hour here, unless long=ok (finished runs count nothing, resumed ones only the steps
+    left); returns the launcher's slots."""
     from study.run import runstate
     from study.run.build import build_task
     from study.run.estimate import SweepRun, check_long, on_cpu, steps_left

@@ -96,7 +96,7 @@ def _speed(tmp_path) -> float:
     """Training steps per second of the requeued run's settings here, now, on one thread as
     the SLURM task (slurm.cpus=1) trains."""
     r = subprocess.run([sys.executable, "-m", "study", "run", *RUN, "train.steps=100",
-                        "train.checkpoints=1", f"run_dir={tmp_path / 'speed'}", "analyses="],
+                        "train.checkpoints=1", f"run_dir={tmp_path / 'speed'}"],
                        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
