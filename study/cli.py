@@ -32,9 +32,10 @@ commands:
   sample task=NAME n=N [split=S] [seed=S] [scale=...] [task.FIELD=V ...]
                                          print N examples as JSON lines
   run task=NAME model=NAME [scale=paper|small|smoke] [seed=S] [run_dir=PATH]
-      [analyses=A,B] [task.F=V] [model.F=V] [train.F=V] [force=true] [long=ok]
-                                         train (resumes or skips), analyse, write the report;
-                                         a CPU run estimated at over an hour needs long=ok
+      [analyses=A,B|none] [task.F=V] [model.F=V] [train.F=V] [force=true] [long=ok]
+  run study=NAME|PATH [key=V ...]        train (resumes or skips), analyse (default: the
+                                         task's patching and DAS), write the report; a CPU
+                                         run estimated at over an hour needs long=ok
   sweep KEY=V1,V2 ... | study=NAME|PATH  expand comma lists into runs; skips finished ones
       [launcher=local|slurm] [jobs=auto|N] [gpus=auto|none|0,1,...] [dry_run=true]
       [slurm.partition=P slurm.gpus=N slurm.cpus=N slurm.time=MIN ...] [wait=false]

@@ -167,13 +167,63 @@ def cmd_sample(args):
 
 
 def cmd_run(args):
-    kv = split_args(args)
-    allow_long = _yes(kv.pop("long", "no"), "long")
-    cfg = resolve(kv)
-    _check_duration(cfg, allow_long)
+    from study.run.config import with_standard_analyses
+    given = split_args(args)
+    if "study" in given:  # a study file of one run: its settings under the command line's
+        given = _one_run(given)
+    allow_long = _yes(given.pop("long", "no"), "long")
+    cfg = resolve(with_standard_analyses(given))  # no analyses=: the task's standard ones
+    _check_duration(cfg, allow_long, given)
     from study.run.runner import run
     rd = run(cfg)
+    for line in _das_lines(rd.path):
+        print(line)
     print(rd.path)
+    print(f"report: {rd.path / 'report.html'}")
+
+
+def _one_run(given: dict) -> dict:
+    """`run study=NAME|PATH ...`: the settings of a study file that describes one run
+    (`examples/quickstart.toml`), the command line's over them; a study of several runs is
+    refused, naming `sweep`. Settings of how a sweep runs (`jobs`, ...) do not apply."""
+    from study.sweep import studies
+    from study.sweep.options import SWEEP_KEYS
+    from study.sweep.plan import expand
+    ref = given.pop("study")
+    study = studies.load(ref)
+    sweeps = study.sweeps()
+    settings = {k: v for k, v in sweeps[0].items()
+                if k not in SWEEP_KEYS and not k.startswith(("compare.", "slurm."))}
+    merged = {**settings, **given}
+    runs = len(sweeps) if len(sweeps) > 1 else len(expand({k: v for k, v in merged.items()
+                                                           if k != "run_dir"}))
+    if runs != 1:
+        raise UsageError(f"study={ref} describes {runs} runs; run takes a study of one run "
+                         f"(python -m study sweep study={ref} runs them all)")
+    return merged
+
+
+def _das_lines(path) -> list[str]:
+    """The run's DAS result as a small table: test IIA (on tested pairs) per variable, site
+    and k, a column per alignment, at the final checkpoint; none without DAS tables."""
+    import pandas as pd
+    table = Path(path) / "analyses" / "das" / "das.parquet"
+    try:
+        df = pd.read_parquet(table)
+    except (OSError, ValueError):
+        return []
+    df = df[(df["split"] == "test") & (df["checkpoint"] == df["checkpoint"].max())]
+    if df.empty:
+        return []
+    wide = df.pivot_table(index=["variable", "site", "k"], columns="alignment", values="iia",
+                          aggfunc="first", sort=False)
+    names = list(wide.columns)
+    lines = [f"das: test IIA by k and alignment ({table})",
+             f"  {'variable':<16} {'site':<14} {'k':>3}  " + "  ".join(f"{n:>7}" for n in names)]
+    for (variable, site, k), row in wide.iterrows():
+        cells = "  ".join("      -" if pd.isna(row[n]) else f"{row[n]:7.3f}" for n in names)
+        lines.append(f"  {variable:<16} {site:<14} {int(k):>3}  {cells}")
+    return lines
 
 
 def _yes(value: str, key: str) -> bool:
@@ -183,18 +233,51 @@ def _yes(value: str, key: str) -> bool:
     return value == "ok"
 
 
-def _check_duration(cfg, allow_long: bool) -> None:
-    """Refuse a CPU run that would train for over an hour here, unless long=ok (a resumed
-    run counts only the steps left; `study/run/estimate.py`)."""
+def _check_duration(cfg, allow_long: bool, kv: dict) -> None:
+    """Refuse a CPU run that would work for over an hour here, unless long=ok (a resumed
+    run counts only the steps left, a finished one nothing; `study/run/estimate.py`), naming
+    the laptop variant's command with its estimate where this run is not it."""
     from study.core import placement
+    from study.run import runstate
     from study.run.build import build_task
-    from study.run.estimate import check_duration, on_cpu, steps_left
+    from study.run.estimate import SweepRun, check_long, on_cpu, steps_left
     from study.run.preflight import nvidia_driver_loaded
 
     if allow_long or not on_cpu(cfg, nvidia_driver_loaded()):
         return
-    left = steps_left(cfg, placement.check(cfg.path))  # a bad run_dir is refused first, in one line
-    check_duration(cfg, build_task(cfg), left, allow_long, on_cpu=True)
+    path = placement.check(cfg.path)  # a bad run_dir is refused first, in one line
+    if not cfg.force and runstate.complete(path, cfg.analysis_settings(), cfg.hash8()):
+        return
+    left = steps_left(cfg, path)
+    check_long([SweepRun("this run", cfg, build_task(cfg), left)], 1, None, allow_long,
+               instead=_laptop_variant(cfg, kv))
+
+
+def _laptop_variant(cfg, given: dict) -> str:
+    """The command as given (`given`) at scale=small, with its estimate on this CPU ("" for a
+    small run, or where that too would take over an hour)."""
+    if cfg.scale == "small":
+        return ""
+    from study.run.build import build_task
+    from study.run.config import with_standard_analyses
+    from study.run.estimate import LONG_S, SweepRun, duration, estimate, said
+    small_kv = {k: v for k, v in given.items() if k not in ("scale", "run_dir", "force")}
+    small_kv["scale"] = "small"
+    try:
+        small = resolve(with_standard_analyses(small_kv))
+    except UsageError:  # an override that only the paper's sizes take
+        return ""
+    est = estimate([SweepRun("small", small, build_task(small), small.train.steps)])
+    if est.total > LONG_S:  # a busy machine: it too needs the escape
+        small_kv["long"] = "ok"
+    return (f"the laptop variant, `python -m study run {_shown(small_kv)}` (about "
+            f"{duration(est.total)} here: {said(est.parts[0])})")
+
+
+def _shown(kv: dict) -> str:
+    """key=value words of a command, task, model and scale first."""
+    first = [k for k in ("task", "model", "scale") if k in kv]
+    return " ".join(f"{k}={kv[k]}" for k in [*first, *(k for k in kv if k not in first)])
 
 
 def cmd_analyze(args):

@@ -47,15 +47,18 @@ HELP = {
          ("task.FIELD", "(scale's preset)", "any task field")),
         "python -m study sample task=binding n=2 split=test", scale="smoke"),
     "run": Help(
-        ("run task=NAME model=NAME [scale=S] [seed=S] [run_dir=PATH] [analyses=A,B] "
-         "[GROUP.FIELD=V ...] [force=true] [long=ok]",),
+        ("run task=NAME model=NAME [scale=S] [seed=S] [run_dir=PATH] [analyses=A,B|none] "
+         "[GROUP.FIELD=V ...] [force=true] [long=ok]",
+         "run study=NAME|PATH [KEY=V ...]   (a study file of one run: study=quickstart)"),
         (("task", "(required)", "task family"), ("model", "(required)", "model family"),
          ("scale", "paper", f"preset of every group ({_SCALES})"),
          ("seed", "0", "training seed (model init, data order)"),
          ("run_dir", "runs/<task>-<model>-s<seed>-<hash8>", "where the run goes"),
-         ("analyses", "(none)", "analyses to run after training, comma-separated"),
+         ("analyses", "(the task's standard: patching,das)",
+          "analyses to run after training, comma-separated; none = train only"),
+         ("study", "(none)", "a study file of one run whose settings the others override"),
          ("force", "false", "retrain a finished run"),
-         ("long", "no", "ok: start a CPU run estimated to train for over an hour here"),
+         ("long", "no", "ok: start a CPU run estimated to take over an hour here"),
          _FIELDS, _GROUP_SCALE, _RUNTIME),
         "python -m study run task=counting model=gru scale=small analyses=das,patching",
         scale="paper"),

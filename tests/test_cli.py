@@ -143,7 +143,7 @@ BAD_SETTINGS = [
     (["analyses=probes", "probes.n_examples=-1"], "probes.n_examples=-1"),
     (["analyses=probes", "probes.variables=bogus"], "'bogus' is not a variable of task counting"),
     (["analyses=probes", "probes.sites=resid"], "probes.sites=resid"),
-    (["das.k=1"], "analysis 'das' is not among the analyses asked for"),
+    (["analyses=patching", "das.k=1"], "analysis 'das' is not among the analyses asked for"),
     (["train.lr=nan"], "train.lr='nan'"),
     (["train.lr=inf"], "train.lr='inf'"),
     (["train.lr=0"], "train.lr=0.0: must be a finite number > 0"),

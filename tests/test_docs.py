@@ -178,14 +178,17 @@ def _close(documented: float, actual) -> bool:
 @pytest.mark.parametrize("name", list(entries("task")))
 def test_task_preset_tables_match_the_code(name):
     """Each single-field row of a task page's preset tables gives, per scale, the value the
-    code resolves (task config first, else the training config)."""
-    from study.run.config import resolve
+    code resolves (task config first, else the task's training preset, before any family's
+    own settings: `family_presets`, which the page lists per family)."""
+    from study.core import registry
+    from study.run.config import resolve, train_config
 
     checked = 0
     for field, values in _preset_rows(DOCS / "tasks" / f"{name}.md"):
         for scale, documented in values.items():
             cfg = resolve({"task": name, "model": next(iter(entries("model"))), "scale": scale})
-            group = cfg.task_config if hasattr(cfg.task_config, field) else cfg.train
+            group = (cfg.task_config if hasattr(cfg.task_config, field)
+                     else train_config(registry.get("task", name), scale))
             actual = getattr(group, field)
             assert _close(documented, actual), f"{name}.md: {field} at {scale} is {actual}"
             checked += 1

@@ -39,7 +39,8 @@ ALLOWED = {
 # inside study.run, lowest first: a module imports its own tier or those below
 RUN_TIERS = (
     # what a run is: its settings, the checks before it, what it is built from, its state
-    {"config", "runtime_keys", "preflight", "estimate", "flops", "env", "build", "runstate"},
+    {"config", "runtime_keys", "preflight", "estimate", "analysis_time", "flops", "env", "build",
+     "runstate"},
     # the run handle (`study.open_run`) and what goes through it
     {"handle", "runs", "intervene"},
     # the work done on runs: training, analysing, comparing

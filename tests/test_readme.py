@@ -27,7 +27,11 @@ def quick_start() -> list[tuple[str, str]]:
 def test_the_quick_start_is_the_commands_and_snippet_the_readme_shows():
     blocks = quick_start()
     assert [lang for lang, _ in blocks] == ["bash", "bash", "python", "bash"]
-    assert "run_dir=runs/try" in blocks[1][1] and "analyses=das" in blocks[1][1]
+    assert "run_dir=runs/try" in blocks[1][1] and "study=quickstart" in blocks[1][1]
+    from study.sweep import studies
+    preset = studies.load("quickstart").settings  # a named preset, not a line of overrides
+    assert preset["analyses"] == "das" and preset["das.variables"] == "up_down:count"
+    assert blocks[1][1].count("=") <= 3
     assert 'open_run("runs/try")' in blocks[2][1]  # the snippet reads the run just made
     assert "report runs/try" in blocks[3][1]
 
@@ -50,4 +54,12 @@ def test_the_quick_start_runs_as_written(tmp_path):
     assert any((run / "analyses" / "das").glob("*.parquet"))
     iia = float(re.fullmatch(r"IIA (\S+)\n", outputs[2].stdout).group(1))  # python: a number
     assert 0.0 <= iia <= 1.0
+    # run printed its DAS table, and the IIA read back through pyvene is one of its OAF rows
+    printed = outputs[1].stdout
+    assert "das: test IIA by k and alignment" in printed and "oaf" in printed
+    oaf_col = printed.splitlines()[1].split().index("oaf")
+    rows = [line.split() for line in printed.splitlines()[2:] if "up_down:count" in line]
+    assert [int(r[2]) for r in rows] == [1, 2]
+    assert f"{iia:.3f}" in [r[oaf_col] for r in rows], (iia, printed)
+    assert printed.strip().splitlines()[-1] == "report: runs/try/report.html"
     assert (tmp_path / "runs" / "try-report" / "index.html").is_file()  # report: the page

@@ -3,10 +3,14 @@
 `task=binding model=gpt12 scale=small train.lr=3e-4 seed=1`:
 - `task=`, `model=` pick registry entries; `scale=` picks the preset of every group
   (paper | small | smoke), `GROUP.scale=` one group's (`das.scale=paper`: Grant et al.'s
-  DAS on a small network); `analyses=a,b` names analyses to run after training.
+  DAS on a small network); `analyses=a,b` names analyses to run after training (`none`:
+  none; `run` without it runs the task's standard ones, `with_standard_analyses`).
+- a task may set a model family's settings at a scale (`Task.family_presets`: binding's
+  laptop variant of each family), applied over the scale's presets.
 - dotted keys override fields: `task.X`, `model.X`, `train.X`, `<analysis>.X`; values are
   coerced from the field's annotation. Resolution order, the same for every group
-  (`study.core.settings.resolve_group`): config defaults → scale preset → overrides.
+  (`study.core.settings.resolve_group`): config defaults → scale preset → the task's
+  preset for the family → overrides.
 - `runtime.X` sets a speed-only setting, whichever group reads it (`runtime_keys.py`; the
   old spellings `train.device`, `das.eval_batch_size`, ... are still accepted).
 Errors name the key, the value and what is allowed; nothing is written before it passes
@@ -38,7 +42,8 @@ TOP_KEYS = {
     "scale": "size preset of every group: paper | small | smoke",
     "seed": "training seed (model init, data order, dropout)",
     "run_dir": "put the run exactly here (default: runs/<task>-<model>-s<seed>-<hash8>)",
-    "analyses": "comma-separated analyses to run after training",
+    "analyses": "comma-separated analyses to run after training; run's default: the task's "
+                "standard ones (patching, DAS on its variables); none = train only",
     "force": "retrain even if the run directory holds a finished run",
 }
 GROUPS = ("task", "model", "train")
@@ -167,7 +172,8 @@ def resolve(kv: dict[str, str]) -> RunConfig:
     seed = check_seed(kv.pop("seed")) if "seed" in kv else 0
     run_dir = kv.pop("run_dir", None) or None
     force = coerce("force", kv.pop("force"), bool) if "force" in kv else False
-    analyses = tuple(a for a in kv.pop("analyses", "").split(",") if a)
+    analyses = analysis_names_of(kv.pop("analyses", ""))
+    kv = {**family_settings(task_entry, model_entry.name, scale, analyses, kv), **kv}
 
     analysis_names = set(registry.entries("analysis"))
     for key in kv:
@@ -190,6 +196,38 @@ def resolve(kv: dict[str, str]) -> RunConfig:
     from study.run.preflight import check
     check(cfg, build_task(cfg))  # the data, the device, and training fits in memory
     return cfg
+
+
+def analysis_names_of(text: str) -> tuple[str, ...]:
+    """`analyses=a,b` -> ("a", "b"); `none` (or nothing) -> ()."""
+    return () if text.strip() == "none" else tuple(a for a in text.split(",") if a)
+
+
+def family_settings(task_entry, model: str, scale: str, analyses, given: dict) -> dict[str, str]:
+    """The task's settings for model family `model` at `scale` (`Task.family_presets`: the
+    variant the task's page documents), which the command line's `given` settings override:
+    a group's keys only where that group runs at `scale` (`GROUP.scale=` picks another), an
+    analysis's only where it is asked for."""
+    preset = task_entry.obj.family_presets.get(scale, {}).get(model, {})
+    out = {}
+    for key, value in preset.items():
+        group = key.split(".", 1)[0]
+        if group not in GROUPS and group not in analyses:
+            continue
+        if given.get(f"{group}.scale", scale) != scale:
+            continue
+        out[key] = value
+    return out
+
+
+def with_standard_analyses(kv: dict[str, str]) -> dict[str, str]:
+    """`run`'s settings: without `analyses=`, the task's standard analyses
+    (`Task.standard_analyses`: patching and DAS on its variables at the scale's budget) under
+    the command line's own; `analyses=none` trains only."""
+    if "analyses" in kv or "task" not in kv:
+        return dict(kv)
+    entry = registry.get("task", kv["task"])  # an unknown task: one line with the choices
+    return {**entry.obj.standard_analyses, **kv}
 
 
 def analysis_configs(names, scale: str, overrides: dict[str, str], task_entry, model_entry,

@@ -1,20 +1,26 @@
-"""How long a run's training would take on this machine, known before it starts.
+"""How long a run would take on this machine, known before it starts.
 
-`python -m study run task=counting model=gru` trains the paper's preset: hours on a laptop CPU.
-So before a run trains on the CPU, `check_long` estimates its training time, and refuses in
-one line (naming the estimate, the faster choices and `long=ok`) when it exceeds an hour:
+`python -m study run task=binding model=gpt12` trains the paper's preset: weeks on a laptop
+CPU. So before a run works on the CPU, `check_long` estimates its training and its analyses
+(`study/run/analysis_time.py`, priced from the training step), and refuses in one line
+(naming the estimate by part, the rate, the faster choices and `long=ok`) when they exceed an
+hour:
 
 1. an optimistic bound first, from the parameter count (6 FLOPs per parameter and token, at a
    rate per CPU thread that no small network beats): most runs end here, with no torch work;
-2. else a probe: the run's own model, data stream and training step, timed over a few steps
-   after a warm-up (`measure`, which `doctor` prints too).
+2. else a probe of the training step (`probe`): the run's own network and engine on batches
+   of random tokens of the task's length (no data to build), timed over about a second after a
+   warm-up; a step too slow to time (a paper-size network: tens of seconds a step here) is
+   priced instead, its FLOPs at the rate the engine reaches on its family, a known share of
+   this CPU's matmul rate measured now, so that the answer comes within seconds.
 
 A GPU run is not held back: at paper scale a GPU is the intended machine. Resuming counts only
-the steps left.
+the steps left. `measure` (which `doctor` prints) times the real data stream instead.
 
-A local sweep is held to the same hour by the same check: its runs that would train on
-this CPU, `jobs` at once with their share of the threads, each run's time estimated the same
-way (one probe per distinct setting), the total as the launcher would schedule them.
+A local sweep is held to the same hour by the same check: its runs that would work on this
+CPU, `jobs` at once with their share of the threads, each run's time estimated the same way
+(one probe per distinct setting), the total as the launcher would schedule them, then the
+comparisons at its end; the refusal names each part (training, analyses, comparisons).
 """
 from __future__ import annotations
 
@@ -85,21 +91,110 @@ def measure(cfg, task, seconds: float = PROBE_S, warm: int = 3) -> Measured:
     return Measured(steps, secs, setup, stream.tokens_per_batch, rt)
 
 
+PROBE_STEP_S = 0.25  # a step slower than this (by the bound) is priced, not timed
+# the share of this CPU's float32 matmul rate that the engine's training step reaches, per
+# family [measured: `python -m study bench train model=all scale=small`, 2-core CPU,
+# docs/performance.md]; a family not listed is priced at the slowest share
+ENGINE_SHARE = {"gpt12": 0.45, "attn2": 0.47, "rope2": 0.23, "gru": 0.15, "lstm": 0.08}
+
+
+def probe(cfg, task, seconds: float = 1.0) -> float:
+    """Seconds of one training step of `cfg` on this machine (`check_long`'s probe). A step
+    the bound calls fast is timed: a fresh network through the run's engine on random tokens
+    of the task's length, after one warm-up step. A slow one (a paper-size network on a CPU,
+    tens of seconds a step) is priced: its FLOPs (6 per parameter and token) at the share of
+    this CPU's matmul rate, measured now, that the engine reaches on its family
+    (`ENGINE_SHARE`), so that the answer comes within seconds."""
+    if optimistic_seconds(cfg, task, 1) > PROBE_STEP_S:
+        share = ENGINE_SHARE.get(cfg.model, min(ENGINE_SHARE.values()))
+        return _flops(cfg, task) / (matmul_rate() * share)
+    import torch
+
+    from study.core import registry
+    from study.train.engine import Engine
+    from study.train.runtime import resolve_runtime
+
+    train = dataclasses.replace(cfg.train, steps=10**7, warmup_steps=0)
+    rt = resolve_runtime(train)
+    torch.manual_seed(cfg.seed)
+    model = registry.get("model", cfg.model).obj(cfg.model_config, len(task.vocab), task.seq_len)
+    model.to(rt.device).train()
+    engine = Engine(model, train, rt, task.output_ids, len(task.vocab))
+    return _timed(engine, task, cfg.train.batch_size, rt.device, seconds)
+
+
+def matmul_rate(seconds: float = 0.3, n: int = 256) -> float:
+    """This CPU's float32 matmul rate now (FLOP/s), on as many threads as torch has."""
+    import torch
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    count, start = 0, time.perf_counter()
+    while count < 2 or time.perf_counter() - start < seconds:
+        a @ b
+        count += 1
+    return 2 * n**3 * count / (time.perf_counter() - start)
+
+
+def _timed(engine, task, rows: int, device, seconds: float) -> float:
+    """Seconds a step of `rows` random examples takes, after one warm-up step; as many steps
+    as fit in `seconds`, at least one. A warm-up step that alone takes longer than `seconds`
+    (a recurrent network run free, op by op, on a busy CPU) is the answer: a step's first
+    run costs little more than the next on a CPU, which compiles nothing."""
+    import torch
+
+    from study.train.runtime import sync
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, len(task.vocab), (rows, task.seq_len), generator=g).to(device)
+    from study.core.labels import IGNORE
+    answer = int(task.output_ids[0]) if task.output_ids else 0
+    targets = torch.full_like(ids, answer)  # (rows, seq_len)
+    if engine.cfg.loss_on == "answer":  # the answer's position alone is scored
+        targets[:, :-1] = IGNORE
+    start = time.perf_counter()
+    engine.step(ids, targets, None, 1e-4)
+    sync(device)
+    if time.perf_counter() - start > seconds:
+        return time.perf_counter() - start
+    steps, start = 0, time.perf_counter()
+    while steps < 1 or time.perf_counter() - start < seconds:
+        engine.step(ids, targets, None, 1e-4)
+        steps += 1
+    sync(device)
+    return (time.perf_counter() - start) / steps
+
+
+def rate(step_s: float) -> str:
+    """A step time in readable units: "12.3 steps/s", "0.48 steps/s", "24 s a step"."""
+    if step_s <= 0:
+        return "no time a step"
+    if step_s < 1:
+        per = 1 / step_s
+        return f"{per:.1f} steps/s" if per >= 10 else f"{per:.2f} steps/s"
+    return f"{step_s:.1f} s a step" if step_s < 10 else f"{step_s:.0f} s a step"
+
+
+def _flops(cfg, task) -> float:
+    """A training step's FLOPs: 6 per parameter and token."""
+    params = parameter_count(cfg.model_config, len(task.vocab), task.seq_len)
+    return 6.0 * params * cfg.train.batch_size * task.seq_len
+
+
 def optimistic_seconds(cfg, task, steps: int, threads: int | None = None) -> float:
     """A lower bound on `steps` training steps' time on `threads` CPU threads (default: all of
     this machine's)."""
-    params = parameter_count(cfg.model_config, len(task.vocab), task.seq_len)
-    flops = 6.0 * params * cfg.train.batch_size * task.seq_len * steps
-    return flops / (FLOPS_PER_THREAD * max(1, threads or os.cpu_count() or 1))
+    return _flops(cfg, task) * steps / (FLOPS_PER_THREAD * max(1, threads or os.cpu_count() or 1))
 
 
 def duration(seconds: float) -> str:
-    """12 s, 14 min, 4 h 53 min."""
+    """12 s, 14 min, 4 h 53 min, 12 days, 380 years."""
     if seconds < 60:
         return f"{seconds:.0f} s"
     if seconds < 3600:
         return f"{seconds / 60:.0f} min"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
+    if seconds < 48 * 3600:
+        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
+    days = seconds / 86400
+    return f"{days:,.0f} days" if days < 730 else f"{days / 365.25:,.0f} years"
 
 
 def _capped(cfg, seconds: float) -> float:
@@ -162,47 +257,112 @@ def on_cpu(cfg, gpus_here: bool) -> bool:
     return cfg.train.device == "cpu" or (cfg.train.device == "auto" and not gpus_here)
 
 
+def parts(cfg, task, steps_left: int, step_s: float) -> "Parts":
+    """A run's training (`steps_left` steps of `step_s` seconds and its evaluations, a
+    forward of `eval_examples` of each evaluated split at every checkpoint and every
+    `eval_every` steps, within its time bound) and each of its analyses on this CPU
+    (`study/run/analysis_time.py`)."""
+    from study.run.analysis_time import Parts, analysis_seconds, forward_s
+    train = cfg.train
+    every = train.eval_every or (max(1, train.steps // 200) if train.target_accuracy else 0)
+    evaluations = train.checkpoints + (steps_left // every if every else 0)
+    evaluating = (evaluations * len(task.eval_splits) * train.eval_examples
+                  * forward_s(cfg, step_s))
+    return Parts(_capped(cfg, steps_left * step_s + evaluating),
+                 analysis_seconds(cfg, task, step_s))
+
+
+def said(p) -> str:
+    """"training 12 min, analyses 31 min (das 25 min, patching 6 min)"."""
+    if not p.analyses:
+        return f"training {duration(p.training)}, no analyses"
+    each = ", ".join(f"{n} {duration(s)}" for n, s in p.analyses.items())
+    return (f"training {duration(p.training)}, analyses {duration(sum(p.analyses.values()))}"
+            f" ({each})")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What `check_long` found: each run's parts, the total as scheduled, the comparisons."""
+    runs: list  # SweepRun
+    parts: list  # Parts, one per run
+    steps: dict  # _speed_key -> seconds a step
+    total: float
+    compare: float = 0.0
+
+
+def estimate(runs: list[SweepRun], jobs: int = 1, threads: int | None = None,
+             compare=None) -> Estimate:
+    """Each run's time on this CPU from one probe per distinct setting, the runs scheduled
+    `jobs` at once, then the comparisons (`compare`: the sweep's CompareConfig, None: none)."""
+    steps: dict[str, float] = {}
+    for r in runs:
+        key = _speed_key(r.cfg)
+        if key not in steps:
+            with _threads(threads):  # a CPU step compiles nothing: one warm-up
+                steps[key] = probe(r.cfg, r.task)
+    got = [parts(r.cfg, r.task, r.steps_left, steps[_speed_key(r.cfg)]) for r in runs]
+    cmp = 0.0
+    if compare is not None:
+        from study.run.analysis_time import compare_seconds
+        cmp = compare_seconds([(r.cfg, steps[_speed_key(r.cfg)]) for r in runs], compare)
+    return Estimate(runs, got, steps, total_seconds([p.total for p in got], jobs) + cmp, cmp)
+
+
 def check_duration(cfg, task, steps_left: int, allow_long: bool, on_cpu: bool) -> None:
     """`check_long` for one run in this process (the `run` command): nothing for a GPU run."""
     if on_cpu:
         check_long([SweepRun("this run", cfg, task, steps_left)], 1, None, allow_long)
 
 
-def check_long(runs: list[SweepRun], jobs: int, threads: int | None, allow_long: bool) -> None:
-    """Refuse (UsageError) the CPU `runs` of a command when they would train for over `LONG_S`
-    here, `jobs` at once with `threads` torch threads each (None: as this process has them),
-    unless `allow_long`: the optimistic bound first, then one probe per distinct setting. One
-    run (the `run` command) and a local sweep are held to the same hour by this one check."""
-    runs = [r for r in runs if r.steps_left > 0]
-    if allow_long or not runs:
-        return
-    bounds = [_capped(r.cfg, optimistic_seconds(r.cfg, r.task, r.steps_left, threads))
-              for r in runs]
-    if total_seconds(bounds, jobs) <= LONG_S:
-        return
-    speeds: dict[str, float] = {}
+def too_long(runs: list[SweepRun], jobs: int, threads: int | None, compare=None
+             ) -> Estimate | None:
+    """The estimate of CPU `runs` (as `check_long` runs them) where it exceeds `LONG_S`; None
+    where they fit (the optimistic bound alone may say so, with no probe)."""
+    runs = [r for r in runs if r.steps_left > 0 or r.cfg.analyses]
+    if not runs:
+        return None
+    bounds = []
     for r in runs:
-        key = _speed_key(r.cfg)
-        if key not in speeds:
-            with _threads(threads):  # a CPU step compiles nothing: one warm-up
-                speeds[key] = measure(r.cfg, r.task, seconds=2.0, warm=1).steps_per_s
-    secs = [_capped(r.cfg, r.steps_left / speeds[_speed_key(r.cfg)]) for r in runs]
-    total = total_seconds(secs, jobs)
-    if total <= LONG_S:
+        step = optimistic_seconds(r.cfg, r.task, 1, threads)
+        bounds.append(parts(r.cfg, r.task, r.steps_left, step).total)
+    if total_seconds(bounds, jobs) <= LONG_S:
+        return None
+    est = estimate(runs, jobs, threads, compare)
+    return est if est.total > LONG_S else None
+
+
+def check_long(runs: list[SweepRun], jobs: int, threads: int | None, allow_long: bool,
+               compare=None, instead: str = "") -> None:
+    """Refuse (UsageError) the CPU `runs` of a command when they would work for over `LONG_S`
+    here, `jobs` at once with `threads` torch threads each (None: as this process has them),
+    then the comparisons (`compare`), unless `allow_long`. One run (the `run` command) and a
+    local sweep are held to the same hour by this one check; `instead`: the command that
+    works, with its estimate, named in the refusal."""
+    if allow_long:
         return
-    i = max(range(len(runs)), key=secs.__getitem__)
+    est = too_long(runs, jobs, threads, compare)
+    if est is None:
+        return
+    runs = est.runs
+    i = max(range(len(runs)), key=lambda j: est.parts[j].total)
     longest = runs[i]
+    step = est.steps[_speed_key(longest.cfg)]
     small = all(r.cfg.scale == "small" for r in runs)
-    faster = "a GPU" if small else "scale=small (the laptop preset), a GPU"
-    speed = f"{longest.steps_left:,} steps at {speeds[_speed_key(longest.cfg)]:.1f} steps/s"
+    faster = instead or ("a GPU" if small else "scale=small (the laptop preset), a GPU")
+    speed = f"{longest.steps_left:,} steps at {rate(step)}, measured just now"
     if len(runs) == 1 and threads is None:
         raise UsageError(
-            f"this run would train for about {duration(total)} on this CPU ({speed}, measured "
-            f"just now); choose {faster}, fewer train.steps or a bound (runtime.max_minutes=N); "
-            f"add long=ok to start it anyway")
+            f"this run would take about {duration(est.total)} on this CPU "
+            f"({said(est.parts[0])}; {speed}); choose {faster}, fewer train.steps or "
+            f"analyses=none, or a bound (runtime.max_minutes=N); add long=ok to start it anyway")
+    train = total_seconds([p.training for p in est.parts], jobs)
+    work = total_seconds([p.total for p in est.parts], jobs)
     raise UsageError(
-        f"this sweep would train for about {duration(total)} on this CPU ({len(runs)} runs, "
-        f"{min(jobs, len(runs))} at once with {threads} threads each; the longest, "
-        f"{longest.label}, about {duration(secs[i])}: {speed}, measured just now); choose "
+        f"this sweep would take about {duration(est.total)} on this CPU ({len(runs)} runs, "
+        f"{min(jobs, len(runs))} at once with {threads} threads each: training "
+        f"{duration(train)}, analyses {duration(work - train)}, comparisons "
+        f"{duration(est.compare)}; the longest, {longest.label}, about "
+        f"{duration(est.parts[i].total)}: {said(est.parts[i])}; {speed}); choose "
         f"{faster} (gpus= or launcher=slurm), fewer runs or fewer train.steps; add long=ok to "
         f"start it anyway")

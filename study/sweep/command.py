@@ -12,8 +12,8 @@ runs (`study/run/compare.py`: tables under `<report dir>/comparisons/` and each 
 path; runs that failed are listed then, and the exit status is 2. The plan and its record
 live in `study/sweep/plan.py`, the comparisons and report at the end in `study/sweep/finish.py`.
 
-A local sweep whose runs would train on this CPU for over an hour in all (as the launcher
-schedules them, `jobs` at once) is refused in one line before anything is written, as `run`
+A local sweep whose runs would work on this CPU for over an hour in all (training and
+analyses as the launcher schedules them, `jobs` at once, then the comparisons) is refused in one line before anything is written, as `run`
 refuses one such run; `long=ok` starts it anyway (`study/run/estimate.py`). A dry run shows the
 plan, then the same refusal. SLURM and GPU launches are not held back.
 """
@@ -65,9 +65,9 @@ def cmd_sweep(args):
 
 
 def _check_duration(plan, options):
-    """Refuse a local sweep whose CPU runs would train for over an hour here, unless long=ok
-    (finished runs count nothing, resumed ones only the steps left); returns the launcher's
-    slots."""
+    """Refuse a local sweep whose CPU runs would work (train, analyse, compare) for over an
+    hour here, unless long=ok (finished runs count nothing, resumed ones only the steps
+    left); returns the launcher's slots."""
     from study.run import runstate
     from study.run.build import build_task
     from study.run.estimate import SweepRun, check_long, on_cpu, steps_left
@@ -90,5 +90,5 @@ def _check_duration(plan, options):
         except OSError:  # a folder the launcher refuses in its own line
             left = cfg.train.steps
         todo.append(SweepRun(f"{cfg.task} × {cfg.model} seed {cfg.seed}", cfg, build_task(cfg), left))
-    check_long(todo, slots_.jobs, slots_.threads, allow_long=False)
+    check_long(todo, slots_.jobs, slots_.threads, allow_long=False, compare=plan.compare)
     return slots_

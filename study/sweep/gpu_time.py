@@ -281,6 +281,8 @@ class RunTime:
     seconds: float  # on the GPU, alone
     busy: float  # of those, the GPU itself busy
     per_gpu: int  # runs one GPU holds (jobs_per_gpu=auto)
+    training: float = 0.0  # of `seconds`, training's steps
+    das: float = 0.0  # of `seconds`, the DAS updates (the search and its controls)
 
 
 class Estimator:
@@ -317,10 +319,12 @@ class Estimator:
         train_cost, das_costs = self._cache[key]
         (t_s, t_busy), das_steps = self._step(train_cost), [self._step(c) for c in das_costs]
         n_das = das_updates(cfg) // max(1, len(das_steps))  # updates of each batch
-        secs = START_S + cfg.train.steps * t_s + n_das * sum(d_s for d_s, _ in das_steps)
+        train_s, das_s = cfg.train.steps * t_s, n_das * sum(d_s for d_s, _ in das_steps)
+        secs = START_S + train_s + das_s
         busy = cfg.train.steps * t_busy + n_das * sum(d_busy for _, d_busy in das_steps)
         per_gpu = runs_per_gpu(cfg, task, "auto", MEMORY[self.gpu], CORES)
-        return RunTime(f"{cfg.task} × {cfg.model} seed {cfg.seed}", secs, busy, per_gpu)
+        return RunTime(f"{cfg.task} × {cfg.model} seed {cfg.seed}", secs, busy, per_gpu,
+                       train_s, das_s)
 
 
 def packed_seconds(times: list[RunTime]) -> float:
@@ -398,8 +402,9 @@ def main(args: list[str]) -> int:
         longest = max(times, key=lambda t: t.seconds)
         print(f"- {name}: {len(times)} runs, up to {min(t.per_gpu for t in times)} per GPU; "
               f"each {duration(min(t.seconds for t in times))}–{duration(longest.seconds)} "
-              f"alone, the GPU busy {sum(t.busy for t in times):.0f} s of it; "
-              f"packed {wall:.0f} s")
+              f"alone (training {sum(t.training for t in times):.0f} s, DAS and its controls "
+              f"{sum(t.das for t in times):.0f} s, starts {START_S * len(times):.0f} s in all), "
+              f"the GPU busy {sum(t.busy for t in times):.0f} s of it; packed {wall:.0f} s")
         total += wall
     whole = _whole(parts)
     print(f"in all: {whole:.0f} s ({duration(whole)}) as one sweep packs them "

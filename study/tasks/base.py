@@ -139,6 +139,16 @@ class Task(ABC):
     """Training settings per scale (scale -> `TrainConfig` field -> value): the optimiser and
     schedule belong to the paper that defines the task. A scale that is absent, or a field
     that a preset omits, keeps the `TrainConfig` default."""
+    family_presets: ClassVar[dict[str, dict[str, dict[str, str]]]] = {}
+    """A model family's settings on this task at a scale (scale -> family -> key=value, as on
+    the command line: `train.lr`, `model.dropout`, `das.layers`), applied over the scale's
+    presets and under the command line: the variant of each family the task's page documents
+    (binding's laptop variant), which `run` and the study files train alike. Analysis keys
+    apply where that analysis is asked for."""
+    standard_analyses: ClassVar[dict[str, str]] = {"analyses": "patching,das",
+                                                   "das.variables": "main"}
+    """What `run` analyses when no `analyses=` is given, as key=value settings: patching, and
+    DAS on the task's headline variables (`main_variables`) at the scale's budget."""
     # Splits scored during training (the engine evaluates each, per stratum, at checkpoints).
     eval_splits: ClassVar[tuple[str, ...]] = ("val", "test")
     # the evaluation splits whose joint rise marks the task's transition (its first

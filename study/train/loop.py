@@ -159,7 +159,7 @@ def _train_step(s: _Session, step: int) -> None:
         _log(s, lr)
     if evaluate:
         reached_target = _evaluate(s)
-        s.bar.evaluated(state.accuracy)  # the progress line shows this evaluation
+        s.bar.evaluated(state.accuracy, state.step)  # the progress line shows this evaluation
         checkpoint = checkpoint or reached_target
     if checkpoint or step == cfg.steps:
         state.finished = state.stopped_early or step == cfg.steps

@@ -2,7 +2,13 @@
 training loss, the newest evaluation's accuracy and tokens per second), and, every
 `runtime.progress_seconds`, a plain line a log file keeps (a SLURM log, `run.log`):
 
-    counting/gru step 1200/3000 (40%) loss 0.4121 acc 0.873 tokens/s 2.1e+04 ETA 3m10s
+    counting/gru step 1200/3000 (40%) loss 0.4121 val acc 0.873 (step 1000) tokens/s 2.1e+04 ETA 3m10s
+
+The loss is the training loss of the latest updates; the accuracy is the share of the
+validation split answered right (every scored position; `study/core/outputs.py`) at the
+latest evaluation, whose step it names: evaluations come at the checkpoints (log-spaced,
+dense early) and every `train.eval_every` updates, so a low accuracy beside a low loss is an
+evaluation made before the network learned, not a disagreement.
 
 The lines are progress records of the `study.train.progress` logger (`study/core/logs.py`):
 `run.log` keeps them, and stderr shows them when it is not a terminal (on a terminal the bar
@@ -30,28 +36,36 @@ class Progress:
         self.t0 = self.last = time.monotonic()
         self.step = initial
         self.line = ""
+        self.acc_step: int | None = None  # the step of the accuracy shown (None: before this session)
 
     def show(self, step: int, loss: float, acc: dict[str, float], tokens_per_s: float) -> None:
         if self.tty:
             self.bar.update(step - self.bar.n)
             self.bar.set_postfix(loss=f"{loss:.4f}", acc=_fmt_acc(acc), tok_s=f"{tokens_per_s:.3g}")
         self.step, self._loss, self._tokens_per_s = step, loss, tokens_per_s
-        self.line = (f"loss {loss:.4f} acc {_fmt_acc(acc)} tokens/s {tokens_per_s:.3g}")
+        self.line = f"loss {loss:.4f} {self._acc(acc)} tokens/s {tokens_per_s:.3g}"
         now = time.monotonic()
         if self.every_s and now - self.last >= self.every_s:
             self.last = now
             self._emit(f"{self.name} step {step}/{self.total} ({100 * step / self.total:.0f}%) "
                        f"{self.line} ETA {self.eta(now)}")
 
-    def evaluated(self, acc: dict[str, float]) -> None:
-        """An evaluation just ended: the next line (the last one, at the end of training)
-        shows its accuracy, not the one before it."""
+    def evaluated(self, acc: dict[str, float], step: int | None = None) -> None:
+        """An evaluation at `step` just ended: the next line (the last one, at the end of
+        training) shows its accuracy, not the one before it."""
+        self.acc_step = step
         if not self.line:
             return
         if self.tty:
             self.bar.set_postfix(loss=f"{self._loss:.4f}", acc=_fmt_acc(acc),
                                  tok_s=f"{self._tokens_per_s:.3g}")
-        self.line = f"loss {self._loss:.4f} acc {_fmt_acc(acc)} tokens/s {self._tokens_per_s:.3g}"
+        self.line = f"loss {self._loss:.4f} {self._acc(acc)} tokens/s {self._tokens_per_s:.3g}"
+
+    def _acc(self, acc: dict[str, float]) -> str:
+        """"val acc 0.873 (step 1000)": the latest evaluation's accuracy and its step."""
+        key = "val" if "val" in acc else next(iter(acc), "val")
+        at = f" (step {self.acc_step})" if acc and self.acc_step is not None else ""
+        return f"{key} acc {_fmt_acc(acc)}{at}"
 
     def eta(self, now: float) -> str:
         """Time left at this session's pace."""

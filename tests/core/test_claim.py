@@ -37,8 +37,8 @@ def test_a_second_process_is_refused_naming_the_holder(holder):
     run_dir, proc = holder
     (run_dir / "checkpoints").mkdir()
     (run_dir / "checkpoints" / "keep").write_text("first run's")
-    r = run_cli("run", "task=counting", "model=gru", "scale=smoke", "seed=1", "force=true",
-                f"run_dir={run_dir}")
+    r = run_cli("run", "task=counting", "model=gru", "scale=smoke", "analyses=none", "seed=1",
+                "force=true", f"run_dir={run_dir}")
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f"pid {proc.pid}" in r.stderr and socket.gethostname() in r.stderr and "since" in r.stderr

@@ -20,9 +20,10 @@ from study.core import progress, runlog
 from tests.conftest import run_cli
 
 STAMP = r"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d )?"  # run.log's lines begin with their time
-LINE = re.compile(rf"^{STAMP}counting/gru step (\d+)/60 \(\d+%\) loss \d+\.\d+ acc (-|\d\.\d+) "
-                  r"tokens/s \S+ ETA (\?|\d+[hms]\S*)$", re.M)
-ARGS = ["run", "task=counting", "model=gru", "scale=smoke", "train.steps=60", "train.log_every=5"]
+LINE = re.compile(rf"^{STAMP}counting/gru step (\d+)/60 \(\d+%\) loss \d+\.\d+ val acc (-|\d\.\d+)"
+                  r"(?: \(step \d+\))? tokens/s \S+ ETA (\?|\d+[hms]\S*)$", re.M)
+ARGS = ["run", "task=counting", "model=gru", "scale=smoke", "train.steps=60", "train.log_every=5",
+        "analyses=none"]
 
 
 @pytest.mark.slow  # a subprocess run paced by progress_seconds
@@ -36,7 +37,7 @@ def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
     assert [int(m.group(1)) for m in LINE.finditer(log)] == steps
     assert "trained gru on counting" in log and "training from step 0 to 60" in log
     # the last line shows the final evaluation, the one summary.json reports
-    last = re.findall(r"step 60/60 loss \S+ acc (\S+) tokens/s", r.stderr)[-1]
+    last = re.findall(r"step 60/60 loss \S+ val acc (\S+) \(step 60\) tokens/s", r.stderr)[-1]
     final = json.loads((run_dir / "summary.json").read_text())["accuracy"]["val"]["all"]
     assert last == f"{final:.3f}"
     # a smoke run that did not learn says that it was not meant to
@@ -50,10 +51,22 @@ def test_the_last_progress_line_shows_the_evaluation_after_the_last_log_row(capl
     from study.train.progress import Progress
     bar = Progress(total=10, initial=0, task="counting", model="gru", every_s=1e9)
     bar.show(10, loss=0.05, acc={"val": 0.0}, tokens_per_s=100.0)
-    bar.evaluated({"val": 1.0, "test": 0.5})
+    bar.evaluated({"val": 1.0, "test": 0.5}, step=10)
     with caplog.at_level(logging.INFO, logger="study.train.progress"):
         bar.close()
-    assert "step 10/10 loss 0.0500 acc 1.000 tokens/s" in caplog.text
+    assert "step 10/10 loss 0.0500 val acc 1.000 (step 10) tokens/s" in caplog.text
+
+
+def test_the_progress_line_names_the_accuracy_and_the_step_it_was_measured_at(caplog):
+    """A low accuracy beside a low loss is an evaluation made before the network learned: the
+    line says which split's accuracy it is and at which step it was measured."""
+    from study.train.progress import Progress
+    bar = Progress(total=200, initial=0, task="counting", model="gru", every_s=1e-9)
+    bar.show(20, loss=0.9, acc={}, tokens_per_s=100.0)
+    bar.evaluated({"val": 0.0, "test": 0.0}, step=20)
+    with caplog.at_level(logging.INFO, logger="study.train.progress"):
+        bar.show(150, loss=0.0513, acc={"val": 0.0, "test": 0.0}, tokens_per_s=100.0)
+    assert "loss 0.0513 val acc 0.000 (step 20)" in caplog.text
 
 
 @pytest.mark.slow  # a subprocess run
@@ -77,7 +90,7 @@ def test_run_log_of_an_in_process_run_keeps_every_session_and_times_each_stage(t
     fake = io.StringIO()
     monkeypatch.setattr(sys, "stderr", fake)
     assert main([*ARGS, f"run_dir={run_dir}"]) == 0
-    assert main([*ARGS, "analyses=probes", f"run_dir={run_dir}"]) == 0
+    assert main([*ARGS[:-1], "analyses=probes", f"run_dir={run_dir}"]) == 0
     log = (run_dir / "run.log").read_text()
     assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S", line) for line in log.splitlines()
                if not line.startswith((" ", "Traceback"))), log

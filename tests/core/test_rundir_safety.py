@@ -13,6 +13,7 @@ from study.core.rundir import RunDir, atomic_write_bytes
 from tests.conftest import run_cli
 
 SMOKE = ("task=counting", "model=gru", "scale=smoke")
+TRAIN = (*SMOKE, "analyses=none")  # training alone: no analysis slows these
 
 
 def one_line_exit_2(r, *needles):
@@ -49,7 +50,7 @@ def test_force_on_a_folder_that_is_not_a_run_is_refused_and_deletes_nothing(tmp_
     folder.mkdir()
     for name, text in files.items():
         (folder / name).write_text(text)
-    r = run_cli("run", *SMOKE, "force=true", f"run_dir={folder}", cwd=tmp_path)
+    r = run_cli("run", *TRAIN, "force=true", f"run_dir={folder}", cwd=tmp_path)
     one_line_exit_2(r, str(folder))
     assert sorted(p.name for p in folder.iterdir()) == sorted(files)
     for name, text in files.items():
@@ -58,7 +59,7 @@ def test_force_on_a_folder_that_is_not_a_run_is_refused_and_deletes_nothing(tmp_
 
 def test_force_clears_only_what_the_run_wrote(run_copy):
     (run_copy / "notes.txt").write_text("mine")
-    r = run_cli("run", *SMOKE, "force=true", f"run_dir={run_copy}")
+    r = run_cli("run", *TRAIN, "force=true", f"run_dir={run_copy}")
     assert r.returncode == 0, r.stderr
     assert (run_copy / "notes.txt").read_text() == "mine"
     assert not (run_copy / "analyses").exists()  # this run asked for no analyses
@@ -95,7 +96,7 @@ def test_root_home_and_cwd_are_refused(tmp_path, monkeypatch):
         with pytest.raises(UsageError, match=needle):
             check(run_dir)
     for run_dir, needle in ((str(home), "home directory"), (".", "current directory")):
-        one_line_exit_2(run_cli("run", *SMOKE, f"run_dir={run_dir}", cwd=tmp_path), needle)
+        one_line_exit_2(run_cli("run", *TRAIN, f"run_dir={run_dir}", cwd=tmp_path), needle)
     assert list(home.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["home"]
 
 
@@ -106,7 +107,7 @@ def test_bad_run_dirs_are_one_line_before_anything_is_written(tmp_path):
     cases = [(tmp_path / "afile", "existing file"), (tmp_path / ("n" * 5000), "too long"),
              (tmp_path / "full", "not a run directory")]
     for run_dir, needle in cases:
-        one_line_exit_2(run_cli("run", *SMOKE, f"run_dir={run_dir}", cwd=tmp_path), needle)
+        one_line_exit_2(run_cli("run", *TRAIN, f"run_dir={run_dir}", cwd=tmp_path), needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "full"]
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["thesis.tex"]
 
@@ -115,7 +116,7 @@ def test_bad_run_dirs_are_one_line_before_anything_is_written(tmp_path):
 def test_an_unwritable_folder_is_one_line(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
-    one_line_exit_2(run_cli("run", *SMOKE, f"run_dir={locked / 'r'}"), "cannot write")
+    one_line_exit_2(run_cli("run", *TRAIN, f"run_dir={locked / 'r'}"), "cannot write")
 
 
 # --- case 5: settings that the weights were not trained with ---------------------------------
@@ -125,7 +126,7 @@ def test_a_run_whose_config_json_is_gone_refuses_other_settings(run_copy, also_d
     (run_copy / "config.json").unlink()
     if also_drop_marker:  # a run made before markers: the checkpoint meta says what it was
         (run_copy / ".study-run").unlink()
-    r = run_cli("run", *SMOKE, "seed=1", f"run_dir={run_copy}")
+    r = run_cli("run", *TRAIN, "seed=1", f"run_dir={run_copy}")
     one_line_exit_2(r, "another config" if not also_drop_marker else "seed", "config.json is gone")
     assert not (run_copy / "config.json").exists()
     same = run_cli("run", *SMOKE, "analyses=das,probes", f"run_dir={run_copy}")
@@ -138,7 +139,7 @@ def test_a_run_whose_config_json_is_gone_refuses_other_settings(run_copy, also_d
 @pytest.mark.parametrize("text", ['{"task": "counting", "mod', "[1, 2]", '{"task": "counting"}'])
 def test_a_damaged_config_json_is_one_line_naming_it(run_copy, text):
     (run_copy / "config.json").write_text(text)
-    one_line_exit_2(run_cli("run", *SMOKE, f"run_dir={run_copy}"), "config.json")
+    one_line_exit_2(run_cli("run", *TRAIN, f"run_dir={run_copy}"), "config.json")
     one_line_exit_2(run_cli("analyze", str(run_copy), "analysis=probes"), "config.json")
 
 
@@ -233,7 +234,7 @@ def tiny_disk(tmp_path):
 
 def test_a_full_disk_is_one_line_naming_the_file(tiny_disk):
     run_dir = tiny_disk / "r"
-    r = run_cli("run", *SMOKE, f"run_dir={run_dir}")
+    r = run_cli("run", *TRAIN, f"run_dir={run_dir}")
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
     last = r.stderr.strip().splitlines()[-1]

@@ -9,7 +9,7 @@ from study.cli import main
 from study.core.memory import GIB, host_memory, training_bytes
 from study.core.registry import get
 
-BASE = ["run", "task=counting", "model=gru", "scale=smoke"]
+BASE = ["run", "task=counting", "model=gru", "scale=smoke", "analyses=none"]
 
 
 def _refused(capsys, tmp_path, *args) -> str:

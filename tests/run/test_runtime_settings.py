@@ -11,7 +11,7 @@ from study.run.config import resolve
 from study.core.settings import runtime_fields
 from study.train.config import TrainConfig
 
-BASE = {"task": "counting", "model": "gru", "scale": "smoke"}
+BASE = {"task": "counting", "model": "gru", "scale": "smoke", "analyses": "none"}
 
 
 def test_runtime_settings_leave_the_hash_alone():

@@ -22,7 +22,7 @@ from study.sweep import launch
 from study.sweep.launch import Slots, cores, run_local, slots
 from tests.conftest import ROOT, run_cli
 
-BASE = {"task": "counting", "model": "gru", "scale": "smoke"}
+BASE = {"task": "counting", "model": "gru", "scale": "smoke", "analyses": "none"}
 
 
 def _planned(combo):

@@ -96,14 +96,14 @@ def _speed(tmp_path) -> float:
     """Training steps per second of the requeued run's settings here, now, on one thread as
     the SLURM task (slurm.cpus=1) trains."""
     r = subprocess.run([sys.executable, "-m", "study", "run", *RUN, "train.steps=100",
-                        "train.checkpoints=1", f"run_dir={tmp_path / 'speed'}", "analyses="],
+                        "train.checkpoints=1", f"run_dir={tmp_path / 'speed'}"],
                        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     return json.loads((tmp_path / "speed" / "summary.json").read_text())["steps_per_s"]
 
 
-RUN = ["task=counting", "model=gru", "scale=smoke"]
+RUN = ["task=counting", "model=gru", "scale=smoke", "analyses=none"]
 
 
 def test_a_run_past_its_time_limit_is_requeued_and_ends_bit_equal(cluster, tmp_path):
