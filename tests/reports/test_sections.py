@@ -476,11 +476,14 @@ def test_learned_steps_give_the_first_step_at_90_percent_or_the_best_accuracy_re
         return SimpleNamespace(label=label, metrics=pd.DataFrame(rows))
 
     runs = [run("a", {"all": (0.1, 0.92, 0.95), "depth=1": (0.1, 0.5, 0.61)}),
-            run("b", {"all": (0.1, 0.3, 0.9), "depth=1": (0.2, 0.24, 0.2)})]
+            run("b", {"all": (0.1, 0.3, 0.9), "depth=1": (0.2, 0.24, 0.2)}),
+            # a one-off spike at step 0 is not learning: learned from 200, where it stays
+            run("c", {"all": (0.95, 0.3, 0.92), "depth=1": (0.91, 0.95, 0.5)})]
     table = _learned_steps(runs, {r.label: accuracy_curves(r) for r in runs})
     cells = table.set_index("stratum").to_dict("index")
-    assert cells["all"] == {"a": "100", "b": "200"}
-    assert cells["depth=1"] == {"a": "never (best 0.61)", "b": "never (best 0.24)"}
+    assert cells["all"] == {"a": "100", "b": "200", "c": "200"}
+    assert cells["depth=1"] == {"a": "never (best 0.61)", "b": "never (best 0.24)",
+                                "c": "never (best 0.95)"}
 
 
 def test_the_das_colour_legend_is_drawn_from_a_line_not_the_faint_band(planted):
