@@ -63,11 +63,12 @@ def _names(models: list[str]) -> str:
 
 def _clause(verdict: str, group: pd.DataFrame, totals: dict) -> str:
     """One clause: the architectures in `group` (best rows of one verdict) and what they show."""
-    models = list(dict.fromkeys(group["model"]))
+    models = sorted(dict.fromkeys(group["model"]))
     named = []
     for m in models:
         n, of = int((group["model"] == m).sum()), totals[m]
-        named.append(m if of == 1 else f"{m} ({n} of {of} seeds)")
+        seeds = f"{n} of {of}" if n < of else "both" if of == 2 else f"all {of}"
+        named.append(m if of == 1 else f"{m} ({seeds} seeds)")
     who = _names(named)
     plural = len(models) > 1
     if verdict.startswith("confounded"):

@@ -9,7 +9,7 @@ from study.core.sites import site_label
 from study.core.tables import PROBES
 from study.reports.figure import Figure
 from study.reports.sections import section
-from study.reports.sections._common import HEIGHT, WIDTH, run_color, stacked
+from study.reports.sections._common import HEIGHT, variable_panels, run_color, stacked
 
 
 KINDS = ["probe", "control (shuffled labels)"]
@@ -64,8 +64,9 @@ def build(runs) -> list[Figure]:
         detail="run:N",
         tooltip=["run:N", "variable:N", "site_layer:N", "probe:N",
                  alt.Tooltip("accuracy:Q", format=".3f")],
-    ).properties(width=WIDTH, height=HEIGHT).facet(
-        facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
+    ).properties(width=variable_panels(len(variables))[1], height=HEIGHT).facet(
+        facet=alt.Facet("variable:N", title=None, sort=variables),
+        columns=variable_panels(len(variables))[0])
     figs = [Figure(
         key="probes-by-site", title="Probe accuracy by site",
         caption=("Logistic-regression probes for each causal variable (solid) against the same "
@@ -81,8 +82,9 @@ def build(runs) -> list[Figure]:
             detail="run:N",
             tooltip=["run:N", "variable:N", "site_layer:N", "position:Q",
                      alt.Tooltip("accuracy:Q", format=".3f")],
-        ).properties(width=WIDTH, height=HEIGHT).facet(
-            facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
+        ).properties(width=variable_panels(len(variables))[1], height=HEIGHT).facet(
+            facet=alt.Facet("variable:N", title=None, sort=variables),
+            columns=variable_panels(len(variables))[0])
         figs.append(Figure(
             key="probes-by-position", title="Probe accuracy along the sequence",
             caption=("At each model's best site, probe accuracy per position: where it rises "

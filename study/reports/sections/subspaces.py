@@ -7,7 +7,7 @@ from pathlib import PurePath
 from study.core.tables import SUBSPACES
 from study.reports.figure import Figure
 from study.reports.sections import section
-from study.reports.sections._common import HEIGHT, WIDTH, stacked
+from study.reports.sections._common import HEIGHT, variable_panels, stacked
 
 
 @section("subspaces", "Subspace agreement across checkpoints", order=70)
@@ -29,8 +29,9 @@ def build(runs) -> list[Figure]:
         tooltip=["run:N", "variable:N", "site:N", "alignment:N", "k:Q", "compared_with:N",
                  alt.Tooltip("mean_cos_angle:Q", format=".3f"),
                  alt.Tooltip("min_cos_angle:Q", format=".3f")],
-    ).properties(width=WIDTH, height=HEIGHT).facet(
-        facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
+    ).properties(width=variable_panels(len(variables))[1], height=HEIGHT).facet(
+        facet=alt.Facet("variable:N", title=None, sort=variables),
+        columns=variable_panels(len(variables))[0])
     return [Figure(
         key="subspaces", title="Subspace agreement across checkpoints",
         caption=("Mean cosine of the principal angles between a variable's subspaces found at "

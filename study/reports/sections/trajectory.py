@@ -28,6 +28,27 @@ def phase_rows(run, curves: pd.DataFrame) -> dict:
             "_bounds": ph.boundaries}
 
 
+MAX_LINES = 6  # value lines a panel at most: more are pooled into ranges of consecutive values
+
+
+def pooled(data: pd.DataFrame, values: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """A family with more than MAX_LINES values (counting's twenty counts) drawn as
+    MAX_LINES ranges of consecutive values ("1–4"), each the mean accuracy of its values at
+    every evaluation: twenty near-identical lines cannot be told apart. (data, the value
+    labels in order); unchanged with few values."""
+    if len(values) <= MAX_LINES:
+        return data, values
+    size = -(-len(values) // MAX_LINES)
+    groups = [values[i:i + size] for i in range(0, len(values), size)]
+    name = {v: (g[0] if len(g) == 1 else f"{g[0]}–{g[-1]}") for g in groups for v in g}
+    keep = data["value"] == "all"
+    pooled_rows = (data[~keep].assign(value=data.loc[~keep, "value"].map(name))
+                   .groupby(["run", "step", "value"], as_index=False)["accuracy"].mean()
+                   .assign(stratum=lambda d: d["value"]))
+    out = pd.concat([data[keep], pooled_rows], ignore_index=True)
+    return out, list(dict.fromkeys(name[v] for v in values))
+
+
 def _value_sort_key(v: str):
     try:
         return (0, float(v), "")
@@ -65,6 +86,8 @@ def build(runs) -> list[Figure]:
         values = sorted((v for v in data["value"].unique() if v != "all"), key=_value_sort_key)
         if family != "all" and len(values) < 2:  # one value: the same curve as overall
             continue
+        many = len(values) > MAX_LINES
+        data, values = pooled(data, values)
         domain = ["all", *values]
         # The boundaries travel in the facet's own data (flagged rows): a layer with data of
         # its own is not split by the facet, so every panel would show every run's boundaries.
@@ -95,7 +118,10 @@ def build(runs) -> list[Figure]:
             caption=(f"{split.capitalize()} accuracy per {family} (thick line: overall) on a "
                      f"log step axis, so the early transitions get room; dashed red rules mark "
                      f"the detected phase boundaries — look for plateaus and for which strata "
-                     f"are learned first."),
+                     f"are learned first."
+                     + (f" The {family} values are pooled into {len(values)} ranges of "
+                        f"consecutive values (each line the mean accuracy of its values); the "
+                        f"table below gives each value's own learning step." if many else "")),
             chart=chart))
     by_split = pd.concat([split_curves(r).assign(run=r.label) for r in runs], ignore_index=True)
     if by_split["split"].nunique() > 2:  # more than val and test: held-out sets, pools
