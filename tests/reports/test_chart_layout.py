@@ -131,3 +131,20 @@ def test_a_family_of_many_values_is_pooled_into_a_few_lines_of_their_mean():
     assert (out["value"] == "all").sum() == 1  # the overall line is kept as it is
     same, kept = pooled(data, values[:5])
     assert kept == values[:5] and same is data
+
+
+def test_geometry_labels_at_most_a_few_values_a_panel_and_every_held_out_one():
+    """Twenty count labels on a curve overlap: a panel writes the first and last values, the
+    held-out ones and every n-th between, about LABELS in all."""
+    import pandas as pd
+
+    from study.reports.sections.compare_geometry import LABELS, _labelled
+    v = pd.DataFrame([{"panel": p, "value": float(x), "held_out": x in (7, 13)}
+                      for p in ("gru s0", "lstm s0") for x in range(1, 21)])
+    shown = pd.Series(_labelled(v))
+    for panel in ("gru s0", "lstm s0"):
+        text = set(shown[v["panel"] == panel]) - {""}
+        assert {"1", "20", "7", "13"} <= text
+        assert len(text) <= LABELS + 2
+    few = v[v["value"] <= 5]
+    assert "" not in _labelled(few)  # five values: every one labelled
