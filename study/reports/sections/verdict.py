@@ -170,9 +170,10 @@ def build(runs) -> list[Figure]:
         return lines
     figs = [Figure(
         key="verdict", title="Verdict per architecture, causal variable and alignment",
-        caption=("Above the table, what the verdicts say, one line per causal variable (each "
-                 "run read at its best alignment). Each cell: the verdict, the test IIA on the "
-                 "pairs that test the "
+        caption=("Above the table: the verdicts in plain words, one line per causal variable "
+                 "(each run read at its best alignment). Each cell: the verdict, then the test "
+                 "IIA with its 95 % interval and the controls it is judged against, at the "
+                 "alignment's site and k. In detail: the test IIA is on the pairs that test the "
                  "intervention, with its 95 % Wilson interval over those pairs (at the "
                  "alignment's k and site with the best training IIA), then its controls' test "
                  "IIA at that site and k: an untrained random rotation; the same alignment "
