@@ -65,6 +65,7 @@ def build(runs) -> list[Figure]:
         return []
     seeds = several_seeds(runs)
     variables = list(dict.fromkeys(curves["variable"]))
+    columns, width = variable_panels(len(variables))  # two panels a row
     searched = curves[curves["control"] == ""]
     controls = curves[curves["control"] != ""]
     dash_of = dashes()
@@ -85,9 +86,9 @@ def build(runs) -> list[Figure]:
     else:
         layers = _k_curves(ks, alignments, dash_of, len(controls) > 0, seeds, y, tip, shape,
                            runs)
-    chart = alt.layer(*layers, data=curves).properties(width=variable_panels(len(variables))[1], height=HEIGHT).facet(
+    chart = alt.layer(*layers, data=curves).properties(width=width, height=HEIGHT).facet(
         facet=alt.Facet("variable:N", title=None, sort=variables),
-        columns=variable_panels(len(variables))[0])
+        columns=columns)
     at = sorted(controls["k"].unique().tolist()) if len(controls) else []
     where = ("" if not at else f" at k = {', '.join(map(str, at))}" if len(at) < len(ks)
              else " at every k")
