@@ -78,7 +78,8 @@ def verdict_table(numbers: pd.DataFrame) -> pd.DataFrame:
 # alignments themselves are filled and coloured by architecture).
 CONTROLS = {"random": "random rotation", "shuffled": "shuffled variable",
             "step0": "step-0 network"}
-CONTROL_SHAPES = {"random": "cross", "shuffled": "triangle-down", "step0": "square"}
+CONTROL_SHAPES = {"random": "cross", "shuffled": "triangle-down", "step0": "diamond"}
+ALIGNMENT_SHAPES = ("circle", "square", "triangle-up")
 
 
 def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
@@ -95,30 +96,33 @@ def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
            alt.Tooltip("restart_sd:Q", format=".3f", title="sd over restarts"),
            alt.Tooltip("random:Q", format=".3f"), alt.Tooltip("shuffled:Q", format=".3f"),
            alt.Tooltip("step0:Q", format=".3f"), "verdict:N"]
-    shape = alt.Shape("alignment:N", sort=[label_of(a) for a in trained()], title="alignment")
+    # one shape scale and one legend for the alignments (filled) and the controls (hollow)
+    names = [CONTROLS[f] for f in CONTROLS if d[f].notna().any()]
+    labels = [label_of(a) for a in trained()]
+    marks = alt.Scale(domain=[*labels, *names], range=[
+        *(ALIGNMENT_SHAPES[i % len(ALIGNMENT_SHAPES)] for i in range(len(labels))),
+        *(CONTROL_SHAPES[f] for f in CONTROLS if CONTROLS[f] in names)])
+    title = "alignment / control"
+    shape = alt.Shape("alignment:N", scale=marks, title=title)
     bars = alt.Chart().mark_rule(strokeWidth=2).encode(
         x=x, xOffset=offset, y=alt.Y("iia_lo:Q", title="test IIA on tested pairs", **y),
-        y2="iia_hi:Q", color=model_color(runs, legend=False))
+        y2="iia_hi:Q", color=model_color(runs))  # one legend, merged with the dots
     point = alt.Chart().mark_point(filled=True, size=60).encode(
         x=x, xOffset=offset, y=alt.Y("iia:Q", **y), color=model_color(runs), shape=shape,
         tooltip=tip)
     layers = [bars, point]
-    shown = [f for f in CONTROLS if d[f].notna().any()]
-    if shown:  # one mark per control, told apart by shape and named in their own legend
-        names = [CONTROLS[f] for f in shown]
+    if names:  # one hollow mark per control, told apart by shape, named in the legend
         layers.append(alt.Chart().transform_fold(names, as_=["control", "control_iia"])
                       .transform_filter("isValid(datum.control_iia)")
                       .mark_point(color="#333", size=55, strokeWidth=1.6, opacity=0.9).encode(
             x=x, xOffset=offset, y=alt.Y("control_iia:Q", **y),
-            shape=alt.Shape("control:N", title="control", sort=names, scale=alt.Scale(
-                domain=names, range=[CONTROL_SHAPES[f] for f in shown])),
-            tooltip=tip))
+            shape=alt.Shape("control:N", scale=marks, title=title), tooltip=tip))
     n = d["run"].nunique() * d["alignment"].nunique()
     columns = facet_columns(d["variable"].nunique())
     if 36 * n > panel_width(columns):  # a readable bar per (run, alignment): a row each
         columns = 1
     width = panel_width(columns)
-    return alt.layer(*layers, data=d).resolve_scale(shape="independent").properties(
+    return alt.layer(*layers, data=d).properties(
         width=width, height=TALL).facet(facet=alt.Facet("variable:N", title=None),
                                         columns=columns)
 
