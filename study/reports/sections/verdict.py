@@ -86,8 +86,13 @@ def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
     d = numbers.dropna(subset=["iia"])
     if d.empty:
         return None
-    d = d.assign(alignment=d["alignment"].map(label_of),
-                 **{name: d[f] for f, name in CONTROLS.items()})  # folded by their names
+    d = d.assign(alignment=d["alignment"].map(label_of), control="")
+    # each control a row of its own (flagged by `control`), in the facet's data so that each
+    # panel gets its own variable's controls
+    marks_rows = [d.assign(control=name, control_iia=d[f]).dropna(subset=["control_iia"])
+                  for f, name in CONTROLS.items()]
+    names = [CONTROLS[f] for f in CONTROLS if d[f].notna().any()]
+    d = pd.concat([d, *marks_rows], ignore_index=True)
     x = alt.X("run:N", title=None, sort=sorted(d["run"].unique()))
     offset = alt.XOffset("alignment:N", sort=[label_of(a) for a in trained()])
     y = dict(scale=alt.Scale(domain=[0, 1]))
@@ -97,27 +102,26 @@ def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
            alt.Tooltip("random:Q", format=".3f"), alt.Tooltip("shuffled:Q", format=".3f"),
            alt.Tooltip("step0:Q", format=".3f"), "verdict:N"]
     # one shape scale and one legend for the alignments (filled) and the controls (hollow)
-    names = [CONTROLS[f] for f in CONTROLS if d[f].notna().any()]
     labels = [label_of(a) for a in trained()]
     marks = alt.Scale(domain=[*labels, *names], range=[
         *(ALIGNMENT_SHAPES[i % len(ALIGNMENT_SHAPES)] for i in range(len(labels))),
         *(CONTROL_SHAPES[f] for f in CONTROLS if CONTROLS[f] in names)])
     title = "alignment / control"
     shape = alt.Shape("alignment:N", scale=marks, title=title)
-    bars = alt.Chart().mark_rule(strokeWidth=2).encode(
+    own = alt.datum.control == ""
+    bars = alt.Chart().transform_filter(own).mark_rule(strokeWidth=2).encode(
         x=x, xOffset=offset, y=alt.Y("iia_lo:Q", title="test IIA on tested pairs", **y),
         y2="iia_hi:Q", color=model_color(runs))  # one legend, merged with the dots
-    point = alt.Chart().mark_point(filled=True, size=60).encode(
+    point = alt.Chart().transform_filter(own).mark_point(filled=True, size=60).encode(
         x=x, xOffset=offset, y=alt.Y("iia:Q", **y), color=model_color(runs), shape=shape,
         tooltip=tip)
     layers = [bars, point]
     if names:  # one hollow mark per control, told apart by shape, named in the legend
-        layers.append(alt.Chart().transform_fold(names, as_=["control", "control_iia"])
-                      .transform_filter("isValid(datum.control_iia)")
-                      .mark_point(color="#333", size=55, strokeWidth=1.6, opacity=0.9).encode(
+        layers.append(alt.Chart().transform_filter(~own).mark_point(
+            color="#333", size=55, strokeWidth=1.6, opacity=0.9).encode(
             x=x, xOffset=offset, y=alt.Y("control_iia:Q", **y),
             shape=alt.Shape("control:N", scale=marks, title=title), tooltip=tip))
-    n = d["run"].nunique() * d["alignment"].nunique()
+    n = d["run"].nunique() * d["alignment"].nunique()  # the controls add no column
     columns = facet_columns(d["variable"].nunique())
     if 36 * n > panel_width(columns):  # a readable bar per (run, alignment): a row each
         columns = 1
