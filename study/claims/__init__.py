@@ -9,5 +9,6 @@ result folders (which only draw or write what is made here):
 - `cross`: the cross-run comparison tables over a set of runs and the matched-k rule;
 - `intervals`: intervals over runs (the run-resampling bootstrap);
 - `rules`: every verdict rule (a run's alignment; a pair of architectures' sharing);
-- `aligned`, `shared`, `gaps`, `results`: the verdict, sharing, alignment-gap and result tables.
+- `aligned`, `shared`, `gaps`, `results`: the verdict, sharing, alignment-gap and result tables;
+- `sentences`: the verdict in plain words, a sentence per causal variable.
 """

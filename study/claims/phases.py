@@ -6,6 +6,8 @@ piecewise-constant function of 1, 2 or 3 plateaus (exact least squares over all 
 in evaluation order); a plateau is kept only if it explains a real share of the variance and
 its level differs from its neighbours' by at least `min_jump`. A boundary is reported at the
 first evaluation of the later plateau whose accuracy passes the midpoint of the two levels.
+A curve still rising at the end has a last plateau below its final accuracy: the report shows
+both. `learned_from` gives the step from which a curve stays above a bar.
 """
 from __future__ import annotations
 
@@ -57,6 +59,19 @@ def detect(steps, acc, max_phases: int = 3, min_jump: float = 0.1,
         hit = np.nonzero(seg >= mid if rising else seg <= mid)[0]
         bounds.append(int(x[end + hit[0]]) if len(hit) else int(x[end]))
     return Phases(tuple(float(v) for v in levels), tuple(bounds))
+
+
+def learned_from(steps, acc, bar: float) -> int | None:
+    """The first evaluation step from which accuracy stays at or above `bar` to the end of
+    training (a one-off spike above the bar that falls back does not count); None where the
+    last evaluation is below it."""
+    steps = np.asarray(steps)
+    order = np.argsort(steps, kind="stable")
+    x, y = steps[order], np.asarray(acc, dtype=float)[order]
+    if len(y) == 0 or not y[-1] >= bar:
+        return None
+    below = np.nonzero(~(y >= bar))[0]
+    return int(x[below[-1] + 1] if len(below) else x[0])
 
 
 def _fit(y: np.ndarray, n: int):

@@ -23,10 +23,11 @@ READABLE = {
 class Figure:
     key: str  # unique within a report: anchors and PNG file names
     title: str
-    caption: str  # one sentence: what to look for
+    caption: str  # what to look for: its first two sentences shown, the rest folded (html.py)
     chart: Any = None  # an altair chart, or None for a table-only figure
     table: pd.DataFrame | None = None  # shown under the chart (or alone)
     links: tuple[tuple[str, str], ...] = ()  # (text, key of another figure): "see also"
+    points: tuple[str, ...] = ()  # findings in plain words, listed above the chart or table
 
     def spec(self) -> dict | None:
         """The chart's Vega-Lite spec (data inlined, READABLE's text sizes where the chart
@@ -47,6 +48,18 @@ class Figure:
 class Section:
     title: str
     figures: list[Figure] = field(default_factory=list)
+
+
+# A sentence ends at . ! or ? followed by a space and a capital or a quote ("e.g. the" does
+# not end one).
+_SENTENCE_END = re.compile(r'(?<=[.!?])\s+(?=[A-Z"])')
+
+
+def split_caption(caption: str, keep: int = 2) -> tuple[str, str]:
+    """(the first `keep` sentences, the rest): a long caption shows what to look for and
+    folds its details (html.py puts the rest in a <details>); ('caption', '') when short."""
+    parts = _SENTENCE_END.split(caption.strip())
+    return " ".join(parts[:keep]), " ".join(parts[keep:])
 
 
 def slug(*parts: Any) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from study.reports.build import Report
-from study.reports.figure import slug
+from study.reports.figure import slug, split_caption
 from study.reports.sections._common import PAGE_WIDTH
 from study.reports.vega import javascript_bundle
 
@@ -26,6 +26,8 @@ h1 { font-size: 22px; margin: 24px 0 4px; } h2 { font-size: 19px; margin-top: 36
   border-bottom: 1px solid #ddd; padding-bottom: 4px; } h3 { font-size: 16px; margin-top: 26px; }
 .meta, figcaption { color: #555; } nav > ul { padding-left: 18px; } nav ul ul { columns: 3; font-size: 13px; margin-bottom: 6px; } nav li { break-inside: avoid; }
 figure { margin: 14px 0 26px; } figcaption b { color: #1d1d1f; }
+figcaption details { margin-top: 3px; } figcaption summary { cursor: pointer; color: #36c; }
+ul.points { margin: 8px 0; padding-left: 20px; font-size: 15px; } ul.points li { margin: 3px 0; }
 .chart { overflow-x: auto; margin-top: 8px; max-width: 100%%; }
 table { border-collapse: separate; border-spacing: 0; font-size: 12.5px; margin-top: 8px; }
 th, td { border: 1px solid #ddd; border-width: 0 1px 1px 0; padding: 3px 7px; text-align: right;
@@ -124,8 +126,15 @@ def render(report: Report) -> str:
             for f in s.figures:
                 see = ("" if not f.links else " See also: " + ", ".join(
                     f'<a href="#{esc(key)}">{esc(text)}</a>' for text, key in f.links) + ".")
+                shown, rest = split_caption(f.caption)
+                more = ("" if not rest else f' <details><summary>More on this '
+                        f'{"chart" if f.chart is not None else "table"}</summary>'
+                        f'{esc(rest)}</details>')
                 body.append(f'<figure id="{esc(f.key)}"><figcaption><b>{esc(f.title)}.</b> '
-                            f'{esc(f.caption)}{see}</figcaption>')
+                            f'{esc(shown)}{see}{more}</figcaption>')
+                if f.points:
+                    body.append('<ul class="points">' + "".join(
+                        f"<li>{esc(p)}</li>" for p in f.points) + "</ul>")
                 if f.chart is not None:
                     body.append(f'<div class="chart" id="chart-{esc(f.key)}"></div>'
                                 f'<script type="application/json" class="vl-spec" '

@@ -32,6 +32,8 @@ def write_markdown(report: Report, out: Path, figures_dir: str = "figures") -> P
             lines += [f"### {_md(s.title)}", ""]
             for f in s.figures:
                 lines += [f"**{_md(f.title)}.** {_md(f.caption)}", ""]
+                if f.points:
+                    lines += [*(f"- {_md(p)}" for p in f.points), ""]
                 if f.chart is not None:
                     png = f"{figures_dir}/{f.key}.png"
                     atomic_write_bytes(out / png, to_png(f.spec()))

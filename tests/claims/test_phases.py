@@ -80,3 +80,32 @@ def test_empty_and_tiny_inputs_do_not_fail():
     assert detect([], []).boundaries == ()
     assert detect([0], [0.5]).boundaries == ()
     assert detect([0, 1], [0.1, 0.9]).boundaries == (1,)
+
+
+def test_learned_from_needs_the_accuracy_to_stay_above_the_bar():
+    from study.claims.phases import learned_from
+    steps = [0, 10, 20, 30, 40, 50]
+    assert learned_from(steps, [0.1, 0.95, 0.3, 0.5, 0.92, 0.97], 0.9) == 40  # spike at 10
+    assert learned_from(steps, [0.1, 0.2, 0.9, 0.95, 0.96, 0.99], 0.9) == 20  # the bar counts
+    assert learned_from(steps, [0.1, 0.95, 0.96, 0.97, 0.98, 0.5], 0.9) is None  # fell back
+    assert learned_from(steps[::-1], [0.97, 0.92, 0.5, 0.3, 0.95, 0.1], 0.9) == 40  # any order
+    assert learned_from([], [], 0.9) is None
+
+
+def test_a_curve_still_rising_at_the_end_shows_its_final_accuracy_beside_its_plateaus():
+    """A slow climb to 1.0 after a flat start: the last plateau is the climb's mean, well
+    below where training ended; the phase row says both."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from study.claims.curves import accuracy_curves
+    from study.reports.sections.trajectory import phase_rows
+    acc = np.concatenate([np.full(30, 0.014), np.linspace(0.05, 1.0, 30)])
+    metrics = pd.DataFrame({"step": np.arange(60) * EVERY, "split": "val", "stratum": "all",
+                            "metric": "accuracy", "value": acc})
+    run = SimpleNamespace(label="rope2 s0", metrics=metrics)
+    row = phase_rows(run, accuracy_curves(run))
+    last = float(row["plateaus (mean level)"].split(" → ")[-1])
+    assert last < 0.9
+    assert row["final accuracy"] == "1.000"

@@ -13,6 +13,7 @@ import pytest
 from study.reports.build import build_report
 from study.claims.runs import load_runs
 from study.claims.learnt import display_label
+from tests.reports.test_chart_layout import layout_problems
 from tests.reports.test_sections import chart_rows, problems
 
 COUNTING_LABELS = {"gru s0", "gru s1", "lstm s0", "rope2 s0"}
@@ -70,6 +71,7 @@ def test_comparison_charts_have_every_run_and_every_field(report, compared, pref
     assert figs, sorted(f.key for f in report.figures)
     for fig in figs:
         assert problems(fig.spec()) == [], fig.key
+        assert layout_problems(fig) == []  # half the page wide, every colour with a legend
         rows = chart_rows(fig)
         for c in columns:
             assert {r[c] for r in rows} == labels, (fig.key, c)

@@ -353,8 +353,27 @@ def test_headline_iia_table_has_a_column_per_run_and_a_row_per_variable_and_alig
     assert sorted(table.index) == [("v1", al) for al in sorted(EXPECTED[0])]
     for seed, per_alignment in EXPECTED.items():
         for al, (best, k) in per_alignment.items():
-            shown = f"{best:.3f} (k {'—' if np.isnan(k) else int(k)})"
-            assert table.loc[("v1", al), f"gru s{seed}"] == shown
+            first = "never" if np.isnan(k) else f"from k {int(k)}"
+            cell = table.loc[("v1", al), f"gru s{seed}"]
+            assert cell.startswith(f"{best:.3f} (k ") and cell.endswith(f"; train ≥ 0.9 {first})")
+
+
+def test_headline_quotes_the_verdicts_own_k_and_site(planted):
+    """The headline IIA table and the verdict name the same candidate: the k and site in a
+    headline cell are the verdict's (`chosen_on_train`), not the first k passing 0.9."""
+    from study.claims.aligned import verdict_numbers
+    numbers = headline_numbers(planted)
+    label = {(m, s): run for run, m, s in zip(numbers["run"], numbers["model"], numbers["seed"])}
+    table = iia_table(numbers).set_index(["variable", "alignment"])
+    verdicts = verdict_numbers(planted)
+    assert len(verdicts)
+    differ = 0
+    for row in verdicts.to_dict("records"):
+        k, _, site = row["where"].partition(" ")
+        cell = table.loc[(row["variable"], row["alignment"]), label[(row["model"], row["seed"])]]
+        assert cell.startswith(f"{row['iia']:.3f} ({k.replace('=', ' ')} at {site};"), (cell, row)
+        differ += f"from {k.replace('=', ' ')})" not in cell
+    assert differ  # the planted tables have a candidate whose k is not the first to pass 0.9
 
 
 def test_headline_spread_is_shown_with_a_column_per_model(planted):
@@ -457,11 +476,14 @@ def test_learned_steps_give_the_first_step_at_90_percent_or_the_best_accuracy_re
         return SimpleNamespace(label=label, metrics=pd.DataFrame(rows))
 
     runs = [run("a", {"all": (0.1, 0.92, 0.95), "depth=1": (0.1, 0.5, 0.61)}),
-            run("b", {"all": (0.1, 0.3, 0.9), "depth=1": (0.2, 0.24, 0.2)})]
+            run("b", {"all": (0.1, 0.3, 0.9), "depth=1": (0.2, 0.24, 0.2)}),
+            # a one-off spike at step 0 is not learning: learned from 200, where it stays
+            run("c", {"all": (0.95, 0.3, 0.92), "depth=1": (0.91, 0.95, 0.5)})]
     table = _learned_steps(runs, {r.label: accuracy_curves(r) for r in runs})
     cells = table.set_index("stratum").to_dict("index")
-    assert cells["all"] == {"a": "100", "b": "200"}
-    assert cells["depth=1"] == {"a": "never (best 0.61)", "b": "never (best 0.24)"}
+    assert cells["all"] == {"a": "100", "b": "200", "c": "200"}
+    assert cells["depth=1"] == {"a": "never (best 0.61)", "b": "never (best 0.24)",
+                                "c": "never (best 0.95)"}
 
 
 def test_the_das_colour_legend_is_drawn_from_a_line_not_the_faint_band(planted):

@@ -178,8 +178,20 @@ def test_the_section_opens_with_the_table_and_its_chart_and_das_draws_the_contro
     figs = build(planted)
     assert [f.key for f in figs] == ["verdict", "verdict-rule", "verdict-iia"]
     assert figs[0].table is not None and len(figs[0].table) == len(EXPECTED)
+    # above the table, the verdict in plain words: gru aligned (its OAF), lstm partial
+    (said,) = figs[0].points
+    assert said.startswith("count: gru holds it in a subspace (OAF, k = 2 at state, IIA 0.96)")
+    assert "lstm holds part of it" in said and "rope2 does not" in said
     spec = figs[2].spec()
     assert not problems(spec), problems(spec)
+    # the three controls are told apart by shape, named in the legend beside the alignments
+    (controls,) = [layer for layer in spec["spec"]["layer"]
+                   if layer["encoding"].get("shape", {}).get("field") == "control"]
+    shape = controls["encoding"]["shape"]
+    assert shape["scale"]["domain"][-3:] == ["random rotation", "shuffled variable",
+                                             "step-0 network"]
+    assert len(set(shape["scale"]["range"])) == len(shape["scale"]["domain"])
+    assert shape.get("legend", {}) is not None
     rows = [r for rs in spec["datasets"].values() for r in rs]
     assert {r["run"] for r in rows} == {"gru s0", "lstm s0", "rope2 s0"}
     assert {r["alignment"] for r in rows} == {"OAF", "LAF", "LAF (authors')"}

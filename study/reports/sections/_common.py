@@ -12,10 +12,19 @@ import pandas as pd
 # fits the page without scrolling (tests/reports/test_browser.py checks it in Chromium).
 PAGE_WIDTH = 1352  # the page's content: a 1400-px window less the margins
 PLOT_WIDTH = 1060  # what the panels of one row share: PAGE_WIDTH less axes, gaps and a legend
-WIDTH = 250  # one facet panel where four share a row (PLOT_WIDTH // 4, less the gaps)
+WIDTH = 500  # one facet panel where two share a row (no chart narrower than half the page)
 HEIGHT = 200
 TALL = 240  # a full-width panel (a training trajectory): tall enough to tell plateaus apart
 GAP = 60  # per extra panel in a row: its own axis and the gap between panels
+MIN_CHART = 700  # no chart narrower than half a 1,400-px window: its panels widen to reach it
+
+
+def at_least(width: int, panels: int = 1) -> int:
+    """A panel width no smaller than `width` and wide enough that `panels` panels side by side
+    (with their gaps) reach MIN_CHART, never past PLOT_WIDTH a row."""
+    panels = max(1, panels)
+    need = -(-(MIN_CHART - GAP * (panels - 1)) // panels)
+    return int(min(max(width, need), max(need, (PLOT_WIDTH - GAP * (panels - 1)) // panels)))
 
 
 def panel_width(columns: int) -> int:
@@ -27,6 +36,13 @@ def panel_width(columns: int) -> int:
 def facet_columns(n: int, most: int = 2) -> int:
     """Panels a row for `n` facets: all of them up to `most`, so each stays wide."""
     return max(1, min(n, most))
+
+
+def variable_panels(n: int) -> tuple[int, int]:
+    """(columns, panel width) for `n` facets: two a row, one alone spanning the page, so a
+    chart is never narrower than half the page."""
+    columns = facet_columns(n)
+    return columns, panel_width(columns)
 
 
 # 0, 1, 2, 5, 10, ..., 500, 1k, 2k, 5k, 10k (Vega writes symlog ticks as 1e+2 otherwise)

@@ -40,8 +40,9 @@ def heatmap(data, x: alt.X, y: alt.Y, value: str, *, title: str, scheme: str, to
 def matrix_size(n: int, panels: int = 2) -> dict:
     """Width and height of one n × n run matrix, `panels` of them to a row: 38 px a column,
     narrower where the row would outgrow the page (a three-seed study of five families
-    compares 15 runs), 24 px a row. Below 26 px a column a cell cannot hold its number."""
-    from study.reports.sections._common import GAP, PLOT_WIDTH
+    compares 15 runs), 24 px a row, and wide enough that the row reaches half the page
+    (`at_least`). Below 26 px a column a cell cannot hold its number."""
+    from study.reports.sections._common import GAP, PLOT_WIDTH, at_least
     fit = (PLOT_WIDTH - 160) // panels - GAP  # 160: the run names beside the first panel
-    return {"width": max(90, min(38 * n, fit)), "height": max(60, 24 * n)}
+    return {"width": at_least(max(90, min(38 * n, fit)), panels), "height": max(60, 24 * n)}
 

@@ -9,8 +9,8 @@ import pandas as pd
 from study.core.tables import ABLATION, CIRCUITS
 from study.reports.figure import Figure
 from study.reports.sections import section
-from study.reports.sections._common import (PLOT_WIDTH, TALL, facet_columns, panel_width, stacked,
-                                            step_axis)
+from study.reports.sections._common import (PLOT_WIDTH, TALL, at_least, facet_columns,
+                                            panel_width, stacked, step_axis)
 from study.reports.sections._heatmap import heatmap
 
 # the tooltip of the per-head heat maps
@@ -75,14 +75,16 @@ def roles_chart(runs, r: pd.DataFrame):
     order = [_with_accuracy(x) for x in runs if x.label in set(r["run"])]
     heads = sorted(r["head_label"].unique(), key=lambda h: [int(p[1:]) for p in h.split(".")])
     names = list(dict.fromkeys(r["score"]))
+    columns = max(1, min(4, PLOT_WIDTH // (42 * len(order) + 80)))
     return heatmap(
         r, alt.X("column:N", sort=order, title=None, axis=alt.Axis(labelAngle=-40)),
         alt.Y("head_label:N", sort=heads, title="head"), "value", title="score",
         scheme="oranges", clamp=True, labels=8, tooltip=HEAD_TOOLTIP,
-        width=max(60, 42 * len(order)), height=max(60, 16 * len(heads))).facet(
+        width=at_least(max(60, 42 * len(order)), min(columns, len(names))),
+        height=max(60, 16 * len(heads))).facet(
         facet=alt.Facet("score:N", sort=names, title=None),
         # as many panels a row as fit the page beside their head labels
-        columns=max(1, min(4, PLOT_WIDTH // (42 * len(order) + 80)))).resolve_scale(
+        columns=columns).resolve_scale(
         y="independent")
 
 
@@ -154,7 +156,7 @@ def build(runs) -> list[Figure]:
             s, alt.X("score:N", sort=names, title=None, axis=alt.Axis(labelAngle=-40)),
             alt.Y("head_label:N", sort=heads, title="head (L = all heads of the layer)"),
             "value", title="score", scheme="oranges", clamp=True, labels=8, tooltip=HEAD_TOOLTIP,
-            width=max(200, 34 * len(names)), height=max(60, 18 * len(heads))).facet(
+            width=at_least(max(200, 34 * len(names))), height=max(60, 18 * len(heads))).facet(
             row=alt.Row("run:N", title=None, sort=[r.label for r in runs]))
         figs.append(Figure(
             key="circuit-scores", title="Attention-head scores",
@@ -175,7 +177,8 @@ def build(runs) -> list[Figure]:
                      alt.Tooltip("accuracy:Q", format=".3f"),
                      alt.Tooltip("accuracy_unablated:Q", format=".3f"),
                      alt.Tooltip("drop:Q", format=".3f")],
-        ).properties(width=max(120, 30 * overall["head_label"].nunique()), height=150)
+        ).properties(width=at_least(max(120, 30 * overall["head_label"].nunique()),
+                                    overall["run"].nunique()), height=150)
         figs.append(Figure(
             key="head-ablation", title="Head ablation",
             caption=("Accuracy lost when a head's output is zeroed or replaced by its mean: "
@@ -189,6 +192,7 @@ def build(runs) -> list[Figure]:
                 title="accuracy lost", scheme="reds", clamp=True,
                 tooltip=["run:N", "stratum:N", "head_label:N",
                          alt.Tooltip("drop:Q", format=".3f")],
+                width=at_least(24 * strata["stratum"].nunique()),
                 height=max(40, 18 * strata["head_label"].nunique()),
                 row=alt.Row("run:N", title=None, sort=[r.label for r in runs]))
             figs.append(Figure(

@@ -4,12 +4,14 @@ the task holds out of training are ringed. Anchor: `<task>-compare-geometry-<var
 from __future__ import annotations
 
 import altair as alt
+import pandas as pd
 
 from study.core.tables import COMPARE_GEOMETRY
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
 from study.claims.cross import at_matched_k, cross_table
-from study.claims.learnt import NOT_LEARNT_NOTE, any_not_learnt, display_label
+from study.claims.learnt import NOT_LEARNT_NOTE, any_not_learnt
+from study.reports.sections._common import facet_columns, panel_width
 from study.reports.sections._compare import k_note, run_order, sites_note
 
 
@@ -52,11 +54,13 @@ def build(runs) -> list:
                      alt.Tooltip("sd2:Q", format=".2f"), "n:Q"])
         ring = base.transform_filter("datum.held_out").mark_point(
             size=260, color="crimson", strokeWidth=1.5)
-        labels = base.mark_text(dx=8, dy=-6, fontSize=9).encode(text="value:Q")
+        v = v.assign(shown=_labelled(v))
+        labels = base.mark_text(dx=9, dy=-7, fontSize=10).encode(text="shown:N")
+        columns = facet_columns(len(panels))
         chart = alt.layer(bars_x, bars_y, path, dots, ring, labels, data=v).properties(
-            width=230, height=200).facet(
+            width=panel_width(columns), height=300).facet(
             facet=alt.Facet("panel:N", sort=panels, title=None),
-            columns=_per_row(runs, order)).resolve_scale(
+            columns=columns).resolve_scale(
             x="independent", y="independent")
         figs.append(Figure(
             key=slug("compare-geometry", variable),
@@ -71,10 +75,18 @@ def build(runs) -> list:
     return figs
 
 
-def _per_row(runs, order) -> int:
-    """Panels a row: one architecture's seeds side by side (at most four, at least two)."""
-    models = {display_label(r): r.model for r in runs}
-    counts = {}
-    for label in order:
-        counts[models.get(label, label)] = counts.get(models.get(label, label), 0) + 1
-    return max(2, min(4, max(counts.values(), default=1)))
+LABELS = 8  # value labels a panel at most: more overlap on a curve of twenty counts
+
+
+def _labelled(v: pd.DataFrame) -> list[str]:
+    """The text beside each value's point: the first and last values, the held-out ones and
+    every n-th value between, so at most about LABELS a panel are written (the colour and the
+    tooltip give every value); '' for the others."""
+    out = []
+    for (panel, value, held) in zip(v["panel"], v["value"], v["held_out"]):
+        values = sorted(v.loc[v["panel"] == panel, "value"].unique())
+        step = max(1, -(-len(values) // LABELS))
+        i = values.index(value)
+        keep = held or i == 0 or i == len(values) - 1 or i % step == 0
+        out.append(f"{value:g}" if keep else "")
+    return out

@@ -15,7 +15,7 @@ import pandas as pd
 from study.core.tables import COMPARE_STITCHING
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._common import PLOT_WIDTH
+from study.reports.sections._common import MIN_CHART
 from study.claims.cross import at_matched_k, cross_table, with_receiver_control
 from study.claims.learnt import NOT_LEARNT_NOTE, any_not_learnt, learnt_pairs
 from study.reports.sections._compare import k_note, run_order, sites_note
@@ -52,7 +52,7 @@ def build(runs) -> list:
             scheme="greens", labels=10, white_above=0.6,
             tooltip=["run:N", "other_run:N", "score:N", "k:Q",
                      alt.Tooltip("rate:Q", format=".3f")],
-            **matrix_size(n)).facet(
+            **matrix_size(n, panels=min(2, len(shown)))).facet(
             facet=alt.Facet("score:N", title=None, sort=list(shown.values())),
             columns=2)  # two matrices a row: four side by side outgrow a page
         table, by_pair = _table(v)
@@ -171,7 +171,7 @@ def _shared(df: pd.DataFrame) -> Figure | None:
     chart = alt.layer(base.mark_line(point=True),
                       base.transform_filter("datum.matched").mark_point(size=220,
                                                                         strokeWidth=2)
-                      ).properties(width=min(PLOT_WIDTH - 300, 520), height=220)
+                      ).properties(width=MIN_CHART, height=220)
     return Figure(key=slug("compare-shared", variable),
                   title=f"{variable}: what the architectures share, at every k",
                   caption=SHARED_NOTE.format(level=LEVEL) + sites_note(df),

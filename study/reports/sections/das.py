@@ -20,7 +20,8 @@ from study.core.sites import site_label
 from study.core.tables import DAS, DAS_CONTROL, DAS_SHUFFLED, DAS_TRANSFER
 from study.reports.figure import Figure
 from study.reports.sections import section
-from study.reports.sections._common import HEIGHT, WIDTH, model_color, several_seeds, spread, stacked
+from study.reports.sections._common import (HEIGHT, model_color, several_seeds, spread, stacked,
+                                            variable_panels)
 
 # line styles: the trained alignments' in the registry's order, the control's dotted
 TRAINED_DASHES = ([1, 0], [6, 3], [3, 2, 1, 2], [8, 2, 2, 2], [4, 4])
@@ -64,6 +65,7 @@ def build(runs) -> list[Figure]:
         return []
     seeds = several_seeds(runs)
     variables = list(dict.fromkeys(curves["variable"]))
+    columns, width = variable_panels(len(variables))  # two panels a row
     searched = curves[curves["control"] == ""]
     controls = curves[curves["control"] != ""]
     dash_of = dashes()
@@ -84,8 +86,9 @@ def build(runs) -> list[Figure]:
     else:
         layers = _k_curves(ks, alignments, dash_of, len(controls) > 0, seeds, y, tip, shape,
                            runs)
-    chart = alt.layer(*layers, data=curves).properties(width=WIDTH, height=HEIGHT).facet(
-        facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
+    chart = alt.layer(*layers, data=curves).properties(width=width, height=HEIGHT).facet(
+        facet=alt.Facet("variable:N", title=None, sort=variables),
+        columns=columns)
     at = sorted(controls["k"].unique().tolist()) if len(controls) else []
     where = ("" if not at else f" at k = {', '.join(map(str, at))}" if len(at) < len(ks)
              else " at every k")

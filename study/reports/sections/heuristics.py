@@ -10,7 +10,7 @@ import pandas as pd
 
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._common import HEIGHT, PLOT_WIDTH
+from study.reports.sections._common import HEIGHT, MIN_CHART, PLOT_WIDTH
 
 MAX_VALUES = 25  # a stratum family with more values than this is left out of the chart
 
@@ -63,7 +63,8 @@ def build(runs) -> list[Figure]:
             color=alt.Color("predictor:N", sort=predictors, scale=alt.Scale(scheme="tableau20")),
             opacity=alt.condition(alt.datum.kind == "model", alt.value(1.0), alt.value(0.55)),
             tooltip=["predictor:N", "kind:N", "value:N", alt.Tooltip("accuracy:Q", format=".3f")],
-        ).properties(width=min(PLOT_WIDTH, max(240, 18 * len(values) * len(predictors) // 2)),
+        ).properties(width=min(PLOT_WIDTH, max(MIN_CHART, 18 * len(values) * len(predictors)
+                                               // 2)),
                      height=HEIGHT)
         figs.append(Figure(
             key=slug("heuristics", family), title=f"Heuristics and models by {family}",

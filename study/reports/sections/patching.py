@@ -16,7 +16,7 @@ from study.core.sites import site_label
 from study.core.tables import HEAD_RANKING, PATCHING, PATCHING_ROLES, POSITIONS
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._common import PLOT_WIDTH, WIDTH, model_color
+from study.reports.sections._common import PLOT_WIDTH, at_least, model_color, variable_panels
 from study.reports.sections._heatmap import heatmap
 
 METRIC = "flip_rate"
@@ -122,7 +122,7 @@ def _role_heatmap(run) -> list[Figure]:
         tooltip=["counterfactual:N", "site_layer:N", "role:N",
                  alt.Tooltip("value:Q", format=".3f", title="flip rate"),
                  alt.Tooltip("n_pairs:Q", title="pairs with the role")],
-        width=max(WIDTH // 2, 80 * len(order)), height=max(60, 16 * len(layers)))
+        width=at_least(80 * len(order)), height=max(60, 16 * len(layers)))
     return [Figure(
         key=slug("patching-roles", run.label), title=f"Role-aligned patching: {run.label}",
         caption=("The same flip rate with each pair patched where the role sits in its own "
@@ -165,7 +165,7 @@ def build(runs) -> list[Figure]:
             alt.Y("site_layer:N", sort=layers, title="site"),
             tooltip=["counterfactual:N", "site_layer:N", "label:N",
                      alt.Tooltip("value:Q", format=".3f", title="flip rate")],
-            width=min(PLOT_WIDTH, max(WIDTH, 9 * len(order))), height=max(60, 16 * len(layers)))
+            width=PLOT_WIDTH, height=max(60, 16 * len(layers)))
         figs.append(Figure(
             key=slug("patching", r.label), title=f"Patching heatmap: {r.label}",
             caption=("Share of the pairs that test the intervention that flip to the "
@@ -188,13 +188,19 @@ def build(runs) -> list[Figure]:
                 labelAngle=0, labelAlign="left", labelOrient="left")),
             tooltip=["run:N", "counterfactual:N", "site_layer:N",
                      alt.Tooltip("value:Q", format=".3f")],
-        ).properties(width=max(90, 28 * len(runs)), height=90)
+        ).properties(width=at_least(max(90, 28 * len(runs)), pairs["site_layer"].nunique()),
+                     height=90)
         figs.append(Figure(
             key="patching-pair-sites", title="Patching at each pair's own positions",
             caption=("Flip rate, over the pairs that test the intervention, when the source's "
                      "activation at the variable's position is copied into the base at its "
-                     "position ('unpatched': the base alone): "
-                     "near 1 means the site carries the whole variable."),
+                     "position: near 1 means the site carries the whole variable. Colour: the "
+                     "architecture. 'unpatched' is the base alone: 0 on tested pairs by their "
+                     "definition (the base gives its own answer, not the counterfactual one). "
+                     "In a row marked 'answer kept' (a kind whose counterfactual answer is the "
+                     "base's own, so no pair can test a flip) every pair is counted and the bar "
+                     "is the share that keeps its answer, so the unpatched base scores near 1 "
+                     "there and a lower bar is a patch that disturbed the answer."),
             chart=chart))
     figs += _head_rankings(runs)
     return figs
@@ -213,15 +219,16 @@ def _head_rankings(runs) -> list[Figure]:
     if not parts:
         return []
     d = pd.concat(parts, ignore_index=True)
+    columns, width = variable_panels(d["counterfactual"].nunique())
     chart = alt.Chart(d).mark_bar().encode(
         y=alt.Y("head_label:N", sort=alt.EncodingSortField("value", order="descending"),
                 title="head"),
         x=alt.X("value:Q", title="logit difference gained, summed over positions"),
         color=model_color(runs),
-        facet=alt.Facet("counterfactual:N", title=None, columns=3),  # beside their labels
+        facet=alt.Facet("counterfactual:N", title=None, columns=columns),  # beside their labels
         tooltip=["run:N", "counterfactual:N", "head_label:N", "rank:Q",
                  alt.Tooltip("value:Q", format=".3f")],
-    ).properties(width=WIDTH, height=max(60, 14 * min(TOP_HEADS, d.groupby("counterfactual")
+    ).properties(width=width, height=max(60, 14 * min(TOP_HEADS, d.groupby("counterfactual")
                                                        .size().max()))
                  ).resolve_scale(y="independent")
     return [Figure(

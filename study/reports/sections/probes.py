@@ -9,7 +9,7 @@ from study.core.sites import site_label
 from study.core.tables import PROBES
 from study.reports.figure import Figure
 from study.reports.sections import section
-from study.reports.sections._common import HEIGHT, WIDTH, run_color, stacked
+from study.reports.sections._common import HEIGHT, run_color, stacked, variable_panels
 
 
 KINDS = ["probe", "control (shuffled labels)"]
@@ -53,6 +53,7 @@ def build(runs) -> list[Figure]:
         return []
     order = sorted(sites["site_layer"].unique(), key=lambda s: (s == "state", s))
     variables = list(dict.fromkeys(sites["variable"]))
+    columns, width = variable_panels(len(variables))  # two panels a row
     chart = alt.Chart(sites).mark_line(point=True).encode(
         x=alt.X("site_layer:N", sort=order, title="site"),
         y=alt.Y("accuracy:Q", title="probe accuracy (test)", scale=alt.Scale(domain=[0, 1])),
@@ -64,8 +65,9 @@ def build(runs) -> list[Figure]:
         detail="run:N",
         tooltip=["run:N", "variable:N", "site_layer:N", "probe:N",
                  alt.Tooltip("accuracy:Q", format=".3f")],
-    ).properties(width=WIDTH, height=HEIGHT).facet(
-        facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
+    ).properties(width=width, height=HEIGHT).facet(
+        facet=alt.Facet("variable:N", title=None, sort=variables),
+        columns=columns)
     figs = [Figure(
         key="probes-by-site", title="Probe accuracy by site",
         caption=("Logistic-regression probes for each causal variable (solid) against the same "
@@ -81,8 +83,9 @@ def build(runs) -> list[Figure]:
             detail="run:N",
             tooltip=["run:N", "variable:N", "site_layer:N", "position:Q",
                      alt.Tooltip("accuracy:Q", format=".3f")],
-        ).properties(width=WIDTH, height=HEIGHT).facet(
-            facet=alt.Facet("variable:N", title=None, sort=variables), columns=4)
+        ).properties(width=width, height=HEIGHT).facet(
+            facet=alt.Facet("variable:N", title=None, sort=variables),
+            columns=columns)
         figs.append(Figure(
             key="probes-by-position", title="Probe accuracy along the sequence",
             caption=("At each model's best site, probe accuracy per position: where it rises "

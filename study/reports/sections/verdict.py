@@ -11,11 +11,12 @@ import pandas as pd
 from study.claims.aligned import verdict_numbers
 from study.claims.learnt import LEARNED_ACC
 from study.claims.rules import ALIGNED_IIA, BAR, MARGIN, RULE, _nan
+from study.claims.sentences import sentences
 from study.core.alignments import label_of, trained
 from study.core.tables import COMPARE_GEOMETRY, COMPARE_SIMILARITY, COMPARE_STITCHING
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._common import PLOT_WIDTH, TALL, WIDTH, model_color
+from study.reports.sections._common import TALL, facet_columns, model_color, panel_width
 
 
 def _num(v: float) -> str:
@@ -73,11 +74,25 @@ def verdict_table(numbers: pd.DataFrame) -> pd.DataFrame:
             .reset_index(drop=True))
 
 
+# The controls drawn beside each alignment, and their marks (hollow, dark grey: the dots of the
+# alignments themselves are filled and coloured by architecture).
+CONTROLS = {"random": "random rotation", "shuffled": "shuffled variable",
+            "step0": "step-0 network"}
+CONTROL_SHAPES = {"random": "cross", "shuffled": "triangle-down", "step0": "diamond"}
+ALIGNMENT_SHAPES = ("circle", "square", "triangle-up")
+
+
 def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
     d = numbers.dropna(subset=["iia"])
     if d.empty:
         return None
-    d = d.assign(alignment=d["alignment"].map(label_of))
+    d = d.assign(alignment=d["alignment"].map(label_of), control="")
+    # each control a row of its own (flagged by `control`), in the facet's data so that each
+    # panel gets its own variable's controls
+    marks_rows = [d.assign(control=name, control_iia=d[f]).dropna(subset=["control_iia"])
+                  for f, name in CONTROLS.items()]
+    names = [CONTROLS[f] for f in CONTROLS if d[f].notna().any()]
+    d = pd.concat([d, *marks_rows], ignore_index=True)
     x = alt.X("run:N", title=None, sort=sorted(d["run"].unique()))
     offset = alt.XOffset("alignment:N", sort=[label_of(a) for a in trained()])
     y = dict(scale=alt.Scale(domain=[0, 1]))
@@ -86,24 +101,34 @@ def _chart(numbers: pd.DataFrame, runs) -> alt.FacetChart | None:
            alt.Tooltip("restart_sd:Q", format=".3f", title="sd over restarts"),
            alt.Tooltip("random:Q", format=".3f"), alt.Tooltip("shuffled:Q", format=".3f"),
            alt.Tooltip("step0:Q", format=".3f"), "verdict:N"]
-    shape = alt.Shape("alignment:N", sort=[label_of(a) for a in trained()], title="alignment")
-    bars = alt.Chart().mark_rule(strokeWidth=2).encode(
+    # one shape scale and one legend for the alignments (filled) and the controls (hollow)
+    labels = [label_of(a) for a in trained()]
+    marks = alt.Scale(domain=[*labels, *names], range=[
+        *(ALIGNMENT_SHAPES[i % len(ALIGNMENT_SHAPES)] for i in range(len(labels))),
+        *(CONTROL_SHAPES[f] for f in CONTROLS if CONTROLS[f] in names)])
+    title = "alignment / control"
+    shape = alt.Shape("alignment:N", scale=marks, title=title)
+    own = alt.datum.control == ""
+    bars = alt.Chart().transform_filter(own).mark_rule(strokeWidth=2).encode(
         x=x, xOffset=offset, y=alt.Y("iia_lo:Q", title="test IIA on tested pairs", **y),
-        y2="iia_hi:Q", color=model_color(runs, legend=False))
-    point = alt.Chart().mark_point(filled=True, size=60).encode(
+        y2="iia_hi:Q", color=model_color(runs))  # one legend, merged with the dots
+    point = alt.Chart().transform_filter(own).mark_point(filled=True, size=60).encode(
         x=x, xOffset=offset, y=alt.Y("iia:Q", **y), color=model_color(runs), shape=shape,
         tooltip=tip)
     layers = [bars, point]
-    for field, dash in (("random", [2, 2]), ("shuffled", [1, 0]), ("step0", [6, 3])):
-        if d[field].notna().any():
-            layers.append(alt.Chart().mark_tick(color="gray", thickness=2, size=10,
-                                                strokeDash=dash).encode(
-                x=x, xOffset=offset, y=alt.Y(f"{field}:Q", **y), tooltip=tip))
-    n = d["run"].nunique() * d["alignment"].nunique()
-    width = max(WIDTH, 36 * n)  # a readable bar per (run, alignment)
-    return alt.layer(*layers, data=d).properties(width=width, height=TALL).facet(
-        facet=alt.Facet("variable:N", title=None),
-        columns=max(1, min(4, PLOT_WIDTH // (width + 60))))
+    if names:  # one hollow mark per control, told apart by shape, named in the legend
+        layers.append(alt.Chart().transform_filter(~own).mark_point(
+            color="#333", size=55, strokeWidth=1.6, opacity=0.9).encode(
+            x=x, xOffset=offset, y=alt.Y("control_iia:Q", **y),
+            shape=alt.Shape("control:N", scale=marks, title=title), tooltip=tip))
+    n = d["run"].nunique() * d["alignment"].nunique()  # the controls add no column
+    columns = facet_columns(d["variable"].nunique())
+    if 36 * n > panel_width(columns):  # a readable bar per (run, alignment): a row each
+        columns = 1
+    width = panel_width(columns)
+    return alt.layer(*layers, data=d).properties(
+        width=width, height=TALL).facet(facet=alt.Facet("variable:N", title=None),
+                                        columns=columns)
 
 
 _COMPARISONS = ((COMPARE_SIMILARITY.name, "compare-similarity", "similarity across runs"),
@@ -153,7 +178,10 @@ def build(runs) -> list[Figure]:
         return lines
     figs = [Figure(
         key="verdict", title="Verdict per architecture, causal variable and alignment",
-        caption=("Each cell: the verdict, the test IIA on the pairs that test the "
+        caption=("Above the table: the verdicts in plain words, one line per causal variable "
+                 "(each run read at its best alignment). Each cell: the verdict, then the test "
+                 "IIA with its 95 % interval and the controls it is judged against, at the "
+                 "alignment's site and k. In detail: the test IIA is on the pairs that test the "
                  "intervention, with its 95 % Wilson interval over those pairs (at the "
                  "alignment's k and site with the best training IIA), then its controls' test "
                  "IIA at that site and k: an untrained random rotation; the same alignment "
@@ -169,7 +197,8 @@ def build(runs) -> list[Figure]:
                  f"a run below test accuracy {LEARNED_ACC} did not learn the task and gets no "
                  "verdict (its numbers are shown: where the readout reads the answer, a "
                  "network scores there whether or not it computes the variable)."),
-        table=verdict_table(numbers), links=_comparison_links(runs, numbers)),
+        table=verdict_table(numbers), links=_comparison_links(runs, numbers),
+        points=tuple(sentences(numbers))),
         *lines,
         Figure(key="verdict-rule", title="Verdict rule",
                caption="How a cell's verdict follows from its numbers; a variable whose test "
@@ -192,10 +221,11 @@ def build(runs) -> list[Figure]:
     if chart is not None:
         figs.append(Figure(
             key="verdict-iia", title="IIA with its interval against the controls",
-            caption=("Dot (shape: the alignment) and bar: each trained alignment's test IIA on "
-                     "tested pairs and its 95 % Wilson interval; ticks beside it, that "
-                     "alignment's controls: dotted the random rotation, solid the shuffled "
-                     "variable, dashed the step-0 network — an alignment is aligned where the "
-                     f"bar clears every tick by {MARGIN} and the dot reaches {ALIGNED_IIA}."),
+            caption=("Filled dot (colour: the architecture, shape: the alignment) and bar: each "
+                     "trained alignment's test IIA on tested pairs and its 95 % Wilson interval; "
+                     "hollow grey marks in the same column, that alignment's controls (legend "
+                     "\"control\": random rotation, shuffled variable, step-0 network). An "
+                     f"alignment is aligned where the bar clears every control mark by {MARGIN} "
+                     f"and the dot reaches {ALIGNED_IIA}."),
             chart=chart))
     return figs
