@@ -72,7 +72,8 @@ def rerun(manifest: dict, work: Path) -> Path:
 
 def checked_manifest(folder: Path) -> dict:
     """The manifest of result folder `folder`, its shape checked (`argv` a list of strings,
-    `tables` and `tolerances` objects, each tolerance {"abs": number, "rel": number}) and
+    `tables` and `tolerances` objects, each tolerance with numbers "abs" and "rel", its
+    "basis" beside them where it was measured) and
     every table it lists read, before anything is rerun: a damaged one is a one-line
     UsageError naming the file and what is wrong."""
     manifest = read_manifest(folder)
@@ -94,9 +95,9 @@ def checked_manifest(folder: Path) -> dict:
         if not isinstance(columns, dict):
             raise damaged(f"the tolerances of {table} are not an object")
         for column, tol in columns.items():
-            if not (isinstance(tol, dict) and set(tol) == {"abs", "rel"} and all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-                    for v in tol.values())):
+            if not (isinstance(tol, dict) and {"abs", "rel"} <= set(tol) and all(
+                    isinstance(tol[v], (int, float)) and not isinstance(tol[v], bool)
+                    and tol[v] >= 0 for v in ("abs", "rel"))):
                 raise damaged(f"the tolerance of {table}.{column} is not "
                               f'{{"abs": number, "rel": number}}')
     for table in manifest.get("tables") or {name: {} for name in TABLES}:

@@ -202,7 +202,7 @@ def test_the_report_draws_one_heatmap_per_family_and_variable_greying_uncredited
 
     import pandas as pd
 
-    from study.reports.load import RunTables
+    from study.claims.runs import RunTables
     from study.reports.sections.atlas import build
 
     rows = []

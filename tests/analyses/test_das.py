@@ -382,7 +382,9 @@ def test_das_analysis_writes_its_table_and_alignments(tmp_path):
     assert list(df.columns) == ["checkpoint", "variable", "site", "layer", "position",
                                 "alignment", "k", "split", "iia", "iia_lo", "iia_hi", "iia_all",
                                 "n_pairs", "n_changed", "n_tested", "too_few",
-                                "iia_restart_sd", "chance"]
+                                "iia_restart_sd", "chance", "confound_input", "confound_answer"]
+    for c in ("confound_input", "confound_answer"):  # NaN where a variable tests no pair
+        assert df[c].notna().any() and df[c].dropna().between(0, 1).all()
     assert len(df) == 2 * 4 * 2  # variables x alignments x splits (k=2 only)
     assert set(df["alignment"]) == {"oaf", "laf", "laf_sd", "random"}
     assert set(df["site"]) == {"state"} and set(df["position"]) == {-1}

@@ -15,7 +15,7 @@ from tests.conftest import ROOT, project_entries
 def test_check_refuses_a_missing_an_undeclared_or_a_reordered_column():
     das = tables.DAS
     tables.check("das", das.frame())
-    with pytest.raises(ValueError, match="missing \\['chance'\\]"):
+    with pytest.raises(ValueError, match="missing \\['confound_answer'\\]"):
         tables.check("das", pd.DataFrame(columns=list(das.columns[:-1])))
     with pytest.raises(ValueError, match="undeclared \\['extra'\\]"):
         tables.check("das", pd.DataFrame(columns=[*das.columns, "extra"]))

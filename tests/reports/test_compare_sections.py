@@ -38,7 +38,7 @@ def test_compare_writes_whole_tables_and_each_runs_own_rows(compared):
     n = len(dirs)
     sim = pd.read_parquet(out / "comparisons" / "compare_similarity.parquet")
     n_var = sim["variable"].nunique()
-    assert n_var == 6  # counting's causal variables, every one das aligned at smoke scale
+    assert n_var == 7  # counting's causal variables, every one das aligned at smoke scale
     assert len(sim) == len(tables["compare_similarity"]) == n_var * n * n * 2  # 2 measures, k=2
     assert {"variable", "run", "other_run", "checkpoint", "other_checkpoint", "measure", "value",
             "baseline"} <= set(sim.columns)

@@ -124,7 +124,7 @@ def test_write_report_without_markdown_writes_only_the_page(counting_runs, tmp_p
     out = tmp_path / "nested" / "out"
     index = write_report(counting_runs[:2], out, markdown=False)
     assert index.read_text().startswith("<!DOCTYPE html>")
-    assert sorted(p.name for p in out.iterdir()) == ["index.html"]
+    assert sorted(p.name for p in out.iterdir()) == [".study-report", "index.html"]
 
 
 def test_out_that_is_a_file_is_refused(counting_runs, tmp_path):

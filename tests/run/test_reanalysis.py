@@ -70,7 +70,7 @@ def test_a_k_no_site_holds_is_refused_when_searched_and_changes_nothing(analysed
                                                                          monkeypatch):
     """Where the width is not known when parsing (a family whose config names it otherwise),
     the search refuses the ladder before training anything; the run is left as it was."""
-    import study.analyses.das as das
+    import study.analyses.das.analysis as das
     monkeypatch.setattr(das, "_site_width", lambda kind, config: None)
     before = _outputs(analysed)
     rc = main(["analyze", str(analysed), "analysis=das", *FAST[:1], "das.k=999",

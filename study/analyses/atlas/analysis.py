@@ -115,8 +115,8 @@ def check(cfg: AtlasConfig, task_cls, model_entry, model_config) -> None:
     asked_variables(cfg.variables, task_cls)
     asked_roles(cfg.roles, task_cls)
     try:
-        das_check(DasConfig(variables=cfg.variables, sites=cfg.sites, layers=cfg.layers),
-                  task_cls, model_entry, model_config)
+        das_check(DasConfig(variables=cfg.variables, sites=cfg.sites, layers=cfg.layers,
+                            k=cfg.k), task_cls, model_entry, model_config)
     except UsageError as e:
         raise UsageError(str(e).replace("das.", "atlas.")) from None
 
