@@ -33,6 +33,12 @@ LONG_FIRST = ("tests/test_registry_grid.py", "tests/run/test_faults.py", "tests/
 def pytest_collection_modifyitems(config, items):
     rank = {path: i for i, path in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
+    import torch
+    if not torch.cuda.is_available():  # the slow tier selects `gpu` tests: skipped, saying why
+        skip = pytest.mark.skip(reason="needs a CUDA device (none visible)")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -110,9 +110,10 @@ def test_a_run_past_its_time_limit_is_requeued_and_ends_bit_equal(cluster, tmp_p
     """slurm.time=1 (minute): SLURM signals the task 15 s before its limit, the run writes a
     resume point, submitit requeues the task, and the requeued task resumes the run. SLURM
     checks time limits every 30 s and signals up to that much early, so the signal comes
-    15-45 s into the job; the run is sized to train for about 45 s here, so that it trains
-    then (a requeued attempt may be signalled again: each resumes where the last stopped)."""
-    steps = max(400, int(45 * _speed(tmp_path)))
+    15-45 s into the job; the run is sized to train for about 90 s here, so that it is still
+    training then however much faster than the measured speed it runs (a requeued attempt may be
+    signalled again: each resumes where the last stopped)."""
+    steps = max(400, int(90 * _speed(tmp_path)))  # trains past the latest signal, however fast
     run = [*RUN, f"train.steps={steps}", "train.checkpoints=4"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     reference = subprocess.Popen([sys.executable, "-m", "study", "run", *run,
