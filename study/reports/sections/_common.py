@@ -28,9 +28,10 @@ def at_least(width: int, panels: int = 1) -> int:
 
 
 def panel_width(columns: int) -> int:
-    """Width of one panel when `columns` panels share a row of the page."""
+    """Width of one panel when `columns` panels share a row of the page: the row's share,
+    so that the row fills the plot width and never runs past it."""
     columns = max(1, columns)
-    return max(WIDTH, (PLOT_WIDTH - GAP * (columns - 1)) // columns)
+    return (PLOT_WIDTH - GAP * (columns - 1)) // columns
 
 
 def facet_columns(n: int, most: int = 2) -> int:

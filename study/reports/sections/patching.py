@@ -165,7 +165,7 @@ def build(runs) -> list[Figure]:
             alt.Y("site_layer:N", sort=layers, title="site"),
             tooltip=["counterfactual:N", "site_layer:N", "label:N",
                      alt.Tooltip("value:Q", format=".3f", title="flip rate")],
-            width=PLOT_WIDTH, height=max(60, 16 * len(layers)))
+            width=min(PLOT_WIDTH, at_least(9 * len(order))), height=max(60, 16 * len(layers)))
         figs.append(Figure(
             key=slug("patching", r.label), title=f"Patching heatmap: {r.label}",
             caption=("Share of the pairs that test the intervention that flip to the "
