@@ -24,8 +24,6 @@ import re
 import shlex
 from pathlib import Path
 
-import pandas as pd
-
 from study.core.errors import UsageError
 from study.sweep.result_tables import RESULTS_ROOT, read_manifest, read_table
 
