@@ -99,7 +99,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
 
 # the files other than tables that an analysis always writes beside them, which later
 # analyses read (subspaces and compare read das's learned alignments)
-ARTEFACTS: dict[str, tuple[str, ...]] = {"das": ("alignments.safetensors",)}
+ARTEFACTS: dict[str, tuple[str, ...]] = {"das": ("alignments.safetensors",),
+                                         "atlas": ("alignments.safetensors",)}
 
 
 def of_analysis(analysis: str) -> tuple[Table, ...]:

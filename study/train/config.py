@@ -47,7 +47,9 @@ class TrainConfig:
     eval_examples: int = setting(
         2000, "per evaluation split at each checkpoint, evenly spaced over the split (0 = whole "
         "split)")
-    target_accuracy: Optional[float] = setting(None, "stop once every eval split reaches it")
+    target_accuracy: Optional[float] = setting(
+        None, "stop once the validation split reaches it (`val`; a task without one: every "
+        "eval split but test, heldout and gen)")
     max_minutes: float = setting(
         0.0, "stop (evaluated, checkpointed) after this much wall time; 0 = no limit", runtime=True)
     device: str = setting("auto", "auto | cpu | cuda | cuda:N", runtime=True)

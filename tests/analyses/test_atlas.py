@@ -118,17 +118,17 @@ class LinesTask:
         return None
 
 
-def _atlas(**over):
+def _atlas(out_dir=None, **over):
     cfg = replace(get("analysis", "atlas").make_config("small"), n_train=384, n_test=256,
                   screen_pairs=256, screen_k=2, screen_steps=150, screen_batch=32,
                   top=1, k=(2,), steps=200, min_changed=20, **over)
     ctx = AnalysisContext(Resolver(), LinesTask(), cfg, "resolver", 5, torch.device("cpu"),
-                          None, model_at=lambda step: Resolver(computes=False))
+                          out_dir, model_at=lambda step: Resolver(computes=False))
     return get("analysis", "atlas").obj(ctx)["atlas"]
 
 
-def test_a_value_resolved_at_its_line_is_found_at_the_line_and_not_at_the_colon():
-    df = _atlas()
+def test_a_value_resolved_at_its_line_is_found_at_the_line_and_not_at_the_colon(tmp_path):
+    df = _atlas(out_dir=tmp_path)
     at = {(r.role, r.layer, r.stage): r for r in df.itertuples()}
     line = at[(f"rhs@{J}", 1, "screen")]
     assert line.iia >= 0.9 and line.credited, line
@@ -142,6 +142,15 @@ def test_a_value_resolved_at_its_line_is_found_at_the_line_and_not_at_the_colon(
     # the controls reach nowhere near the resolved value, so the null stays low
     assert df["null"].iloc[0] <= 0.5
     assert set(df["credited"]) == {True, False}
+    # the full search's OAF is saved as das saves its own, for comparisons at this cell
+    from safetensors import safe_open
+    with safe_open(str(tmp_path / "alignments.safetensors"), framework="pt") as f:
+        keys = set(f.keys())
+        assert f.metadata()["checkpoint"] == "5"
+    assert "oaf/resolved/resid[1]@pair/k=2" in keys
+    from study.analyses.das.alignment import load_alignment
+    inst = load_alignment(tmp_path / "alignments.safetensors", "oaf/resolved/resid[1]@pair/k=2")
+    assert inst.k == 2
 
 
 def test_the_null_is_the_controls_maximum_over_the_grid_and_credits_only_above_it():

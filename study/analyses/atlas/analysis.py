@@ -34,6 +34,10 @@ step0_iia (the cell's controls at the same k and stage), then
 - credited: the cell's iia_lo is above the null (a cell is credited only where it beats
   what the controls reach anywhere on the grid), never where too_few;
 - chance: the pair set's chance level (`study.analyses.common.stats.chance_iia`).
+`alignments.safetensors` holds the full search's OAF of each variable's best cell at every k
+of its ladder, keyed as das keys its own (`oaf/<variable>/<site>@pair/k=<k>`: the pairs at
+the role's positions; the role is the table's full row's), so that comparisons can read each
+network at its own best cell (`compare.site=atlas`).
 Without a step-0 checkpoint (`ctx.model_at` None) the step-0 control is left out of the
 null, with a warning.
 """
@@ -133,5 +137,10 @@ def run(ctx):
     every cell with both controls, the full search at the best cells; the null is the
     controls' maximum over the grid (table `atlas`)."""
     from study.analyses.atlas.build import atlas_rows
+    from study.analyses.das.alignment import save_alignments
     from study.core.tables import ATLAS
-    return {"atlas": ATLAS.frame(atlas_rows(ctx))}
+    saved: dict = {}
+    rows = atlas_rows(ctx, saved)
+    if ctx.out_dir is not None:  # None: tables only (a caller that writes nothing)
+        save_alignments(saved, ctx.out_dir, ctx.checkpoint)
+    return {"atlas": ATLAS.frame(rows)}

@@ -15,9 +15,12 @@ _log = logging.getLogger(__name__)
 NEAR_BEST = 0.01  # the full search's k: the smallest whose training IIA is this near the best
 
 
-def atlas_rows(ctx) -> list[dict]:
+def atlas_rows(ctx, saved: dict | None = None) -> list[dict]:
     """Every cell's rows, screened and (the best `top` per variable) fully searched, with the
-    null and `credited` set (`with_null`)."""
+    null and `credited` set (`with_null`). `saved`, if given, receives each full search's
+    OAF at every k of its ladder, as das saves its own (`alignments.safetensors` keys
+    `oaf/<variable>/<site>@pair/k=<k>`, the cell's role in the table's full row), so that a
+    comparison can read each network at its own best cell."""
     from study.analyses.das.analysis import asked_variables
     from study.core.sites import default_sites
 
@@ -45,10 +48,12 @@ def atlas_rows(ctx) -> list[dict]:
         rows += screened
         ranked = sorted((r for r in screened if not r["too_few"]),
                         key=lambda r: -np.nan_to_num(r["train_iia"], nan=-1.0))
-        for r in ranked[:cfg.top]:
-            rows.append({**run, **_full(model, untrained, task, variable, train, test,
-                                        r["role"], r["site"], r["layer"], cfg, init,
-                                        ctx.checkpoint, ctx.device)})
+        for rank, r in enumerate(ranked[:cfg.top]):
+            row, tensors = _full(model, untrained, task, variable, train, test, r["role"],
+                                 r["site"], r["layer"], cfg, init, ctx.checkpoint, ctx.device)
+            rows.append({**run, **row})
+            if saved is not None and rank == 0:  # the best cell's, one per variable and site
+                saved.update(tensors)
     return with_null(rows)
 
 
@@ -130,10 +135,10 @@ def _screen_site(model, untrained, task, variable, reads, roles, kind, layer, cf
 
 
 def _full(model, untrained, task, variable, train, test, role, kind, layer, cfg, seed,
-          checkpoint, device) -> dict:
+          checkpoint, device) -> tuple[dict, dict]:
     """The das search (OAF over the k ladder) at one cell and both its controls over the
-    same ladder; the row at the smallest k whose training IIA is within NEAR_BEST of the
-    best."""
+    same ladder: the row at the smallest k whose training IIA is within NEAR_BEST of the
+    best, and the search's saved tensors (every k)."""
     from study.analyses.das.analysis import DasConfig
     from study.analyses.das.controls import control_ks
     from study.analyses.das.search import search
@@ -149,8 +154,9 @@ def _full(model, untrained, task, variable, train, test, role, kind, layer, cfg,
                                       seed)
     width = data.src_train.shape[1]
     ks = control_ks(das, width)
-    found = _by_k(search(model, data, variable, -1, das, seed, checkpoint,
-                         alignments=("oaf",))[0])
+    found_rows, tensors = search(model, data, variable, -1, das, seed, checkpoint,
+                                 alignments=("oaf",))
+    found = _by_k(found_rows)
     shuf = _by_k(search(model, shuffled, variable, -1, das, seed, checkpoint,
                         alignments=("oaf",), ks=ks)[0])
     zero = ({} if data0 is None else
@@ -170,7 +176,7 @@ def _full(model, untrained, task, variable, train, test, role, kind, layer, cfg,
                 iia=t["iia"], iia_lo=t["iia_lo"], iia_hi=t["iia_hi"],
                 train_iia=found[k]["train"]["iia"], n_tested=t["n_tested"],
                 too_few=t["too_few"], shuffled_iia=control(shuf), step0_iia=control(zero),
-                chance=t["chance"], shuffled_max=best_of(shuf), step0_max=best_of(zero))
+                chance=t["chance"], shuffled_max=best_of(shuf), step0_max=best_of(zero)), tensors
 
 
 def _by_k(rows) -> dict:
