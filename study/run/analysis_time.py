@@ -13,6 +13,10 @@ over the batch (`FORWARD_SHARE`). Each analysis is costed as the passes it makes
 - `patching`: one forward of each pair's base and source, then a patched forward per
   (pair, site, position) up to the answer, for each kind of counterfactual (at most: a
   position the source leaves unchanged is skipped).
+- `atlas`: at each site (every layer of the site kinds) and variable, the screening pass's
+  `screen_steps` updates of `screen_batch` rows for every role's cell, its shuffled control
+  and its step-0 control, then `top` full searches with both controls over the ladder,
+  each update priced as das's; reading the pairs is a forward of each pair on both networks.
 - `probes`, `circuits`, `subspaces`: forwards over the examples they read.
 - the comparisons at a sweep's end (`compare`): for each pair of runs and variable, the
   stitched and shuffled forwards over its test pairs and the fit, and each run's geometry.
@@ -81,6 +85,38 @@ def das_seconds(cfg, task, step_s: float) -> float:
     return len(variables) * sites * (ladders * per_k + read * (2 if das.controls else 1))
 
 
+def _variables(asked, task) -> tuple:
+    if not asked or asked[0] in ("all", "main"):
+        return (task.causal_variables if asked and asked[0] == "all"
+                else (task.main_variables or task.causal_variables[:1]))
+    return tuple(asked)
+
+
+def atlas_seconds(cfg, task, step_s: float, recurrent: bool) -> float:
+    """The run's `atlas`: the screening pass at every (role, site) cell with both controls,
+    then the full searches at the best cells, each update priced as das's (`DAS_ROW`)."""
+    atlas = cfg.analysis_configs["atlas"]
+    fwd = forward_s(cfg, step_s)
+    try:
+        roles = len(task.roles(task.split("test").ids[:1]))
+    except (AttributeError, NotImplementedError, ValueError):
+        roles = 1
+    if atlas.roles:
+        roles = min(roles, len(atlas.roles) * max(1, roles // max(1, len(task.role_names))))
+    if recurrent:
+        sites = 1
+    else:
+        kinds = atlas.sites or ("resid",)
+        sites = sum(len(atlas.layers) if atlas.layers else _layers(cfg) + (k == "resid")
+                    for k in kinds)
+    update = 3 * fwd * DAS_ROW  # one row's forward and backward through the intervention
+    screen = sites * atlas.screen_steps * 3 * roles * atlas.screen_batch * update
+    full = atlas.top * 3 * len(atlas.k) * atlas.steps * atlas.batch_size * update
+    read = 2 * 2 * (atlas.screen_pairs + atlas.n_test + atlas.top * (atlas.n_train
+                                                                      + atlas.n_test)) * fwd
+    return len(_variables(atlas.variables, task)) * (screen + full + read)
+
+
 def _control_ks(das) -> list[int]:
     """The k the controls climb (`study/analyses/das/controls.control_ks`, any width; that
     module imports pyvene, which takes seconds)."""
@@ -107,6 +143,8 @@ def analysis_seconds(cfg, task, step_s: float) -> dict:
             out[name] = das_seconds(cfg, task, step_s)
         elif name == "patching":
             out[name] = patching_seconds(cfg, task, step_s, "recurrent" in caps, "heads" in caps)
+        elif name == "atlas":
+            out[name] = atlas_seconds(cfg, task, step_s, "recurrent" in caps)
         else:
             out[name] = READ_EXAMPLES * (_layers(cfg) + 1) * forward_s(cfg, step_s)
     return out

@@ -242,3 +242,27 @@ def test_the_gpu_estimate_of_a_run_says_its_training_and_its_das():
     assert with_das.seconds == pytest.approx(gpu_time.START_S + with_das.training + with_das.das)
     alone = est.run(resolve(kv))
     assert alone.das == 0 and alone.training == pytest.approx(with_das.training)
+
+
+def test_the_atlas_is_priced_by_its_grid():
+    """The atlas's estimate counts its grid: each variable screened at every role of every
+    layer with both controls, then its full searches. Twice the variables is twice the time;
+    a transformer's every residual stream is screened (rope2 at small: three, against the
+    GRU's one state), and a one-variable atlas of the counting GRU at small, from its
+    measured training step, is minutes, as `bench atlas` measures it (244 CPU s for the
+    screening alone, 2026-12-06), not seconds."""
+    from study.run.analysis_time import atlas_seconds
+    kv = {"task": "counting", "scale": "small", "analyses": "atlas"}
+    gru = resolve({**kv, "model": "gru", "atlas.variables": "up_down:count"})
+    two = resolve({**kv, "model": "gru", "atlas.variables": "up_down:count,up_down:phase"})
+    task = build_task(gru)
+    one_s = atlas_seconds(gru, task, 0.16, recurrent=True)
+    assert atlas_seconds(two, task, 0.16, recurrent=True) == pytest.approx(2 * one_s)
+    assert 120 < one_s < 1200
+    # the screening alone (no full search updates) at three layers and at one
+    rope = resolve({**kv, "model": "rope2", "atlas.variables": "up_down:count",
+                    "atlas.steps": "0"})
+    one_layer = resolve({**kv, "model": "rope2", "atlas.variables": "up_down:count",
+                         "atlas.steps": "0", "atlas.layers": "1"})
+    assert (atlas_seconds(rope, task, 0.16, recurrent=False)
+            > 2.5 * atlas_seconds(one_layer, task, 0.16, recurrent=False))
