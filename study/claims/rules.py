@@ -72,6 +72,19 @@ def confounded(confound_input: float = float("nan"),
                                              and v >= top - 1e-12)
 
 
+def identifiability(confound_input: float = float("nan"),
+                    confound_answer: float = float("nan")) -> str:
+    """Whether the pairs can separate the variable from the input window and from the answer,
+    in words with the two shares (`confounded`): "yes (input 0.12, answer 0.40)", "no:
+    confounded with the answer (input 0.12, answer 1.00)", or "not measured"."""
+    if _nan(confound_input) and _nan(confound_answer):
+        return "not measured"
+    shares = ", ".join(f"{name} {'?' if _nan(v) else f'{float(v):.2f}'}"
+                       for name, v in (("input", confound_input), ("answer", confound_answer)))
+    said = confounded(confound_input, confound_answer)
+    return f"yes ({shares})" if said is None else f"no: {said} ({shares})"
+
+
 def verdict(iia: float, lo: float, random: float, shuffled: float,
             step0: float = float("nan"), confound_input: float = float("nan"),
             confound_answer: float = float("nan")) -> str:

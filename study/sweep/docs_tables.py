@@ -14,6 +14,9 @@ file and the command and commit that made it. A run that the time guard stopped 
 "(time guard)" wherever it is named: it is no study result. `check=true` rewrites nothing and
 fails (exit 1) naming each page whose tables differ from what the data gives, which the
 default tests run, so that a number edited by hand, or data changed without its docs, fails.
+`FOLDER/findings` is not a table but the folder's findings in a line per variable
+(`study.claims.sentences.findings` of its verdict table: each architecture's verdict with its
+IIA and interval), each linked to the folder: the README's "What it found" box is made so.
 A marker that is misspelt or unpaired is an error (one line naming the page and line), with
 or without check=true.
 """
@@ -69,9 +72,29 @@ def parse_spec(spec: str) -> tuple[str, str, dict]:
     return folder, table, options
 
 
-def render(spec: str, root: Path = RESULTS_ROOT) -> str:
-    """The Markdown a marker's block holds: the table and the line naming its source."""
+def render_findings(folder: str, opt: dict, root: Path, page: Path | None) -> str:
+    """A folder's findings as Markdown bullets, each linking to the folder (relative to
+    `page`)."""
+    import os
+
+    from study.claims.sentences import findings
+    df = read_table(root / folder, "verdicts")
+    for col, values in opt["where"]:
+        if col not in df.columns:
+            raise UsageError(f"results marker {folder}/findings: no column {col!r} in verdicts")
+        df = df[df[col].astype(str).isin(values)]
+    study = read_manifest(root / folder).get("study") or folder
+    link = Path(os.path.relpath(root / folder, page.parent if page else DOCS)).as_posix() + "/"
+    return "".join(f"- **{study}**: {line} [results/{folder}]({link})\n"
+                   for line in findings(df))
+
+
+def render(spec: str, root: Path = RESULTS_ROOT, page: Path | None = None) -> str:
+    """The Markdown a marker's block holds: the table and the line naming its source (for
+    `FOLDER/findings`, the folder's findings, `render_findings`)."""
     folder, table, opt = parse_spec(spec)
+    if table == "findings":
+        return render_findings(folder, opt, root, page)
     df = read_table(root / folder, table)
     manifest = read_manifest(root / folder)
     for col, values in opt["where"]:
@@ -135,14 +158,21 @@ def check_markers(text: str, where: str = "the page") -> None:
 
 def rewrite(text: str, root: Path = RESULTS_ROOT, where: str = "the page") -> str:
     """`text` with every results block made again from the data (its markers checked
-    first, `check_markers`)."""
+    first, `check_markers`); `where`, the page's path, makes the findings' links relative
+    to it."""
     check_markers(text, where)
-    return BLOCK.sub(lambda m: m.group(1) + render(m.group("spec"), root) + m.group(4), text)
+    page = Path(where) if where != "the page" else None
+    return BLOCK.sub(lambda m: m.group(1) + render(m.group("spec"), root, page) + m.group(4),
+                     text)
+
 
 
 def pages(docs: Path | None = None) -> list[Path]:
-    """The Markdown pages under `docs` (docs/ by default) that hold a results block."""
-    return sorted(p for p in (docs or DOCS).rglob("*.md") if LOOSE.search(p.read_text()))
+    """The Markdown pages under `docs` (docs/ by default), and the README beside it, that
+    hold a results block."""
+    docs = docs or DOCS
+    found = list(docs.rglob("*.md")) + [p for p in (docs.parent / "README.md",) if p.is_file()]
+    return sorted(p for p in found if LOOSE.search(p.read_text()))
 
 
 def cmd_results_docs(args):

@@ -212,7 +212,7 @@ def test_the_report_draws_one_heatmap_per_family_and_variable_greying_uncredited
     import pandas as pd
 
     from study.claims.runs import RunTables
-    from study.reports.sections.atlas import build
+    from study.reports.sections._atlas import atlas_figures as build
 
     rows = []
     for variable in ("root_value", "query"):

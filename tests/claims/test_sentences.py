@@ -58,3 +58,29 @@ def test_the_best_row_per_run_and_variable_follows_the_verdict_then_the_iia():
     pick = best[(best["run"] == "rope2") & (best["variable"] == "count")].iloc[0]
     assert pick["alignment"] == "oaf"  # both not aligned: the higher IIA
     assert sentences(PLANTED.iloc[0:0]) == []
+
+
+def test_findings_say_each_architecture_with_its_interval_and_what_the_pairs_cannot_tell():
+    """One finding per variable: each architecture under the verdict most of its seeds give,
+    with the IIA interval over its seeds (over its pairs for one seed), where it is not held;
+    a confounded variable is "not separable from" what the pairs confound it with; a table
+    without the confound shares is marked under revision."""
+    import pandas as pd
+
+    from study.claims.sentences import UNDER_REVISION, findings
+    rows = []
+    for seed, verdict in enumerate(("aligned", "aligned", "partial")):
+        rows.append(dict(run=f"gru s{seed}", model="gru", variable="count", alignment="oaf",
+                         where="k=4 state", iia=0.95, iia_lo=0.93, iia_hi=0.97,
+                         verdict=verdict, n_seeds=3, seeds_iia=0.94, seeds_lo=0.90,
+                         seeds_hi=0.98, confound_input=0.1, confound_answer=0.2))
+        rows.append(dict(run=f"rope2 s{seed}", model="rope2", variable="count",
+                         alignment="oaf", where="k=16 resid[1]", iia=0.97, iia_lo=0.95,
+                         iia_hi=0.99, verdict="confounded with the answer", n_seeds=3,
+                         seeds_iia=0.97, seeds_lo=0.96, seeds_hi=0.98, confound_input=0.1,
+                         confound_answer=0.99))
+    said = findings(pd.DataFrame(rows))
+    assert said == ["count (3 seeds each): held in a subspace by gru 0.94 [0.90, 0.98]; not "
+                    "separable from the answer in rope2 0.97 [0.96, 0.98] at resid[1]."]
+    old = pd.DataFrame(rows).drop(columns=["confound_input", "confound_answer"])
+    assert findings(old)[0].endswith(f"({UNDER_REVISION}).")

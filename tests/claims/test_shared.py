@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from study.claims.intervals import by_architecture, run_interval
-from study.reports.sections.compare_stitching import verdicts
+from study.reports.sections.shared import verdicts
 
 
 def _rows(receiver_input: dict, iia=0.95, output=0.3, chance=0.25, val=0.95, k=4, own=0.97):
@@ -107,7 +107,7 @@ def test_each_pair_is_shown_at_its_matched_k_and_every_k_in_the_ratio_chart():
     """The matrices and the verdicts read each pair at its matched k (no fixed k <= 4); the
     chart of stitched / own IIA keeps every k compared."""
     from study.claims.cross import at_matched_k
-    from study.reports.sections.compare_stitching import _shared
+    from study.reports.sections.shared import _shared
     parts = []
     for k in (1, 2, 4, 8):
         rows = _rows({}, k=k)
@@ -189,3 +189,32 @@ def test_pairs_of_runs_where_a_run_does_not_hold_the_variable_are_left_out_not_v
     every = rows.assign(val_iia=0.5)
     assert set(shared_stats(every[every["run"] != every["other_run"]])["verdict"]) == {
         "not captured"}
+
+
+def test_identifiability_names_what_the_pairs_cannot_separate():
+    """Shares within the margin of 1 say "no: confounded with" the input or the answer; lower
+    shares say "yes"; no shares say so."""
+    from study.claims.rules import identifiability
+    assert identifiability(0.2, 1.0) == "no: confounded with the answer (input 0.20, answer 1.00)"
+    assert identifiability(0.97, 0.3).startswith("no: confounded with the input")
+    assert identifiability(0.5, 0.6) == "yes (input 0.50, answer 0.60)"
+    assert identifiability() == "not measured"
+
+
+def test_what_the_architectures_share_comes_first_and_says_whether_the_pairs_can_tell():
+    """The section "What the architectures share" comes before the stitching detail, and its
+    verdict table says per architecture pair whether the pairs can separate the variable
+    from the input and the answer, with the two shares: pairs whose answer share is 1 are
+    "no: confounded with the answer", and so is the verdict."""
+    from study.reports.sections import sections
+    from study.reports.sections.shared import _shared
+    order = [s.name for s in sections()]
+    assert order.index("shared") < order.index("compare_stitching")
+    rows = _rows({}).assign(confound_input=0.3, confound_answer=0.5)
+    told = _shared(rows).table["can the pairs tell?"]
+    assert set(told) == {"yes (input 0.30, answer 0.50)"}
+    rows = rows.assign(confound_answer=1.0)
+    table = _shared(rows).table
+    assert set(table["can the pairs tell?"]) == {
+        "no: confounded with the answer (input 0.30, answer 1.00)"}
+    assert set(table["verdict"]) <= {"confounded with the answer", "not captured"}

@@ -220,3 +220,4 @@ def test_the_architecture_means_leave_out_runs_that_did_not_learn():
     row = table[(table["A"] == "lstm") & (table["B"] == "lstm")].iloc[0]
     assert row["run pairs"] == 0 and row["left out (not learnt)"] == 12
     assert pd.isna(row["stitched IIA"]) and row["range"] == "no pair of runs that both learnt"
+

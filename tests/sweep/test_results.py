@@ -125,12 +125,16 @@ def test_the_docs_tables_are_what_the_committed_data_gives():
     assert pages, "no page holds a results table"
     for page in pages:
         text = page.read_text()
-        assert docs_tables.rewrite(text) == text, (
+        assert docs_tables.rewrite(text, where=str(page)) == text, (
             f"{page}: a results table differs from its data; run python -m study results-docs")
 
 
+def _a_docs_page() -> Path:
+    return next(p for p in docs_tables.pages() if p.parent == docs_tables.DOCS)
+
+
 def test_a_number_edited_by_hand_is_caught(tmp_path, monkeypatch, capsys):
-    page = docs_tables.pages()[0]
+    page = _a_docs_page()
     text = page.read_text()
     block = docs_tables.BLOCK.search(text)
     body = block.group("body")
@@ -157,7 +161,7 @@ def test_a_number_edited_by_hand_is_caught(tmp_path, monkeypatch, capsys):
 ])
 def test_an_unpaired_or_misspelt_marker_is_an_error(tmp_path, monkeypatch, capsys, edit, said):
     from study.cli import main
-    page = docs_tables.pages()[0]
+    page = _a_docs_page()
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / page.name).write_text(edit(page.read_text()))
@@ -172,7 +176,25 @@ def test_a_results_block_names_its_folder():
     for page in docs_tables.pages():
         for m in docs_tables.BLOCK.finditer(page.read_text()):
             folder, table, _ = docs_tables.parse_spec(m.group("spec"))
-            assert f"results/{folder}/{table}.csv" in m.group("body")
+            if table == "findings":  # each finding links to its folder
+                lines = m.group("body").splitlines()
+                assert lines and all(f"[results/{folder}](" in line for line in lines)
+            else:
+                assert f"results/{folder}/{table}.csv" in m.group("body")
+
+
+def test_the_readme_says_what_was_found_in_at_most_six_lines_from_the_folders(tmp_path):
+    """The README's "What it found" box is generated from the result folders (a finding
+    edited by hand is caught as a table is) and holds at most six findings."""
+    readme = docs_tables.DOCS.parent / "README.md"
+    assert readme in docs_tables.pages()
+    text = readme.read_text()
+    box = text.split("## What it found", 1)[1].split("\n## ", 1)[0]
+    findings = [line for line in box.splitlines() if line.startswith("- **")]
+    assert 1 <= len(findings) <= 6
+    assert all(re.search(r"\d\.\d\d \[\d\.\d\d, \d\.\d\d\]", f) for f in findings)
+    edited = text.replace(findings[0], findings[0].replace("0.", "0.1", 1), 1)
+    assert docs_tables.rewrite(edited, where=str(readme)) == text
 
 
 # --- reproduce ----------------------------------------------------------------------------

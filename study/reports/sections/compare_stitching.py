@@ -3,10 +3,9 @@ through a linear map between their aligned subspaces, scored as IIA on B's teste
 gives the base label on the base and not the counterfactual one), with B's own interchange,
 the two network-free codes (a one-hot of the input window and of the answer, written into B
 through the same kind of map), the chance level and the random-rotation subspaces beside
-it; then every k with stitched / own ratios, and what each architecture pair's result is
-(computation, partial computation, input copy, output code, not shared, not captured) from
-intervals over runs. Anchors: `<task>-compare-stitching-<variable>`,
-`<task>-compare-shared-<variable>`."""
+it. What each architecture pair's result is (computation, partial computation, input copy,
+output code, not shared, not captured), from intervals over runs, is the section "What the
+architectures share" (`shared.py`). Anchor: `<task>-compare-stitching-<variable>`."""
 from __future__ import annotations
 
 import altair as alt
@@ -15,13 +14,11 @@ import pandas as pd
 from study.core.tables import COMPARE_STITCHING
 from study.reports.figure import Figure, slug
 from study.reports.sections import section
-from study.reports.sections._common import MIN_CHART
 from study.claims.cross import at_matched_k, cross_table, with_receiver_control
 from study.claims.learnt import NOT_LEARNT_NOTE, any_not_learnt, learnt_pairs
 from study.reports.sections._compare import k_note, run_order, sites_note
 from study.reports.sections._heatmap import heatmap, matrix_size
-from study.claims.intervals import LEVEL, interval_text
-from study.claims.shared import STATS, pair_verdicts, shared_stats
+from study.claims.shared import pair_verdicts
 
 COLUMNS = {"iia": "stitched A → B", "own_iia": "B's own interchange",
            "input_code_iia": "input code → B", "output_code_iia": "answer code → B",
@@ -73,9 +70,6 @@ def build(runs) -> list:
                      + (BY_ARCHITECTURE if by_pair else "") + k_note(v) + sites_note(v)
                      + (NOT_LEARNT_NOTE if any_not_learnt(runs) else "")),
             chart=chart, table=table))
-        shared = _shared(every_k)
-        if shared is not None:
-            figs.append(shared)
     return figs
 
 
@@ -126,66 +120,3 @@ def _table(v):
 
 def _mean(g, col):
     return round(float(g[col].mean()), 3) if len(g) else None
-
-
-SHARED_NOTE = (
-    "Each ordered pair of architectures at its pairs' matched k, over the pairs of runs that "
-    "both learnt the task (a run never with itself): the mean and a {level:.0%} interval "
-    "from resampling runs (each run counted once, not each pair of runs; none where too few "
-    "runs let a draw differ: one run a side, or two runs of one architecture). Verdict: "
-    "\"computation\" where the lower ends of the intervals of stitching minus the input code "
-    "and minus the answer code both clear the margin and the mean stitched IIA comes within "
-    "the margin of B's own; \"partial computation\" where it clears both codes but falls "
-    "short of B's own by more than the margin; \"input copy\" or \"output code\" "
-    "where one of the codes comes that close (the nearer one); \"not shared\" where "
-    "stitching minus the chance level does not clear the margin; \"not captured\" where most "
-    "pairs of runs hold a run below the validation bar at the matched k. \"B shuffled\": B's "
-    "own search trained with the variable's values shuffled across pairs of the same value "
-    "(for a letter, the same letter), at B's site and the same k, the null of B's own "
-    "interchange. The chart gives every k: stitched over own IIA, the mean over pairs of "
-    "runs, the matched k ringed.")
-
-
-def _shared(df: pd.DataFrame) -> Figure | None:
-    """The figure of every k (stitched / own ratio by architecture pair) with the table of
-    verdicts from intervals over runs; None for tables without the codes."""
-    needed = {"input_code_iia", "output_code_iia", "chance_iia", "matched_k", "val_iia"}
-    pairs = learnt_pairs(df)
-    if pairs.empty or not needed <= set(pairs.columns):
-        return None
-    variable = pairs["variable"].iloc[0]
-    pairs = pairs.assign(ratio=pairs["iia"] / pairs["own_iia"].where(pairs["own_iia"] > 0),
-                         direction=pairs["model"] + " → " + pairs["other_model"],
-                         matched=pairs["k"] == pairs["matched_k"])
-    curve = pairs.groupby(["direction", "k"], as_index=False).agg(
-        ratio=("ratio", "mean"), stitched=("iia", "mean"), own=("own_iia", "mean"),
-        matched=("matched", "any"))
-    x = alt.X("k:O", title="k (subspace size)")
-    y = alt.Y("ratio:Q", title="stitched / own IIA", scale=alt.Scale(domain=[0, 1.2],
-                                                                       clamp=True))
-    color = alt.Color("direction:N", title="A → B")
-    tip = ["direction:N", "k:O", alt.Tooltip("ratio:Q", format=".2f"),
-           alt.Tooltip("stitched:Q", format=".2f"), alt.Tooltip("own:Q", format=".2f"),
-           "matched:N"]
-    base = alt.Chart(curve).encode(x=x, y=y, color=color, tooltip=tip)
-    chart = alt.layer(base.mark_line(point=True),
-                      base.transform_filter("datum.matched").mark_point(size=220,
-                                                                        strokeWidth=2)
-                      ).properties(width=MIN_CHART, height=220)
-    return Figure(key=slug("compare-shared", variable),
-                  title=f"{variable}: what the architectures share, at every k",
-                  caption=SHARED_NOTE.format(level=LEVEL) + sites_note(df),
-                  chart=chart, table=verdicts(pairs))
-
-
-def verdicts(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Per ordered architecture pair at the matched k: runs, stitched IIA, own IIA, the codes,
-    the chance level and B's shuffled control, each a mean [interval over runs], and the
-    verdict."""
-    rows = []
-    for r in shared_stats(pairs).to_dict("records"):
-        rows.append({"A": r["model"], "B": r["other_model"],
-                     "runs": f"{r['n_runs']} × {r['n_other_runs']}", "matched k": r["k"],
-                     **{name: interval_text(r, c) for c, name in STATS.items()},
-                     "verdict": r["verdict"]})
-    return pd.DataFrame(rows)

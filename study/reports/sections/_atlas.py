@@ -1,5 +1,5 @@
-"""Section: the atlas — where each family holds each variable. One heat map per family and
-variable: token role (x, in the sequence's order) by site (y, the deepest layer on top),
+"""The atlas's heat maps, which open the section "What the architectures share"
+(`shared.py`): where each family holds each variable. One heat map per family and variable: token role (x, in the sequence's order) by site (y, the deepest layer on top),
 coloured by the test IIA of the cell's best estimate (the full search where one ran, else
 the screening pass), averaged over the family's runs. A cell that does not beat the null,
 the controls' maximum over the whole grid (table `atlas`, `study/analyses/atlas/`), in
@@ -13,7 +13,6 @@ import pandas as pd
 from study.core.sites import site_label
 from study.core.tables import ATLAS
 from study.reports.figure import Figure, slug
-from study.reports.sections import section
 from study.reports.sections._common import PLOT_WIDTH
 
 GREY = "#d9d9d9"
@@ -69,8 +68,8 @@ def _chart(d: pd.DataFrame, family: str, variable: str):
         title=f"{family}: {variable} (null {d['null'].max():.2f})")
 
 
-@section("atlas", "Where each family holds each variable (atlas)", order=41)
-def build(runs) -> list[Figure]:
+def atlas_figures(runs) -> list[Figure]:
+    """One heat map per family and variable of the runs' atlas tables (none without)."""
     d = atlas_data(runs)
     if d is None:
         return []
