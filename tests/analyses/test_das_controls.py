@@ -241,3 +241,43 @@ def test_the_paper_preset_runs_grant_et_als_regime_at_smoke_scale(tmp_path, monk
     # at a constant lr 1e-3 (on a GPU the two batches are one, `batch_kinds`)
     oaf, laf_sd = [("OrthogonalAlignment", 1e-3, 1.0)] * 3, [("LinearAlignment", 1e-3, 1.0)] * 3
     assert trainings == [oaf, laf_sd] * 2
+
+
+def test_the_authors_laf_gets_both_controls_at_every_k_with_the_oaf_searchs_budget(
+        tmp_path, monkeypatch):
+    """In Grant et al.'s regime (the `paper` preset, cut to smoke size, as `study=counting-grant`
+    runs it), the shuffled and step-0 searches of the authors' LAF train at every k of the
+    ladder with the budget OAF's own search trains with: the same updates, batch, stopping
+    rule, restarts and (constant) learning rate, so that LAF's extra freedom is judged by what
+    the same search finds where there is nothing to find."""
+    task, model, _ = _smoke("counting", "gru")
+    torch.manual_seed(11)
+    _, untrained, _ = _smoke("counting", "gru")
+    cfg = replace(get("analysis", "das").make_config("paper"), variables=("up_down:count",),
+                  k=(1, 2), steps=4, n_train=64, n_test=32, batch_size=32, min_changed=2,
+                  restarts=1, controls=True, control_k="all", save_pyvene=False)
+    trainings, real = [], search_mod.train
+
+    def record(model_, data, members, snapshot=None, **budget):
+        which = dict(snapshot.key)["search"]  # the search or one of its controls
+        for m in members:
+            trainings.append((which, type(m.inst).__name__, m.inst.k, m.lr, m.lr_floor,
+                              tuple(sorted(budget.items()))))
+        return real(model_, data, members, snapshot=snapshot, **budget)
+
+    monkeypatch.setattr(search_mod, "train", record)
+    ctx = AnalysisContext(model, task, cfg, "gru", 7, torch.device("cpu"), tmp_path,
+                          model_at=lambda step: untrained)
+    out = get("analysis", "das").obj(ctx)
+    for table in ("das_shuffled", "das_control"):
+        assert {(a, k) for a, k in zip(out[table]["alignment"], out[table]["k"])} == {
+            (a, k) for a in ("oaf", "laf_sd") for k in (1, 2)}, table
+    searches = list(dict.fromkeys(d for d, *_ in trainings))
+    assert searches == ["trained", "shuffled control", "step-0 control"]
+    oaf_budget = {(k, lr, floor, b) for d, name, k, lr, floor, b in trainings
+                  if d == "trained" and name == "OrthogonalAlignment"}
+    assert {k for k, *_ in oaf_budget} == {1, 2} and len(oaf_budget) == 2
+    for d in searches[1:]:
+        laf = {(k, lr, floor, b) for dd, name, k, lr, floor, b in trainings
+               if dd == d and name == "LinearAlignment"}
+        assert laf == oaf_budget, d

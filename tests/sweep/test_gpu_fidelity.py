@@ -26,7 +26,8 @@ SMOKE = ["scale=smoke", "seed=0", "train.steps=6", "train.checkpoints=2", "jobs=
          "train.eval_examples=64"]
 # the counting part's DAS budget cut to a smoke run's (das.* on the command line would reach
 # the assign_add part too, which runs no analysis)
-DAS_SMOKE = {"das.n_train": "64", "das.n_test": "32", "das.steps": "3", "das.batch_size": "32"}
+DAS_SMOKE = {"das.n_train": "64", "das.n_test": "32", "das.steps": "3", "das.batch_size": "32",
+             "das.k": "1,2"}  # a smoke network's state is 16 wide
 
 
 def _smoke_study(tmp_path):
@@ -50,11 +51,25 @@ def test_the_study_crosses_initialisations_with_batch_streams_and_searches_both_
     assert all(c.scale == "paper" and c.train.steps == 8000 and c.train.eval_every == 100
                for c in add)
     das = [r.cfg for r in plan.runs if r.cfg.task == "counting"]
-    assert {(c.model, c.seed) for c in das} == {(m, s) for m in ("gru", "lstm") for s in range(3)}
+    assert {(c.model, c.seed) for c in das} == {(m, s) for m in ("gru", "lstm") for s in range(5)}
     d = das[0].analysis_configs["das"]
-    assert (d.alignments, d.steps, d.n_train, d.lr, d.batch_size, d.standardize) == (
-        ("oaf", "laf_sd"), 20_000, 10_000, 1e-3, 128, False)
+    assert (d.alignments, d.steps, d.n_train, d.lr, d.batch_size, d.standardize, d.k) == (
+        ("oaf", "laf_sd", "random"), 20_000, 10_000, 1e-3, 128, False, (1, 2, 4, 16, 32))
+    assert d.controls and d.control_k == "all"
     assert options.jobs_per_gpu == "auto"
+
+
+def test_the_counting_part_is_the_grant_study_run_for_run():
+    """Grant et al.'s question on the GPU is `study=counting-grant` itself: the same runs, so
+    either sweep finds the other's finished runs and their DAS snapshots."""
+    plan, _ = parse(["study=gpu-fidelity"])
+    grant, _ = parse(["study=counting-grant"])
+    gpu = {r.path.name: r.cfg for r in plan.runs if r.cfg.task == "counting"}
+    cpu = {r.path.name: r.cfg for r in grant.runs}
+    assert gpu.keys() == cpu.keys() and len(gpu) == 10
+    for name, cfg in gpu.items():
+        assert cfg.train == cpu[name].train
+        assert cfg.analysis_configs == cpu[name].analysis_configs
 
 
 def test_a_batch_stream_changes_the_batches_only_and_unset_keeps_the_run_directories():
@@ -85,9 +100,10 @@ def test_packed_runs_wait_for_room_and_the_gpu_bounds_the_wave():
 def test_das_updates_count_every_batch_of_the_loop_at_every_k_and_control():
     plan, _ = parse(["study=gpu-fidelity"])
     cfg = next(r.cfg for r in plan.runs if r.cfg.task == "counting")
-    # on a GPU OAF and the authors' LAF at k = 2 train as one batch: one forward per update
+    # on a GPU OAF and the authors' LAF at each k train as one batch: one forward per update,
+    # at each of the five k of the search and of its two controls
     assert gpu_time.das_batches(cfg.analysis_configs["das"]) == [("oaf", "laf_sd")]
-    assert gpu_time.das_updates(cfg) == 20_000
+    assert gpu_time.das_updates(cfg) == 20_000 * 5 * 3
     keys = {"task": "counting", "model": "gru", "scale": "small", "analyses": "das",
             "das.alignments": "oaf,laf,random", "das.k": "1,2", "das.steps": "10",
             "das.variables": "up_down:count", "das.controls": "true", "das.restarts": "2"}
@@ -175,12 +191,11 @@ def test_a_recurrent_das_update_is_counted_on_the_path_it_runs():
 @pytest.mark.slow  # the calibration trains a paper-scale attn2 step on the CPU: minutes here
 def test_the_gpu_time_of_each_part_is_estimated():
     parts = gpu_time.estimate(["study=gpu-fidelity"])
-    assert [len(times) for _, times, _ in parts] == [16, 6]
+    assert [len(times) for _, times, _ in parts] == [16, 10]
     assert all(wall > 0 for *_, wall in parts)
     add = parts[0]
     assert all(t.per_gpu == 8 for t in add[1])  # small networks, packed 8 to the GPU
     assert add[2] <= gpu_time.JOB_S  # the routing part fits one job by the estimate
-    assert gpu_time._whole(parts) <= gpu_time.JOB_S  # and so does the study, as one sweep
 
 
 @pytest.mark.slow  # the study's sweep end to end
@@ -201,7 +216,7 @@ def test_the_study_runs_end_to_end_at_smoke_scale_and_reports_the_routing_steps(
             streams.add(cfg["task_config"]["batch_seed"])
         else:
             das = pd.read_parquet(rd / "analyses" / "das" / "das.parquet")
-            assert set(das["alignment"]) >= {"oaf", "laf_sd"} and set(das["k"]) == {2}
+            assert set(das["alignment"]) >= {"oaf", "laf_sd"} and set(das["k"]) == {1, 2}
     assert streams == {0, 1, 2, 3}
     page = (tmp_path / lines[-1].removeprefix("report: ")).read_text()
     assert "When each run crosses, beside the published run" in page

@@ -173,24 +173,36 @@ def test_a_run_asked_with_other_analysis_settings_is_pending_again(tmp_path):
     assert "1 done, 0 running, 0 failed, 0 interrupted, 0 pending (of 1)" in after.stdout
 
 
-def test_the_grant_study_runs_the_paper_das_preset_on_the_gru_trained_at_3e_3():
-    """`study=counting-grant` trains at scale=small and takes the `paper` DAS preset alone
-    (`das.scale=paper`): its das settings are the preset's but for the variable and k it
-    names and no control searches (the authors run none), the rest of the run the small
-    scale's, on the GRU at lr 3e-3 over three seeds."""
+def test_the_grant_study_trains_as_the_authors_and_searches_their_das_with_controls():
+    """`study=counting-grant` trains the paper's GRU and LSTM as Grant et al. train them (Adam at
+    the paper's lr 1e-4, their warm-up and decay, no clipping, the loss on every next token,
+    their code's 11,968 updates and no target accuracy, no voids), five seeds, and runs the
+    `paper` DAS preset (their OAF and LAF, unstandardised, 20,000 updates at lr 1e-3, one
+    training per k) at their k from 1 to 32, with both controls of both alignments at every k;
+    the state it searches holds k = 32."""
     from study.core.registry import get
 
     plan, _ = parse(["study=counting-grant", "dry_run=true"])
-    named = {"variables": "up_down:count", "k": "16", "controls": "false"}
-    paper = get("analysis", "das").make_config("paper", named)
-    small = get("analysis", "das").make_config("small", named)
-    assert [(r.cfg.model, r.cfg.seed, r.cfg.train.lr) for r in plan.runs] == [
-        ("gru", s, 3e-3) for s in (0, 1, 2)]
+    assert sorted((r.cfg.model, r.cfg.seed) for r in plan.runs) == [
+        (m, s) for m in ("gru", "lstm") for s in range(5)]
     for r in plan.runs:
-        assert r.cfg.analysis_configs["das"] == paper != small
-        assert r.cfg.scale == "small" and r.cfg.model_config == get("model", "gru").make_config("small")
-    assert not paper.standardize and {"oaf", "laf_sd"} <= set(paper.alignments)
-    assert paper.restarts >= 3 and paper.steps == 20_000 and not paper.warm_start
+        t = r.cfg.train
+        assert (t.lr, t.warmup_steps, t.schedule, t.decay_rate, t.min_lr) == (
+            1e-4, 100, "inverse_sqrt", 0.5, 1e-7)
+        assert (t.batch_size, t.grad_clip, t.weight_decay, t.steps, t.target_accuracy) == (
+            128, 0.0, 0.0, 11_968, None)
+        assert (t.loss_on, t.feed_outputs, t.precision) == ("all", "auto", "fp32")
+        assert r.cfg.task_config.void_p == 0 and r.cfg.task_config.n_train == 1000
+        assert r.cfg.model_config.d_state == 128
+        das = r.cfg.analysis_configs["das"]
+        paper = get("analysis", "das").make_config("paper")
+        assert not das.standardize and not das.warm_start and das.lr_floor == 1.0
+        assert (das.steps, das.lr, das.batch_size, das.n_train, das.n_test, das.stop_iia) == (
+            paper.steps, paper.lr, paper.batch_size, paper.n_train, paper.n_test,
+            paper.stop_iia) == (20_000, 1e-3, 128, 10_000, 1_000, 0.995)
+        assert das.k == (1, 2, 4, 16, 32) and das.restarts == 1
+        assert {"oaf", "laf_sd"} <= set(das.alignments)
+        assert das.controls and das.control_k == "all"
 
 
 def test_a_group_scale_that_is_no_scale_is_one_line():

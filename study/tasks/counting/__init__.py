@@ -164,10 +164,12 @@ class CountingTask(Task):
             # [paper; grantsrb/mas train.py] the authors clip only when `grad_clip` > 0 is
             # set, and neither make_models/config.yaml nor make_model_training_files.py sets it
             grad_clip=0.0),
-        # the defaults (`TrainConfig`) that are the authors' too: the loss on the responses
-        # and EOS (loss_on=answer), RNNs free-running in the response phase and transformers
-        # teacher-forced (feed_outputs=auto) [authors: make_model_training_files.py,
-        # tforce_train; evaluation is free-running for both]
+        # the defaults (`TrainConfig`) that are the authors' too: RNNs free-running in the
+        # response phase and transformers teacher-forced (feed_outputs=auto) [authors:
+        # make_model_training_files.py, tforce_train; evaluation is free-running for both].
+        # The loss on the responses and EOS (loss_on=answer) is ours: the authors'
+        # seq_models.py LossWrapper scores every next token (loss_on=all, as
+        # study=counting-grant trains)
         # [ours] a GRU (state 128) on a 2-core CPU within minutes. lr 5e-4 (the paper's 1e-4
         # needs twice the steps): GRU, LSTM and rope2 reach the target as fast as at 3e-3
         # (seed 0: 475, 125 and 125 steps), and the GRU's count is better aligned with an
