@@ -365,3 +365,26 @@ def test_bad_kind_and_split():
         task.counterfactuals("up_down:size", 4)
     with pytest.raises(UsageError, match="heldout"):
         task.counterfactuals("up_down:count", 4, split="nope")
+
+
+def test_every_pair_of_every_kind_has_its_roles_and_a_sequence_without_trigger_has_none():
+    """The atlas reads each pair at its roles (`CountingTask.roles`): the demonstration steps
+    before the trigger, the trigger, the responses before the end. An intervention on the
+    phase can generate a sequence with neither trigger nor end: every role is -1 there (the
+    pair is left out of every cell), and no kind of pair is refused."""
+    from study.tasks.counting.vocab import ID
+    task = CountingTask(CountingConfig(n_train=64, n_val=32, n_test=32))
+    seen_whole = seen_broken = False
+    for kind in task.counterfactual_kinds:
+        pairs = task.counterfactuals(kind, 200, split="train", seed=0)
+        for ids in (pairs.base_ids, pairs.source_ids):
+            roles = task.roles(ids)
+            whole = (ids == ID["T"]).any(1) & (ids == ID["E"]).any(1)
+            for name, pos in roles.items():
+                assert ((pos >= 0) <= whole).all(), (kind, name)
+            rows = np.arange(len(ids))[whole]
+            trig = roles["trigger"][whole]
+            assert (ids[rows, trig] == ID["T"]).all()
+            seen_whole |= bool(whole.any())
+            seen_broken |= bool((~whole).any())
+    assert seen_whole and seen_broken
