@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from study.analyses.common.identify import Confounds, pair_confounds
+from study.analyses.common.identify import ConfoundShares, Confounds
 from study.analyses.common.stats import chance_iia, changed_iia, iia_scores
 from study.analyses.common.interchange import (PairTensors, judged, pair_tensors, rows_right,
                                                with_base_states)
@@ -90,12 +90,13 @@ class SiteData:
 
 def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: int,
               device, batch_size: int = 512, outputs=None, judge=None,
-              source: bool = False) -> SiteData:
+              source: bool = False, shares: ConfoundShares | None = None) -> SiteData:
     """The pairs of one variable at one site, their source vectors read once. `outputs`: the
     task (its output ids score the pairs, `pair_tensors`); None: every token. `judge`: the
     network whose own outputs on the bases (and with `source` on the sources too) decide
     which pairs test an intervention (`judged`); None: `model` itself (the step-0 control
-    passes the analysed network)."""
+    passes the analysed network). `shares`: where the pairs' confound shares are kept, so
+    that the same pairs read at another site are not scored again; None: computed here."""
     check_site(model, kind, layer)
     judge = model if judge is None else judge
     train = judged(judge, pair_tensors(train_pairs, device, position, outputs), batch_size,
@@ -109,10 +110,11 @@ def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: i
                                  batch_size)
     src_train, src_test = src(train), src(test)
     base_train = gather_site(model, train.base_ids, kind, layer, train.base_pos, batch_size)
+    shares = ConfoundShares() if shares is None else shares
     return SiteData(kind, layer, train, test, src_train, src_test,
                     torch.cat([base_train, src_train]),
-                    confounds={s: pair_confounds(outputs, pt) for s, pt in
-                               (("train", train), ("test", test))})
+                    confounds={s: shares.of(outputs, pairs, pt) for s, pairs, pt in
+                               (("train", train_pairs, train), ("test", test_pairs, test))})
 
 
 def forward(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor,
