@@ -46,6 +46,7 @@ import threading
 import time
 from pathlib import Path
 
+from study.core.alignments import REFERENCE
 from study.core.coerce import coerce
 from study.core.errors import UsageError
 from study.core.settings import split_args
@@ -196,7 +197,7 @@ def _tests_item(opts: Options, work: Path) -> Item:
 QUICK_TRAIN = {"train.steps": "2", "train.checkpoints": "1", "train.eval_examples": "16"}
 QUICK_ANALYSES = {
     "das": {"steps": "1", "restarts": "1", "controls": "false", "k": "1", "n_train": "32",
-            "n_test": "16", "alignments": "oaf"},
+            "n_test": "16", "alignments": REFERENCE},
     "patching": {"n_pairs": "4"},
     "probes": {"n_examples": "32", "layers": "0", "positions": "1,2"},
     "circuits": {"n_examples": "8", "n_induction": "4"},

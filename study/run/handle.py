@@ -24,8 +24,6 @@ for, so `import study` stays light.
 """
 from __future__ import annotations
 
-import weakref
-from dataclasses import dataclass
 from functools import cached_property
 
 from study.core.alignments import REFERENCE, file_key
@@ -336,25 +334,13 @@ class Run:
         """A `pyvene.IntervenableModel` over the run's network at `checkpoint` holding the
         trained alignment (`alignment` for its arguments). `study.iia(iv, run.pairs(variable))`
         gives the das table's test IIA; `study.interchange(iv, pairs)` runs it on any pairs."""
-        from study.models.sites.pyvene_bridge import place, site_intervenable
+        from study.models.sites.pyvene_bridge import judge_with, place, site_intervenable
 
         inst, kind, layer, position = self.alignment(variable, alignment, k, site, checkpoint)
         net = self.model(checkpoint, device)
         iv = place(site_intervenable(net, kind, layer, inst.to(device)), position)
         # `iia` scores over the task's output ids, as training does, in the das batches
-        _JUDGED[iv] = Judged(self.das_config.eval_batch_size, self.task)
-        return iv
-
-
-@dataclass(frozen=True)
-class Judged:
-    """How `iia` scores an intervenable from `Run.intervenable` by default: `batch_size`
-    pairs per forward pass, right and wrong over the output ids of `outputs` (the task)."""
-    batch_size: int
-    outputs: object
-
-
-_JUDGED: "weakref.WeakKeyDictionary[object, Judged]" = weakref.WeakKeyDictionary()
+        return judge_with(iv, self.das_config.eval_batch_size, self.task)
 
 
 def pyvene_view(net):
@@ -379,8 +365,11 @@ def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None,
     the base and not the counterfactual one) whose every scored output becomes the
     counterfactual one — the das table's `iia`; `all_pairs=True`: over all pairs (its
     `iia_all`). Source vectors are read once, then every base runs through `iv`.
-    `outputs`: the task whose output ids decide right and wrong (default: the run's task for
-    an intervenable from `Run.intervenable`, else every token)."""
+    `outputs`: the task whose output ids decide right and wrong. The defaults of the position
+    the pairs are judged at, `batch_size` and `outputs` are the intervenable's placement
+    (`study.models.sites.pyvene_bridge.where`; `place` and `judge_with` set them): for one from
+    `Run.intervenable` the alignment's position, the das batches and the run's task, else the
+    pairs' own positions, 1000 and every token."""
     from study.analyses.common.interchange import judged, pair_tensors
     from study.analyses.common.stats import changed_iia
     from study.analyses.das import pairs_right
@@ -389,9 +378,8 @@ def iia(iv, pairs, *, all_pairs: bool = False, batch_size: int | None = None,
 
     at = where(iv)
     net = iv.model.net
-    default = _JUDGED.get(iv, Judged(1000, None))
-    bs = int(batch_size or default.batch_size)
-    outputs = outputs if outputs is not None else default.outputs
+    bs = int(batch_size or at.batch_size)
+    outputs = outputs if outputs is not None else at.outputs
     pt = judged(net, pair_tensors(pairs, device_of(net), at.position, outputs), bs)
     src = gather_site(net, pt.source_ids, at.kind, at.layer, pt.source_pos, bs)
     right = pairs_right(iv, pt, src, bs).cpu().numpy()

@@ -187,10 +187,8 @@ def coordinates(run, variable: str, pairs, alignment: str = REFERENCE, k: int | 
     import torch
 
     from study.analyses.compare.projection import Subspace
-    from study.analyses.das.alignment import tensors_of
-
     inst, kind, layer, position = run.alignment(variable, alignment, k, checkpoint=checkpoint)
-    t = tensors_of(alignment, inst)
+    t = inst.saved_tensors()
     space = Subspace.from_matrix(t[""], int(t["/k"]), t["/mu"], t["/sigma"], t.get("/bias"))
     base = _vectors(run.model(checkpoint), pairs, kind, layer, position, "base")  # (n, width)
     with torch.no_grad():

@@ -211,14 +211,14 @@ def test_geometry_places_each_value_once_per_run_and_flags_held_out_values(table
 
 @pytest.mark.parametrize("name", ["oaf", "laf", "laf_sd", "random"])
 def test_subspace_from_a_saved_alignment_interchanges_exactly_as_das_does(tmp_path, name):
-    from study.analyses.das.alignment import make_alignment, tensors_of
+    from study.analyses.das.alignment import make_alignment
     inst = make_alignment(name, D, 3, seed=4)
     inst.fit_standardisation(torch.randn(64, D) * 3 + 1)
     if name in ("laf", "laf_sd"):
         with torch.no_grad():
             inst.bias.copy_(torch.randn(D))
     key = f"{name}/v/state@pair/k=3"
-    save_file({key + s: t for s, t in tensors_of(name, inst).items()}, str(tmp_path / "a.st"))
+    save_file({key + s: t for s, t in inst.saved_tensors().items()}, str(tmp_path / "a.st"))
     space = Subspace.from_file(tmp_path / "a.st", key)
     base, src = torch.randn(8, D), torch.randn(8, D)
     with torch.no_grad():

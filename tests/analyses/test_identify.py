@@ -97,6 +97,44 @@ def test_before_the_query_is_read_no_site_holds_the_answer(binding):
     assert c.answer == 0.0 and c.input == 0.0
 
 
+def test_a_pair_sets_shares_are_computed_once_and_are_its_own(binding, monkeypatch):
+    """The das analysis reads one pair set at every site (`ConfoundShares`): the shares given
+    are those `pair_confounds` gives the pairs read, computed once for a set read again (its
+    tensors made afresh, as at the next site), and another tested subset or another pair set
+    gets its own."""
+    from dataclasses import replace
+
+    from study.analyses.common.identify import ConfoundShares, pair_confounds
+    from study.analyses.common.interchange import pair_tensors
+
+    calls = []
+    labels_of = type(binding).labels_of
+    monkeypatch.setattr(binding, "labels_of",
+                        lambda ids: calls.append(len(ids)) or labels_of(binding, ids))
+
+    def tensors(pairs, keep=None):  # judged as if the network tested every changed pair
+        pt = pair_tensors(pairs, "cpu", -1, binding)
+        return replace(pt, tests=pt.changed if keep is None else pt.changed & keep)
+
+    def same(a, b):
+        np.testing.assert_equal((a.input, a.answer), (b.input, b.answer))
+
+    shares = ConfoundShares()
+    pairs = binding.counterfactuals("root_value", 300, "test")
+    first = shares.of(binding, pairs, tensors(pairs))
+    same(first, pair_confounds(binding, tensors(pairs)))
+    n = len(calls)
+    assert n > 0
+    same(shares.of(binding, pairs, tensors(pairs)), first)
+    assert len(calls) == n  # read again: not recomputed
+    half = torch.arange(len(pairs)) % 2 == 0  # (n,) another tested subset of the same pairs
+    same(shares.of(binding, pairs, tensors(pairs, half)),
+         pair_confounds(binding, tensors(pairs, half)))
+    other = binding.counterfactuals("query", 300, "test")
+    same(shares.of(binding, other, tensors(other)), pair_confounds(binding, tensors(other)))
+    assert len(calls) == 3 * n  # each new set once by the shares, once by the direct call
+
+
 def test_the_task_labels_any_sequence_as_its_splits_label_them(binding):
     ex = binding.split("test")
     assert (binding.labels_of(ex.ids) == np.asarray(ex.labels)).all()

@@ -142,8 +142,9 @@ def _full(model, untrained, task, variable, train, test, role, kind, layer, cfg,
     from study.analyses.das.analysis import DasConfig
     from study.analyses.das.controls import control_ks
     from study.analyses.das.search import search
+    from study.core.alignments import REFERENCE  # DAS's orthogonal alignment
 
-    das = DasConfig(alignments=("oaf",), k=cfg.k, steps=cfg.steps, lr=cfg.lr,
+    das = DasConfig(alignments=(REFERENCE,), k=cfg.k, steps=cfg.steps, lr=cfg.lr,
                     batch_size=cfg.batch_size, restarts=cfg.restarts, patience=100,
                     min_changed=cfg.min_changed, eval_batch_size=cfg.eval_batch_size,
                     n_train=cfg.n_train, n_test=cfg.n_test, save_pyvene=False)
@@ -155,13 +156,13 @@ def _full(model, untrained, task, variable, train, test, role, kind, layer, cfg,
     width = data.src_train.shape[1]
     ks = control_ks(das, width)
     found_rows, tensors = search(model, data, variable, -1, das, seed, checkpoint,
-                                 alignments=("oaf",))
+                                 alignments=(REFERENCE,))
     found = _by_k(found_rows)
     shuf = _by_k(search(model, shuffled, variable, -1, das, seed, checkpoint,
-                        alignments=("oaf",), ks=ks)[0])
+                        alignments=(REFERENCE,), ks=ks)[0])
     zero = ({} if data0 is None else
             _by_k(search(untrained, data0, variable, -1, das, seed, 0,
-                         alignments=("oaf",), ks=ks)[0]))
+                         alignments=(REFERENCE,), ks=ks)[0]))
     train_iia = {k: r["train"]["iia"] for k, r in found.items()}
     scored = [v for v in train_iia.values() if not np.isnan(v)]
     k = (min(found) if not scored else

@@ -27,6 +27,7 @@ import torch
 from study.analyses.common.interchange import (PairTensors, judged, pair_tensors,
                                                rows_right, with_base_states)
 from study.analyses.das.search import SiteData
+from study.core.alignments import REFERENCE
 from study.core.labels import IGNORE
 
 
@@ -179,7 +180,7 @@ def screen(model, cells: list[SiteData], k: int, steps: int, batch_size: int, lr
                        torch.cat([c.src_test for c in cells]), cells[0].fit_acts[:0])
     members = []
     for j, c in enumerate(cells):
-        inst = make_alignment("oaf", width, k, seed + 7919 * j).to(device)
+        inst = make_alignment(REFERENCE, width, k, seed + 7919 * j).to(device)
         if standardize:
             inst.fit_standardisation(c.fit_acts)
         members.append(Member(inst, seed + 7919 * j, lr, 1.0))

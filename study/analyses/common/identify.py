@@ -18,6 +18,10 @@ variable from it (binding's one-token pairs at `:`, whose label is the source's 
 query letter one token before `:`), and no verdict may call the result "computation":
 `study.claims.rules` reads these shares as controls that a variable's interchange must clear,
 and calls a result confounded where none could clear them.
+
+The shares depend on the pairs, the positions they are read at and which of them are tested,
+never on the site: `ConfoundShares` computes them once per pair set for an analysis that reads
+the same pairs at many sites (the das search, and its step-0 control on the same pairs).
 """
 from __future__ import annotations
 
@@ -100,3 +104,24 @@ def pair_confounds(task, pt, window: int = 2) -> Confounds:
     return confounds(task, cpu(pt.base_ids), cpu(pt.source_ids), cpu(pt.cf_labels),
                      cpu(pt.base_labels), cpu(pt.base_pos), cpu(pt.source_pos),
                      on=cpu(pt.tested), window=window)
+
+
+class ConfoundShares:
+    """`pair_confounds` of each pair set computed once, for one analysis [ours: the das
+    search reads one variable's pairs at every site and position, and its step-0 control
+    reads them again, all with the same tested pairs]. A set is known by the `Pairs` object
+    its tensors were made from (its identity: the object is held here, so that identity is
+    not reused while it is), the task, the read positions and the tested pairs; anything else
+    the shares read (tokens and labels) is the pairs' own."""
+
+    def __init__(self, window: int = 2):
+        self.window = window
+        self._got: dict = {}  # key -> (pairs, task, shares): pairs and task held, see above
+
+    def of(self, task, pairs, pt) -> Confounds:
+        """The shares of pair tensors `pt` made from `pairs` (`pair_confounds(task, pt)`)."""
+        cpu = lambda t: t.cpu().numpy().tobytes()  # noqa: E731
+        key = (id(pairs), id(task), cpu(pt.base_pos), cpu(pt.source_pos), cpu(pt.tested))
+        if key not in self._got:
+            self._got[key] = (pairs, task, pair_confounds(task, pt, self.window))
+        return self._got[key][2]

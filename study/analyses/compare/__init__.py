@@ -59,7 +59,7 @@ from study.core.settings import setting
 @dataclass(frozen=True)
 class CompareConfig:
     alignment: str = setting(REFERENCE, f"the DAS alignment compared: {' | '.join(trained())} "
-                             "[ours: oaf, whose subspace is an orthogonal projection]")
+                             f"[ours: {REFERENCE}, whose subspace is an orthogonal projection]")
     variables: tuple[str, ...] = setting((), "() = every variable the runs' alignments share")
     k: Literal["auto"] | tuple[int, ...] = setting(
         "auto", "subspace sizes compared: auto (every k both runs saved; each pair read at "

@@ -34,10 +34,20 @@ Every alignment acts on one site vector per example (base (batch, d), source (ba
 Names (`make_alignment`): `oaf`; `laf`, the LAF of `das.laf_form` (`rotated` or `sd`);
 `laf_sd`, always a `LinearAlignment` (the authors' arm); `random`.
 
+What the search, the stacked loop and the saved file ask of an alignment, each class answers
+for itself (no caller tests which class it holds):
+- `common_maps()`: (W, W^-1, b) of the common form z = (x_std + b) W (OAF: R, R^T, 0);
+- `maps_cached()`: a context computing W, W^-1 (or R) once for a whole forward, which would
+  otherwise be recomputed at every call (the recurrent state is intervened on in one call
+  per time step); `cached_maps(intervention)` enters it, for any pyvene intervention;
+- `warm_from(warm, acts, k)`: start at k from the fit `warm` of the same kind at a smaller k;
+- `condition_number()`: cond(A), 1.0 for a rotation; the search refuses a fit above
+  `das.max_cond`;
+- `saved_tensors()` / `load_saved(tensors)`: what `alignments.safetensors` keeps of it, and
+  back. `load_alignment` picks the class whose saved tensors the file holds (`SAVES`).
+
 The classes live in this importable module so that pyvene and `load_alignment` can rebuild
-saved ones. `cached_maps(intervention)` computes W, W^-1 (or R) once for a whole forward,
-which would otherwise be recomputed at every call (the recurrent state is intervened on in
-one call per time step).
+saved ones.
 """
 from __future__ import annotations
 
@@ -82,6 +92,32 @@ class _Standardised:
     def k(self) -> int:
         return int(self.interchange_dim)
 
+    @torch.no_grad()
+    def warm_from(self, warm, acts: torch.Tensor, k: int) -> None:
+        """Start at k from `warm`, the chosen fit of the same kind at a smaller k: its
+        parameters whole (its first k dims contain the smaller subspace), interchanging k."""
+        self.load_state_dict(warm.state_dict())
+        self.set_interchange_dim(k)
+
+    # suffixes of the tensors `saved_tensors` adds to the common ones ("", /mu, /sigma, /k)
+    SAVES: tuple[str, ...] = ()
+
+    def _saved(self) -> dict[str, torch.Tensor]:
+        return {"": self.matrix().detach(), "/mu": self.mu, "/sigma": self.sigma,
+                "/k": torch.tensor(self.k, device="cpu")}  # saved: host-side
+
+    def saved_tensors(self) -> dict[str, torch.Tensor]:
+        """What `alignments.safetensors` keeps of this alignment, by key suffix: the matrix
+        ("": R or W), the standardisation, k and the parameters it is rebuilt from
+        (`SAVES`), on the host."""
+        return {k: v.detach().cpu().contiguous() for k, v in self._saved().items()}
+
+    @torch.no_grad()
+    def load_saved(self, t: dict[str, torch.Tensor]) -> None:
+        """Set the parameters from `saved_tensors()`' dict (by suffix); k is the built one."""
+        self.mu.copy_(t["/mu"])
+        self.sigma.copy_(t["/sigma"])
+
 
 class OrthogonalAlignment(_Standardised, pv.RotatedSpaceIntervention):
     """OAF: pyvene's rotated-space interchange of the first k dims, in standardised space.
@@ -115,7 +151,32 @@ class OrthogonalAlignment(_Standardised, pv.RotatedSpaceIntervention):
         return self.rotate_layer.weight
 
     def condition_number(self) -> float:
+        """cond(R) = 1: a rotation's inverse is exact."""
         return 1.0
+
+    def common_maps(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(W, W^-1, b) of the common form (`study/analyses/das/stacked.py`): R, R^T, 0."""
+        w = self.rotate_layer.weight
+        return w, w.T, torch.zeros(w.shape[0], dtype=w.dtype, device=w.device)
+
+    def maps_cached(self):
+        """R computed once for every call inside the block (torch's parametrisation cache)."""
+        return parametrize.cached()
+
+    @torch.no_grad()
+    def warm_from(self, warm, acts: torch.Tensor, k: int) -> None:
+        """A larger k than `warm`'s grows it (`extend_from`): its aligned dims first, then
+        the directions the site's activations `acts` (n, d) vary least in; the same k takes
+        it whole."""
+        if self.k > warm.k:
+            self.extend_from(warm, acts)
+        else:
+            super().warm_from(warm, acts, k)
+
+    @torch.no_grad()
+    def load_saved(self, t: dict[str, torch.Tensor]) -> None:
+        super().load_saved(t)
+        self.rotate_layer.weight = t[""]  # through the parametrisation's right inverse
 
     @torch.no_grad()
     def extend_from(self, prev: "OrthogonalAlignment", acts: torch.Tensor) -> None:
@@ -189,6 +250,34 @@ class LinearAlignment(_Standardised, pv.TrainableIntervention,
         with torch.no_grad():
             return float(torch.linalg.cond(self.matrix().double()))
 
+    def common_maps(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(W, W^-1, b) of the common form (`study/analyses/das/stacked.py`)."""
+        w, w_inv = self.maps()
+        return w, w_inv, self.bias
+
+    @contextlib.contextmanager
+    def maps_cached(self):
+        """W and W^-1 computed once for every call inside the block (autograd kept)."""
+        self._cache = None
+        self._cache = self.maps()
+        try:
+            yield
+        finally:
+            self._cache = None
+
+    SAVES = ("/core", "/signs", "/bias")
+
+    def _saved(self) -> dict[str, torch.Tensor]:
+        return {**super()._saved(), "/core": self.core.detach(), "/signs": self.signs.detach(),
+                "/bias": self.bias.detach()}
+
+    @torch.no_grad()
+    def load_saved(self, t: dict[str, torch.Tensor]) -> None:
+        super().load_saved(t)
+        self.core.copy_(t["/core"])
+        self.signs.copy_(t["/signs"])
+        self.bias.copy_(t["/bias"])
+
     def forward(self, base, source, subspaces=None, **kwargs):
         if subspaces is not None and not is_row_mask(subspaces):
             raise ValueError("LinearAlignment interchanges the first k dims; subspaces may "
@@ -239,26 +328,27 @@ class RotatedLinearAlignment(LinearAlignment):
         self.mu.copy_(oaf.mu)
         self.sigma.copy_(oaf.sigma)
 
+    SAVES = LinearAlignment.SAVES + ("/rotation",)
+
+    def _saved(self) -> dict[str, torch.Tensor]:
+        return {**super()._saved(), "/rotation": self.rotate_layer.weight.detach()}
+
+    @torch.no_grad()
+    def load_saved(self, t: dict[str, torch.Tensor]) -> None:
+        super().load_saved(t)
+        self.rotate_layer.weight = t["/rotation"]
+
     def __str__(self):
         return "RotatedLinearAlignment()"
 
 
-@contextlib.contextmanager
 def cached_maps(inst):
-    """Compute the alignment's matrices once for every call inside the block (autograd kept)."""
-    if hasattr(inst, "stacked_maps"):  # a batch trained together (`study/analyses/das/stacked.py`)
-        with parametrize.cached(), inst.cached():
-            yield
-    elif isinstance(inst, LinearAlignment):
-        inst._cache = None
-        inst._cache = inst.maps()
-        try:
-            yield
-        finally:
-            inst._cache = None
-    else:
-        with parametrize.cached():
-            yield
+    """The intervention's matrices computed once for every call inside the block (autograd
+    kept): an alignment's own `maps_cached()` (a stacked batch's too); any other pyvene
+    intervention (a patch, a loaded rotation of pyvene's) under torch's parametrisation
+    cache."""
+    own = getattr(inst, "maps_cached", None)
+    return own() if own is not None else parametrize.cached()
 
 
 LAF_CLASSES = {"sd": LinearAlignment, "rotated": RotatedLinearAlignment}
@@ -271,17 +361,17 @@ def make_alignment(name: str, embed_dim: int, k: int, seed: int, laf_form: str =
     return get(name).make(embed_dim, k, seed, laf_form)
 
 
-def tensors_of(name: str, inst) -> dict[str, torch.Tensor]:
-    """What `alignments.safetensors` keeps of one alignment: the matrix ("" key: R or W) and
-    the parameters needed to rebuild it (suffix keys)."""
-    out = {"": inst.matrix().detach(), "/mu": inst.mu, "/sigma": inst.sigma,
-           "/k": torch.tensor(inst.k, device="cpu")}  # saved: host-side
-    if isinstance(inst, LinearAlignment):
-        out.update({"/core": inst.core.detach(), "/signs": inst.signs.detach(),
-                    "/bias": inst.bias.detach()})
-    if isinstance(inst, RotatedLinearAlignment):
-        out["/rotation"] = inst.rotate_layer.weight.detach()
-    return {k: v.detach().cpu().contiguous() for k, v in out.items()}
+# the classes a saved alignment may be rebuilt as (`load_alignment`)
+SAVED_CLASSES = (OrthogonalAlignment, LinearAlignment, RotatedLinearAlignment)
+
+
+def saved_class(suffixes) -> type:
+    """The class of an alignment saved with tensors under these key `suffixes`: the one
+    whose `SAVES` it holds, the most specific where several do (a rotated LAF holds an
+    `sd` one's too)."""
+    have = set(suffixes)
+    fits = [c for c in SAVED_CLASSES if set(c.SAVES) <= have]
+    return max(fits, key=lambda c: len(c.SAVES))
 
 
 def save_alignments(tensors: dict, out_dir, checkpoint: int):
@@ -316,19 +406,10 @@ def load_alignment(path, key: str):
     from safetensors.torch import load_file
 
     t = load_file(str(path))
-    mat = t[key]
-    linear = key + "/core" in t  # a LAF of either name (laf, laf_sd)
-    form = "rotated" if key + "/rotation" in t else "sd"
-    inst = make_alignment("laf" if linear else "oaf", mat.shape[0], int(t[key + "/k"]), 0, form)
-    with torch.no_grad():
-        inst.mu.copy_(t[key + "/mu"])
-        inst.sigma.copy_(t[key + "/sigma"])
-        if linear:
-            inst.core.copy_(t[key + "/core"])
-            inst.signs.copy_(t[key + "/signs"])
-            inst.bias.copy_(t[key + "/bias"])
-            if form == "rotated":
-                inst.rotate_layer.weight = t[key + "/rotation"]
-        else:
-            inst.rotate_layer.weight = mat
+    mine = {name[len(key):]: v for name, v in t.items()
+            if name == key or (name.startswith(key + "/") and "/" not in name[len(key) + 1:])}
+    cls = saved_class(mine)
+    torch.manual_seed(0)  # built as a fresh alignment of seed 0 is, then overwritten
+    inst = cls(mine[""].shape[0], int(mine["/k"]))
+    inst.load_saved(mine)
     return inst

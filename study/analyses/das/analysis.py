@@ -357,6 +357,7 @@ def run(ctx):
 
     import pandas as pd
 
+    from study.analyses.common.identify import ConfoundShares
     from study.analyses.das.alignment import save_alignments
     from study.analyses.das.controls import (control_ks, shuffled_sources, transfer_rows,
                                              value_keys)
@@ -378,6 +379,7 @@ def run(ctx):
     per_site = (len(cfg.k) * len(cfg.alignments)
                 + n_controls * len(control_ks(cfg)) * len(trained))
     rows, shuffled, control, transfer, saved, kept = [], [], [], [], {}, {}
+    shares = ConfoundShares()  # each pair set's confound shares, once for every site
     by_stratum = []  # das_strata: every search's test IIA per value of the task's strata
     fitted = lambda kept: {(a, k): inst for (a, _, _, k), inst in kept.items()}  # noqa: E731
     from study.core.progress import tqdm  # a bar on a terminal, a log line every 30 s
@@ -395,7 +397,7 @@ def run(ctx):
                 try:
                     data = site_data(model, train_pairs, test_pairs, kind, layer, position,
                                      ctx.device, cfg.eval_batch_size, outputs=task,
-                                     source=cfg.tested == "base_and_source")
+                                     source=cfg.tested == "base_and_source", shares=shares)
                 except ValueError as e:  # e.g. an explicit position for explicit pairs
                     raise UsageError(f"das at {kind}[{layer}] for {variable}: {e}") from None
                 # [ours] alignment initialisations differ between checkpoints (the pairs do
@@ -427,7 +429,8 @@ def run(ctx):
                 if untrained is not None:
                     data0 = site_data(untrained, train_pairs, test_pairs, kind, layer, position,
                                       ctx.device, cfg.eval_batch_size, outputs=task,
-                                      judge=model, source=cfg.tested == "base_and_source")
+                                      judge=model, source=cfg.tested == "base_and_source",
+                                      shares=shares)
                     got = {}
                     r, _ = search(untrained, data0, variable, position, cfg, init, 0,
                                   progress=bar, alignments=trained, ks=ks, kept=got,
@@ -438,7 +441,8 @@ def run(ctx):
                 fits = fitted(here)
                 for pairs in checks:
                     transfer += transfer_rows(model, pairs, fits, kind, layer, position,
-                                              ctx.device, cfg, task, ctx.checkpoint, variable)
+                                              ctx.device, cfg, task, ctx.checkpoint, variable,
+                                              shares)
     bar.close()
     save_alignments(saved, ctx.out_dir, ctx.checkpoint)
     if cfg.save_pyvene:

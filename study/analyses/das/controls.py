@@ -126,12 +126,14 @@ def shuffled_sources(data, train_keys: np.ndarray, test_keys: np.ndarray, seed: 
 
 
 def transfer_rows(model, pairs, fits: dict, kind: str, layer: int, position: int, device,
-                  cfg, outputs, checkpoint: int, variable: str) -> list[dict]:
+                  cfg, outputs, checkpoint: int, variable: str, shares=None) -> list[dict]:
     """Rows of `das_transfer`: each fitted alignment `fits[(alignment, k)]` of `variable` at
-    site (kind, layer, position) scored, untrained, on the control `pairs` (test split)."""
+    site (kind, layer, position) scored, untrained, on the control `pairs` (test split).
+    `shares`: where the pairs' confound shares are kept (`ConfoundShares`); None: computed
+    here."""
     from study.analyses.common.interchange import judged, pair_tensors
     from study.analyses.common.stats import chance_iia, iia_scores
-    from study.analyses.common.identify import pair_confounds
+    from study.analyses.common.identify import ConfoundShares
     from study.analyses.das.search import pairs_right
     from study.models.sites.capture import gather_site
     from study.models.sites.pyvene_bridge import site_intervenable
@@ -141,7 +143,7 @@ def transfer_rows(model, pairs, fits: dict, kind: str, layer: int, position: int
     src = gather_site(model, pt.source_ids, kind, layer, pt.source_pos, bs)
     changed, tested = pt.changed.cpu().numpy(), pt.tested.cpu().numpy()
     chance = chance_iia(pt.cf_labels.cpu().numpy(), tested)
-    conf = pair_confounds(outputs, pt)
+    conf = (ConfoundShares() if shares is None else shares).of(outputs, pairs, pt)
     rows = []
     for (name, k), inst in sorted(fits.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         inst.eval()

@@ -88,7 +88,7 @@ class Batch:
         rows [j * b, (j + 1) * b); returns each one's IIA on its pairs under its pre-update
         alignment."""
         data, m = self.data, len(active)
-        if isinstance(self.inst, StackedAlignment):
+        if len(self.members) > 1:  # a `StackedAlignment`: which members the rows are for
             self.inst.active = list(active)
         pt = data.train.take(idx)
         iv = data.cached_intervenable(self.model, self.inst)

@@ -46,12 +46,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from study.analyses.common.identify import Confounds, pair_confounds
+from study.analyses.common.identify import ConfoundShares, Confounds
 from study.analyses.common.stats import chance_iia, changed_iia, iia_scores
 from study.analyses.common.interchange import (PairTensors, judged, pair_tensors, rows_right,
                                                with_base_states)
-from study.analyses.das.alignment import (LinearAlignment, OrthogonalAlignment, make_alignment,
-                                         tensors_of)
+from study.analyses.das.alignment import make_alignment
 from study.analyses.das.alignments import get as alignment_kind
 from study.analyses.das.loop import Member, train
 from study.analyses.das.update import forward_iv, scored_iv
@@ -91,12 +90,13 @@ class SiteData:
 
 def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: int,
               device, batch_size: int = 512, outputs=None, judge=None,
-              source: bool = False) -> SiteData:
+              source: bool = False, shares: ConfoundShares | None = None) -> SiteData:
     """The pairs of one variable at one site, their source vectors read once. `outputs`: the
     task (its output ids score the pairs, `pair_tensors`); None: every token. `judge`: the
     network whose own outputs on the bases (and with `source` on the sources too) decide
     which pairs test an intervention (`judged`); None: `model` itself (the step-0 control
-    passes the analysed network)."""
+    passes the analysed network). `shares`: where the pairs' confound shares are kept, so
+    that the same pairs read at another site are not scored again; None: computed here."""
     check_site(model, kind, layer)
     judge = model if judge is None else judge
     train = judged(judge, pair_tensors(train_pairs, device, position, outputs), batch_size,
@@ -110,10 +110,11 @@ def site_data(model, train_pairs, test_pairs, kind: str, layer: int, position: i
                                  batch_size)
     src_train, src_test = src(train), src(test)
     base_train = gather_site(model, train.base_ids, kind, layer, train.base_pos, batch_size)
+    shares = ConfoundShares() if shares is None else shares
     return SiteData(kind, layer, train, test, src_train, src_test,
                     torch.cat([base_train, src_train]),
-                    confounds={s: pair_confounds(outputs, pt) for s, pt in
-                               (("train", train), ("test", test))})
+                    confounds={s: shares.of(outputs, pairs, pt) for s, pairs, pt in
+                               (("train", train_pairs, train), ("test", test_pairs, test))})
 
 
 def forward(model, data: SiteData, inst, pt: PairTensors, src: torch.Tensor,
@@ -166,8 +167,8 @@ def starts(data: SiteData, name: str, k: int, cfg, seed: int, warm=None) -> list
     - the first restart starts from `warm` (the chosen alignment of the next smaller k, same
       kind), where given and the kind is warm-started: its first k dims contain the smaller
       subspace, so a solution found at k stays reachable at larger k [ours]; an OAF's added
-      dims are the site's least-varying directions outside it
-      (`OrthogonalAlignment.extend_from`), so the search starts near the smaller k's IIA;
+      dims are the site's least-varying directions outside it (each class's `warm_from`;
+      `OrthogonalAlignment.extend_from`), so the search starts near the smaller k's IIA;
     - every further restart (and the first without `warm`) starts from a fresh draw seeded
       by `seed` and the restart: an OAF at a random rotation, a `rotated` LAF at a random
       rotation with W = I, an `sd` LAF at the authors' random initialisation.
@@ -184,11 +185,7 @@ def starts(data: SiteData, name: str, k: int, cfg, seed: int, warm=None) -> list
         if cfg.standardize:
             inst.fit_standardisation(data.fit_acts)
         if r == 0 and warm is not None:
-            if isinstance(inst, OrthogonalAlignment) and inst.k > warm.k:
-                inst.extend_from(warm, data.fit_acts)
-            else:
-                inst.load_state_dict(warm.state_dict())
-                inst.set_interchange_dim(k)
+            inst.warm_from(warm, data.fit_acts, k)
         insts.append(inst)
     return insts
 
@@ -259,17 +256,17 @@ def choose(model, data: SiteData, name: str, insts: list, cfg, k: int, label: st
            variable: str = "") -> Fit:
     """The best of one kind's trained restarts at k, by training-split IIA on tested pairs
     (never the test split; ties: the earlier restart) [ours], and the spread over restarts.
-    A LAF whose cond(A) exceeds `cfg.max_cond` is refused (its inverse is not trusted)."""
+    A restart whose cond(A) exceeds `cfg.max_cond` is refused (its inverse is not trusted:
+    a LAF's; a rotation's is 1)."""
     tested = {s: getattr(data, s).tested.cpu().numpy() for s in ("train", "test")}
     cands = []
     for r, inst in enumerate(insts):
-        if isinstance(inst, LinearAlignment):
-            cond = inst.condition_number()
-            if not cond <= cfg.max_cond:
-                warnings.warn(f"das: LAF for {variable} at {label}, k={k}, restart {r}: cond(A) "
-                              f"= {cond:.3g} > das.max_cond={cfg.max_cond:g}; its inverse is "
-                              f"unreliable, the restart is refused")
-                continue
+        cond = inst.condition_number()
+        if not cond <= cfg.max_cond:
+            warnings.warn(f"das: {name} for {variable} at {label}, k={k}, restart {r}: cond(A) "
+                          f"= {cond:.3g} > das.max_cond={cfg.max_cond:g}; its inverse is "
+                          f"unreliable, the restart is refused")
+            continue
         right = {s: pair_right(model, data, inst, s, cfg.eval_batch_size).cpu().numpy()
                  for s in ("train", "test")}
         cands.append((changed_iia(right["train"], tested["train"]), r, inst, right))
@@ -347,7 +344,7 @@ def search(model, data: SiteData, variable: str, position: int, cfg, seed: int,
             if got.inst is not None:
                 warm[name] = got.inst
                 key = file_key(name, variable, label, k)
-                saved.update({key + suffix: t for suffix, t in tensors_of(name, got.inst).items()})
+                saved.update({key + suffix: t for suffix, t in got.inst.saved_tensors().items()})
                 if kept is not None:
                     kept[(name, variable, label, k)] = got.inst
             if progress is not None:

@@ -29,32 +29,25 @@ import contextlib
 
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 
-from study.analyses.das.alignment import LinearAlignment, OrthogonalAlignment
 from study.models.sites.pyvene_interventions import gate_rows, is_row_mask
 from study.models.sites.pyvene_loader import pyvene
 
 pv = pyvene()
 
 
-def member_maps(inst) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(W (d, d), W^-1 (d, d), b (d,)) of one alignment in the common form above."""
-    if isinstance(inst, LinearAlignment):
-        w, w_inv = inst.maps()
-        return w, w_inv, inst.bias
-    if isinstance(inst, OrthogonalAlignment):
-        w = inst.rotate_layer.weight
-        return w, w.T, torch.zeros(w.shape[0], dtype=w.dtype, device=w.device)
-    raise TypeError(f"cannot stack a {type(inst).__name__}")
-
-
 class StackedAlignment(pv.TrainableIntervention, pv.DistributedRepresentationIntervention):
-    """Members (alignments of one width and k) acting each on its own chunk of rows."""
+    """Members (alignments of one width and k, each with its `common_maps()`: W (d, d),
+    W^-1 (d, d), b (d,) in the common form above) acting each on its own chunk of rows."""
 
     takes_row_mask = True
 
     def __init__(self, members):
         members = list(members)
+        for m in members:
+            if not callable(getattr(m, "common_maps", None)):
+                raise TypeError(f"cannot stack a {type(m).__name__}: it has no common_maps()")
         d = int(members[0].embed_dim)
         super().__init__(embed_dim=d)
         if len({int(m.k) for m in members}) != 1:
@@ -77,7 +70,7 @@ class StackedAlignment(pv.TrainableIntervention, pv.DistributedRepresentationInt
         those members enter the graph, so the others get no gradient (not even a zero)."""
         if self._cache is not None:
             return self._cache
-        maps = [member_maps(self.members[j]) for j in self.active]
+        maps = [self.members[j].common_maps() for j in self.active]
         w, w_inv, b = (torch.stack(t) for t in zip(*maps))
         mu = torch.stack([self.members[j].mu for j in self.active])  # (m, d)
         sigma = torch.stack([self.members[j].sigma for j in self.active])  # (m, d)
@@ -93,6 +86,13 @@ class StackedAlignment(pv.TrainableIntervention, pv.DistributedRepresentationInt
             yield
         finally:
             self._cache = None
+
+    @contextlib.contextmanager
+    def maps_cached(self):
+        """`cached()`, with the members' rotations cached by torch's parametrisations while
+        the stacked maps are computed (`study.analyses.das.alignment.cached_maps`)."""
+        with parametrize.cached(), self.cached():
+            yield
 
     def forward(self, base, source, subspaces=None, **kwargs):
         if subspaces is not None and (not is_row_mask(subspaces)

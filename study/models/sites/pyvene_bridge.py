@@ -37,6 +37,11 @@ The view's class is registered once in `pyvene.type_to_module_mapping` with
 `readout`, the scored positions, `study.core.network`), so pyvene's
 `model(**{"input_ids": ids})` calls reach any of our networks.
 
+What the library knows of an intervenable (where it acts, the position its pairs are judged
+at, how `study.iia` scores it) is one value, a `Placement` (`study/models/sites/placement.py`),
+kept in this module's one weak store: read with `where(iv)`, changed with `place(iv, position)`
+and `judge_with(iv, batch_size, outputs)`. Nothing is set on pyvene's objects.
+
 Sites and positions. Sequence kinds (`resid`, `attn_out`, `mlp_out`, `head`) have hook output
 (batch, pos, width): the layer is the intervenable's index and the positions are per example
 (`base_pos`, `source_pos`: one list of positions per example). The `state` kind has hook output
@@ -94,7 +99,6 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -105,6 +109,7 @@ from torch import nn
 from study.core.errors import UsageError
 from study.core.sites import KINDS, STEP_KINDS, check_site
 from study.models.sites.capture import device_of, site_widths
+from study.models.sites.placement import Placement
 from study.models.quiet import quiet
 from study.models.sites.pyvene_loader import pyvene
 from study.core.network import read_out
@@ -208,7 +213,7 @@ def module_intervenable(model: nn.Module, kind: str, index: int, intervention: A
         iv = pv.IntervenableModel(pv.IntervenableConfig(representations=[rep]), view,
                                   use_fast=False)
     _guard(iv)
-    _PLACES[iv] = Where(kind, index, n_units)
+    _PLACEMENTS[iv] = Placement(kind, index, n_units)
     return iv
 
 
@@ -276,48 +281,48 @@ def site_intervenable(model: nn.Module, kind: str, layer: int, intervention: Any
         iv = pv.IntervenableModel(pv.IntervenableConfig(representations=reps), view,
                                   use_fast=False)
     _guard(iv)
-    _PLACES[iv] = Where(kind, layer, 1, per_step=True)
+    _PLACEMENTS[iv] = _per_step(iv, kind, layer)
     return iv
 
 
-@dataclass(frozen=True)
-class Where:
-    """Where an intervenable acts on one of our networks, as pyvene's `RepresentationConfig`
-    says it for one representation: the site `kind`, its `layer` (the step, for one module of
-    a step kind), `n_units` positions per example, `per_step` (one representation per time
-    step of a step kind, every example at its own step: `site_intervenable`), and `position`,
-    the token position of a pair it is judged at (-1: the pair's answer position; the run
-    handle sets a DAS alignment's own). Kept beside the intervenable (`where`), never set on
-    pyvene's objects."""
-
-    kind: str
-    layer: int
-    n_units: int = 1
-    per_step: bool = False
-    position: int = -1
+def _per_step(iv, kind: str, layer: int) -> Placement:
+    """The placement of an intervenable with one representation per step of `kind`."""
+    steps = tuple(int(iv.representations[k].layer) for k in iv.sorted_keys)
+    return Placement(kind, layer, 1, per_step=True, steps=steps)
 
 
-# intervenable -> where it acts; weak, so an intervenable dropped is forgotten here too
-_PLACES: "weakref.WeakKeyDictionary[Any, Where]" = weakref.WeakKeyDictionary()
+# The one store of what the library knows of an intervenable (`Placement`): intervenable ->
+# its placement; weak, so an intervenable dropped is forgotten here too. Read and changed
+# only through `where`, `place` and `judge_with` (and set when built or adopted here).
+_PLACEMENTS: "weakref.WeakKeyDictionary[Any, Placement]" = weakref.WeakKeyDictionary()
 
 
-def where(iv) -> Where:
-    """Where `iv` acts (an intervenable built here, or one `IntervenableModel.load` rebuilt
-    over our sites, adopted on first sight)."""
+def where(iv) -> Placement:
+    """Where `iv` acts and how it is judged (an intervenable built here, or one
+    `IntervenableModel.load` rebuilt over our sites, adopted on first sight)."""
     adopt(iv)
-    return _PLACES[iv]
+    return _PLACEMENTS[iv]
 
 
 def place(iv, position: int):
     """`iv`, judged from now on at the pairs' token `position`. Returns iv."""
-    _PLACES[iv] = dataclasses.replace(where(iv), position=int(position))
+    _PLACEMENTS[iv] = dataclasses.replace(where(iv), position=int(position))
+    return iv
+
+
+def judge_with(iv, batch_size: int, outputs):
+    """`iv`, scored by `study.iia` from now on `batch_size` pairs per forward pass, right and
+    wrong over the output ids of `outputs` (a task, its `Outputs`, or None: every token),
+    unless the call says otherwise. Returns iv."""
+    _PLACEMENTS[iv] = dataclasses.replace(where(iv), batch_size=int(batch_size),
+                                          outputs=outputs)
     return iv
 
 
 def adopt(iv):
     """Record where an `IntervenableModel` over our sites that this module did not build (one
     that `IntervenableModel.load` rebuilt) acts, and guard the user's hooks. Returns iv."""
-    if iv in _PLACES:
+    if iv in _PLACEMENTS:
         return iv
     reps = list(iv.representations.values())
     kinds = {r.component for r in reps}
@@ -327,14 +332,14 @@ def adopt(iv):
                          "register(model))")
     kind = reps[0].component
     if kind in STEP_KINDS and len(reps) > 1:
-        place_ = Where(kind, 0, 1, per_step=True)
+        placement = _per_step(iv, kind, 0)
     elif len(reps) == 1:
-        place_ = Where(kind, int(reps[0].layer), int(reps[0].max_number_of_units))
+        placement = Placement(kind, int(reps[0].layer), int(reps[0].max_number_of_units))
     else:
         raise ValueError(f"an intervenable with {len(reps)} {kind} representations: one is "
                          f"expected (or one per step of the state kind)")
     _guard(iv)
-    _PLACES[iv] = place_
+    _PLACEMENTS[iv] = placement
     return iv
 
 

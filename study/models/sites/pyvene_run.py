@@ -13,7 +13,6 @@ forward, through the row selections `site_intervenable` set up.
 from __future__ import annotations
 
 import contextlib
-import weakref
 
 import torch
 
@@ -173,20 +172,6 @@ def _reset_fast(iv) -> None:
         inter.use_fast = False
 
 
-def _step_layers(iv, device) -> torch.Tensor:
-    """(n_representations,) the step of each representation, in pyvene's key order, on
-    `device` (made there once: the row masks are compared against it at every call)."""
-    cached = _STEP_LAYERS.get(iv)
-    if cached is None or cached.device != torch.device(device):
-        cached = torch.tensor([int(iv.representations[k].layer) for k in iv.sorted_keys],
-                              device=device)
-        _STEP_LAYERS[iv] = cached
-    return cached
-
-
-_STEP_LAYERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # iv -> its steps
-
-
 def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor, *,
                         readout: torch.Tensor | None = None,
                         base_states: torch.Tensor | None = None) -> torch.Tensor:
@@ -217,7 +202,7 @@ def interchange_vectors(iv, base: torch.Tensor, base_pos, sources: torch.Tensor,
     base_in = {"input_ids": base} if readout is None else {"input_ids": base, "readout": readout}
     if kind in STEP_KINDS:
         if at.per_step:
-            layers = _step_layers(iv, pos.device)  # (n_steps,)
+            layers = at.steps_on(pos.device)  # (n_steps,) each representation's step
             merged = _one_intervention(iv)
             ctx, declared = _rows_at_own_steps(iv, kind, base_pos, merged,
                                                None if readout is None else base_states)
