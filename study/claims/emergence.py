@@ -1,0 +1,62 @@
+"""When a variable appears along training, from the `emergence` tables
+(`study/analyses/emergence/`), set beside the accuracy's phases (`phases.detect`): "gru's
+resolved appears at update 900, before its accuracy leaves the plateau (phase boundary
+1,200)" [ours; Wu et al. 2025 place the binding mechanism's appearance against the accuracy
+phases of one transformer].
+
+A variable appears at the first scored checkpoint from which its IIA's lower bound stays
+above the null (the atlas's: the controls' maximum over the whole grid) at every later
+scored checkpoint; a checkpoint with too few tested pairs breaks the run. Never, where the
+last checkpoint's bound is not above it. Torch-free."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+KEYS = ("run", "variable")
+
+
+def appears_at(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, variable) of `rows` (an `emergence` table with a `run` column, or
+    several such stacked): `appears_at`, the step from which iia_lo stays above the null
+    (NaN: never), and `final_step`, the latest step scored."""
+    out = []
+    for (run, variable), d in rows.groupby(list(KEYS), sort=False):
+        d = d.sort_values("step", kind="stable")
+        above = ((~d["too_few"].astype(bool)) & (d["iia_lo"] > d["null"])).to_numpy()
+        steps = d["step"].to_numpy()
+        below = np.flatnonzero(~above)
+        first = (float("nan") if len(steps) == 0 or not above[-1] else
+                 int(steps[below[-1] + 1]) if len(below) else int(steps[0]))
+        out.append({"run": run, "variable": variable, "appears_at": first,
+                    "final_step": int(steps[-1]) if len(steps) else float("nan")})
+    return pd.DataFrame(out, columns=[*KEYS, "appears_at", "final_step"])
+
+
+def _n(step) -> str:
+    return f"{int(step):,}"
+
+
+def sentence(who: str, variable: str, appears, boundaries=()) -> str:
+    """"gru's resolved appears at update 900, before its accuracy leaves the plateau (phase
+    boundary 1,200)": `appears` (a step or NaN) set against the first of the accuracy's
+    phase `boundaries` at or after it (or the last before it)."""
+    head = f"{who}'s {variable}"
+    if appears is None or (isinstance(appears, float) and math.isnan(appears)):
+        return f"{head} never stays above the null"
+    bounds = sorted(int(b) for b in boundaries)
+    if not bounds:
+        return (f"{head} appears at update {_n(appears)}; its accuracy shows no phase "
+                f"boundary")
+    later = [b for b in bounds if b > appears]
+    same = [b for b in bounds if b == appears]
+    if same:
+        return (f"{head} appears at update {_n(appears)}, with its accuracy leaving the "
+                f"plateau (phase boundary {_n(same[0])})")
+    if later:
+        return (f"{head} appears at update {_n(appears)}, before its accuracy leaves the "
+                f"plateau (phase boundary {_n(later[0])})")
+    return (f"{head} appears at update {_n(appears)}, after its accuracy left the plateau "
+            f"(phase boundary {_n(bounds[-1])})")
