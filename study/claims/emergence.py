@@ -60,3 +60,40 @@ def sentence(who: str, variable: str, appears, boundaries=()) -> str:
                 f"plateau (phase boundary {_n(later[0])})")
     return (f"{head} appears at update {_n(appears)}, after its accuracy left the plateau "
             f"(phase boundary {_n(bounds[-1])})")
+
+
+def accuracy_boundaries(run) -> tuple[int, ...]:
+    """The phase boundaries of a run's overall accuracy on its evaluation split
+    (`phases.detect` on `curves.accuracy_curves`)."""
+    from study.claims.curves import accuracy_curves
+    from study.claims.phases import detect
+    c = accuracy_curves(run)
+    c = c[c["stratum"] == "all"]
+    return detect(c["step"], c["accuracy"]).boundaries if len(c) else ()
+
+
+def stacked_emergence(runs) -> pd.DataFrame | None:
+    """Every run's `emergence` rows at its latest analysed checkpoint, with `run` (its label)
+    and `model`; None where no run has the table."""
+    parts = [df.assign(run=r.label, model=r.model) for r in runs
+             if (df := r.final("emergence")) is not None]
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def timeline(runs) -> pd.DataFrame:
+    """One row per run and variable of the runs' `emergence` tables: run, model, variable,
+    appears_at, the accuracy's phase boundaries and the sentence that sets one against the
+    other."""
+    cols = ["run", "model", "variable", "appears_at", "boundaries", "sentence"]
+    rows = stacked_emergence(runs)
+    if rows is None:
+        return pd.DataFrame(columns=cols)
+    models = {r.label: r.model for r in runs}
+    bounds = {r.label: accuracy_boundaries(r) for r in runs}
+    out = appears_at(rows)
+    out["model"] = out["run"].map(models)
+    out["boundaries"] = [", ".join(_n(b) for b in bounds.get(r, ())) or "none"
+                         for r in out["run"]]
+    out["sentence"] = [sentence(run, v, a, bounds.get(run, ()))
+                       for run, v, a in zip(out["run"], out["variable"], out["appears_at"])]
+    return out[cols]
