@@ -25,7 +25,8 @@ def appears_at(rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for (run, variable), d in rows.groupby(list(KEYS), sort=False):
         d = d.sort_values("step", kind="stable")
-        above = ((~d["too_few"].astype(bool)) & (d["iia_lo"] > d["null"])).to_numpy()
+        lo, null = (pd.to_numeric(d[c], errors="coerce") for c in ("iia_lo", "null"))
+        above = ((~d["too_few"].astype(bool)) & (lo > null)).to_numpy()
         steps = d["step"].to_numpy()
         below = np.flatnonzero(~above)
         first = (float("nan") if len(steps) == 0 or not above[-1] else

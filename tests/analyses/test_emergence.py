@@ -70,21 +70,21 @@ def test_a_warm_started_search_gives_the_iia_of_a_cold_one():
 
 
 def test_the_cell_is_the_atlas_full_row_and_the_null_the_atlas_null():
+    row = lambda step, v, role, stage, k, null, t=0.5: dict(  # noqa: E731
+        checkpoint=step, variable=v, role=role, site="resid", layer=int(role == "z"),
+        stage=stage, k=k, null=null, train_iia=t)
     atlas = pd.DataFrame([
-        dict(checkpoint=5, variable="a", role="x", site="resid", layer=0, stage="full", k=1,
-             null=0.1),
-        dict(checkpoint=9, variable="a", role="y", site="resid", layer=0, stage="screen", k=4,
-             null=0.2),
-        dict(checkpoint=9, variable="a", role="z", site="resid", layer=1, stage="full", k=2,
-             null=0.2),
-        dict(checkpoint=9, variable="a", role="w", site="resid", layer=0, stage="full", k=8,
-             null=0.2),
-        dict(checkpoint=9, variable="b", role="x", site="state", layer=0, stage="full", k=4,
-             null=0.3)])
+        row(5, "a", "x", "full", 1, 0.1),
+        row(9, "a", "y", "screen", 4, 0.2, 0.9),
+        row(9, "a", "z", "full", 2, 0.2),
+        row(9, "a", "w", "full", 8, 0.2),
+        row(9, "b", "x", "screen", 4, 0.3, 0.2),  # b: screened only (too few tested)
+        row(9, "b", "y", "screen", 4, 0.3, 0.6),
+        row(9, "b", "w", "screen", 4, 0.3, math.nan)])
     assert atlas_cells(atlas, 9) == [Cell("a", "z", "resid", 1, 2, 0.2),
-                                     Cell("b", "x", "state", 0, 4, 0.3)]
+                                     Cell("b", "y", "resid", 0, 4, 0.3)]
     assert atlas_cells(atlas, 5, ("a",)) == [Cell("a", "x", "resid", 0, 1, 0.1)]
-    with pytest.raises(UsageError, match="no full search of c"):
+    with pytest.raises(UsageError, match="did not search c"):
         atlas_cells(atlas, 9, ("c",))
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import math
 
+import pandas as pd
+
 from study.analyses.emergence.walk import Cell, chosen_steps, walk
 from study.core.errors import UsageError
 
@@ -15,16 +17,22 @@ _log = logging.getLogger(__name__)
 def atlas_cells(atlas, checkpoint: int, variables=("atlas",)) -> list[Cell]:
     """Each variable's cell in an `atlas` table (pandas): at `checkpoint` where the table
     holds it, else its latest, the variable's first `full` row (the best screened cell, whose
-    OAF the atlas saves), with its k and null; `variables` ("atlas": every variable fully
-    searched there) in order. A UsageError names a variable the atlas did not search."""
+    OAF the atlas saves), with its k and null; where the atlas ran no full search of the
+    variable (every cell had too few tested pairs), its screened cell of the best training
+    IIA. `variables` ("atlas": every variable the atlas searched) in order. A UsageError
+    names a variable the atlas did not search."""
     at = checkpoint if (atlas["checkpoint"] == checkpoint).any() else atlas["checkpoint"].max()
-    full = atlas[(atlas["checkpoint"] == at) & (atlas["stage"] == "full")]
-    firsts = full.drop_duplicates("variable", keep="first").set_index("variable")
-    names = list(firsts.index) if tuple(variables) == ("atlas",) else list(variables)
+    mine = atlas[atlas["checkpoint"] == at]
+    full = mine["stage"] == "full"
+    best = pd.concat([mine[full], mine[~full].assign(_t=mine["train_iia"].fillna(-1.0))
+                      .sort_values("_t", ascending=False, kind="stable").drop(columns="_t")])
+    firsts = best.drop_duplicates("variable", keep="first").set_index("variable")
+    names = (list(dict.fromkeys(mine["variable"])) if tuple(variables) == ("atlas",)
+             else list(variables))
     missing = [v for v in names if v not in firsts.index]
     if missing:
-        raise UsageError(f"emergence.variables: the run's atlas (step {at}) has no full search "
-                         f"of {', '.join(missing)}; it has {', '.join(firsts.index) or 'none'}")
+        raise UsageError(f"emergence.variables: the run's atlas (step {at}) did not search "
+                         f"{', '.join(missing)}; it searched {', '.join(firsts.index) or 'none'}")
     return [Cell(v, str(firsts.at[v, "role"]), str(firsts.at[v, "site"]),
                  int(firsts.at[v, "layer"]), int(firsts.at[v, "k"]),
                  float(firsts.at[v, "null"])) for v in names]
@@ -51,8 +59,6 @@ def atlas_alignment(folder, c: Cell, checkpoint: int):
 
 def _cells(ctx) -> tuple[list[Cell], object]:
     """The cells to walk and the atlas's folder (None with the cell from settings)."""
-    import pandas as pd
-
     from study.analyses.das.analysis import asked_variables
 
     cfg = ctx.config
