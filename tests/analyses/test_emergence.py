@@ -26,10 +26,11 @@ FINAL = STEPS[-1]
 
 
 def _config(**over):
-    return replace(get("analysis", "emergence").make_config("small"), n_train=256, n_test=200,
-                   steps=60, first_steps=200, screen_pairs=128, screen_steps=60,
-                   screen_batch=16, min_changed=20, role=f"rhs@{J}", site="resid", layer=1,
-                   k=2, **over)
+    """A walk's settings at the planted cell (`role=""`: the cell from the run's atlas)."""
+    mine = dict(n_train=256, n_test=200, steps=60, first_steps=200, screen_pairs=128,
+                screen_steps=60, screen_batch=16, min_changed=20, role=f"rhs@{J}",
+                site="resid", layer=1, k=2)
+    return replace(get("analysis", "emergence").make_config("small"), **{**mine, **over})
 
 
 def _ctx(cfg, analysis_dir=None):
@@ -128,3 +129,29 @@ def test_emergence_after_the_atlas_or_at_a_named_cell_is_accepted():
     resolve({"task": "binding", "model": "gru", "scale": "smoke", "analyses": "emergence",
              "emergence.role": "rhs", "emergence.site": "state", "emergence.layer": "0",
              "emergence.k": "2"})
+
+
+def test_the_run_s_atlas_gives_the_cell_the_null_and_the_first_search_s_start(tmp_path):
+    from study.analyses.das.alignment import save_alignments, tensors_of
+    from study.analyses.emergence.build import atlas_alignment
+    cfg = _config(role="", site="", layer=-1, k=0, checkpoints=3, steps=40)
+    c = Cell("resolved", f"rhs@{J}", "resid", 1, 2, 0.25)
+    folder = tmp_path / "atlas"
+    folder.mkdir()
+    pd.DataFrame([dict(checkpoint=FINAL, variable="resolved", role=c.role, site="resid",
+                       layer=1, stage="full", k=2, null=0.25, train_iia=1.0)]
+                 ).to_parquet(folder / "atlas.parquet")
+    ctx = _ctx(cfg, analysis_dir=lambda name: tmp_path / name)
+    task = ctx.task
+    pairs = [task.counterfactuals("resolved", n, split=s, seed=0)
+             for n, s in ((cfg.n_train, "train"), (cfg.n_test, "test"))]
+    kept: dict = {}
+    walk(ctx, c, *pairs, [FINAL], None, seed=1, kept=kept)
+    save_alignments({f"oaf/resolved/resid[1]@pair/k=2{suffix}": t
+                     for suffix, t in tensors_of("oaf", kept[FINAL]).items()}, folder, FINAL)
+    assert atlas_alignment(folder, c, FINAL) is not None
+    assert atlas_alignment(folder, c, 5) is None  # another checkpoint's: not a start
+    df = get("analysis", "emergence").obj(ctx)["emergence"]
+    assert list(df["step"]) == [FINAL, 20, 0]  # three log-spaced checkpoints, latest first
+    assert (df["null"] == 0.25).all() and (df["role"] == c.role).all()
+    assert df["iia"].iloc[0] >= 0.95 and df["iia"].iloc[-1] <= 0.4

@@ -37,7 +37,8 @@ from study.core.settings import setting
 @dataclass(frozen=True)
 class EmergenceConfig:
     variables: tuple[str, ...] = setting(
-        ("atlas",), "atlas = every variable the run's atlas fully searched; or names")
+        ("atlas",), "atlas = every variable the run's atlas searched; or all, main or names, "
+                    "as das.variables")
     role: str = setting("", "\"\" = each variable's atlas cell; or a token role (with site, "
                             "layer and k): that cell, and no atlas needed")
     site: str = setting("", "the cell's site kind, with role")

@@ -71,7 +71,9 @@ def _cells(ctx) -> tuple[list[Cell], object]:
     if table is None or not table.exists():
         raise UsageError("emergence: the run has no atlas table; analyze it with atlas "
                          "first, or name the cell (emergence.role, site, layer, k)")
-    return atlas_cells(pd.read_parquet(table), ctx.checkpoint, cfg.variables), folder
+    asked = (cfg.variables if cfg.variables == ("atlas",)
+             else asked_variables(cfg.variables, ctx.task))
+    return atlas_cells(pd.read_parquet(table), ctx.checkpoint, asked), folder
 
 
 def emergence_rows(ctx) -> list[dict]:
