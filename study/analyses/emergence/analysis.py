@@ -7,11 +7,11 @@ For each variable, the cell (token role, site, layer) where the run's `atlas`
 (`study/analyses/atlas/`) holds it best at the analysed checkpoint — the variable's first
 `full` row there, the one whose OAF the atlas saved — at that row's k (where the atlas ran
 no full search of it, every cell having too few tested pairs: its screened cell of the best
-training IIA, at the screen's k); or the cell the settings name (`emergence.role`, `site`, `layer`, `k`). The variable's pairs at that cell
-are searched at every logged checkpoint up to the analysed one (or `checkpoints` of them,
-log-spaced), walking backwards: the analysed checkpoint's search starts from the atlas's
-saved OAF, each earlier one's from the later checkpoint's fit (`study/analyses/emergence/
-walk.py`), `steps` updates each, fewer than a cold search needs [ours: so the cost grows
+training IIA, at the screen's k); or the cell the settings name (`emergence.role`, `site`,
+`layer`, `k`). The variable's pairs at that cell are searched at every logged checkpoint up
+to the analysed one (or `checkpoints` of them, log-spaced), walking backwards: the analysed
+checkpoint's search starts from the atlas's saved OAF, each earlier one's from the later
+checkpoint's fit (`study/analyses/emergence/walk.py`), `steps` updates each, fewer than a cold search needs [ours: so the cost grows
 sub-linearly with the checkpoints; `python -m study bench emergence` measures it]. Without
 the atlas's OAF (the cell from settings, or alignments of another checkpoint) the first
 search is cold, `first_steps` updates.

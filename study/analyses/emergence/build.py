@@ -92,7 +92,8 @@ def emergence_rows(ctx) -> list[dict]:
         if first is None and folder is not None:
             _log.info(f"emergence: no atlas OAF of {c.variable} at step {ctx.checkpoint}; "
                       f"the first search is cold ({cfg.first_steps} updates)")
-        got = walk(ctx, c, train, test, steps, first, (seed * 1_000_003 + ctx.checkpoint) * 1009 + i)
+        init = (seed * 1_000_003 + ctx.checkpoint) * 1009 + i  # as the atlas's
+        got = walk(ctx, c, train, test, steps, first, init)
         null = c.null
         if math.isnan(null):
             null = max((r["shuffled_iia"] for r in got if not math.isnan(r["shuffled_iia"])),
