@@ -13,8 +13,8 @@ to the analysed one (or `checkpoints` of them, log-spaced), walking backwards: t
 checkpoint's search starts from the atlas's saved OAF, each earlier one's from the later
 checkpoint's fit (`study/analyses/emergence/walk.py`), `steps` updates each, fewer than a
 cold search needs [ours: so the cost grows sub-linearly with the checkpoints; `python -m
-study bench emergence` measures it]. Without the atlas's OAF (the cell from settings, or alignments of another checkpoint) the first
-search is cold, `first_steps` updates.
+study bench emergence` measures it]. Without the atlas's OAF (the cell from settings, or
+alignments of another checkpoint) the first search is cold, `first_steps` updates.
 
 Table `emergence`, one row per (variable, scored checkpoint): checkpoint (the analysed
 one), step (the scored one), variable, role, site, layer, k; iia, iia_lo, iia_hi (test IIA
