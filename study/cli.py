@@ -55,7 +55,8 @@ commands:
                                          rerun a result folder's study (or take another
                                          folder), compare every table
   results-docs [check=true]              rewrite the docs' result tables from results/
-  bench train|das|atlas [key=value ...]  speed of the hot loops against a naive baseline
+  bench train|das|atlas|emergence [key=value ...]
+                                         speed of the hot loops against a naive baseline
   doctor [task=... model=... seconds=10] torch, CUDA, driver, bf16/compile support, the
                                          settings a run would use, a tokens/s probe
   gpu-check out=DIR [device=cuda|cpu] [quick=true] [scale=...] [work=DIR] [only=ITEM,..]

@@ -98,10 +98,12 @@ HELP = {
     "bench": Help(
         ("bench train [task=NAME model=NAME|all scale=S steps=N out=PATH]",
          "bench das [task=NAME model=NAME scale=S steps=N out=PATH]",
-         "bench atlas [task=NAME model=NAME scale=S atlas.KEY=V ... measure=N out=PATH]"),
-        (("task, model", "(binding x gpt12 for train, counting x gru for das, binding x gru "
-                         "for atlas)", "what to time; model=all: every family on its paper's "
-                         "task"),
+         "bench atlas [task=NAME model=NAME scale=S atlas.KEY=V ... measure=N out=PATH]",
+         "bench emergence [task=NAME model=NAME scale=S atlas.KEY=V emergence.KEY=V ... "
+         "out=PATH]"),
+        (("task, model", "(binding x gpt12 for train, counting x gru for das and emergence, "
+                         "binding x gru for atlas)", "what to time; model=all: every family "
+                         "on its paper's task"),
          ("measure", "0", "atlas: the variables measured (0 = all); the rest projected"),
          ("scale", "paper", f"the preset ({_SCALES})"), ("steps", "30", "timed steps"),
          ("out", "runs/bench/<kind>-<task>-<model>-<time>.md", "the table's file")),

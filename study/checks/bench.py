@@ -1,6 +1,8 @@
-"""`python -m study bench train|das|atlas key=value ...`: speed of the hot loops against a naive
-baseline measured in the same process (atlas: the cost of one network's atlas, stage by stage,
-`study/checks/bench_atlas.py`), written as a Markdown table (and CSV) and printed.
+"""`python -m study bench train|das|atlas|emergence key=value ...`: speed of the hot loops
+against a naive baseline measured in the same process (atlas: the cost of one network's atlas,
+stage by stage, `study/checks/bench_atlas.py`; emergence: one variable followed over 10
+checkpoints against one full search of the atlas, `study/checks/bench_emergence.py`), written
+as a Markdown table (and CSV) and printed.
 
 Absolute numbers on shared machines are noisy; the ratio to the baseline is the figure to read.
 """
@@ -19,7 +21,8 @@ from study.core.settings import split_args
 from study.core.markdown import markdown_table
 
 DEFAULTS = {"train": {"task": "binding", "model": "gpt12"}, "das": {"task": "counting", "model": "gru"},
-            "atlas": {"task": "binding", "model": "gru"}}
+            "atlas": {"task": "binding", "model": "gru"},
+            "emergence": {"task": "counting", "model": "gru"}}
 # `model=all`: every family on the task of its paper (Wu et al.: gpt12 on binding; Exoo et al.:
 # attn2 on assign_add; Grant et al.: the GRU, the LSTM and the 2-layer transformer on counting)
 HOME_TASKS = {"gpt12": "binding", "attn2": "assign_add", "rope2": "counting", "gru": "counting",
@@ -28,8 +31,9 @@ HOME_TASKS = {"gpt12": "binding", "attn2": "assign_add", "rope2": "counting", "g
 
 def cmd_bench(args):
     if not args or args[0] not in DEFAULTS:
-        raise UsageError("usage: bench train|das|atlas [task=NAME model=NAME scale=... steps=N "
-                         "out=PATH] (atlas: atlas.KEY=VALUE ... measure=N)")
+        raise UsageError("usage: bench train|das|atlas|emergence [task=NAME model=NAME "
+                         "scale=... steps=N out=PATH] (atlas: atlas.KEY=VALUE ... measure=N; "
+                         "emergence: atlas.KEY=VALUE emergence.KEY=VALUE ...)")
     main(args[0], split_args(args[1:]))
 
 
@@ -42,6 +46,8 @@ def main(kind: str, kv: dict[str, str]) -> Path:
     measure = coerce("measure", kv.pop("measure", "0"), int)  # atlas: variables measured
     if kind == "atlas":
         kv["analyses"] = "atlas"
+    if kind == "emergence":
+        kv["analyses"] = "atlas,emergence"
     if steps < 2:
         raise UsageError(f"steps={steps}: expected at least 2")
     out = Path(kv.pop("out", f"runs/bench/{kind}-{'all' if every else kv['task'] + '-' + kv['model']}"
@@ -75,6 +81,10 @@ def _one(kind: str, cfg, steps: int, measure: int = 0):
         from study.checks.bench_atlas import bench_atlas
         table = bench_atlas(task, model_entry, cfg.model_config, cfg.analysis_configs["atlas"],
                             measure=measure or None, device=device)
+    elif kind == "emergence":
+        from study.checks.bench_emergence import bench_emergence
+        table = bench_emergence(task, model_entry, cfg.model_config, cfg.analysis_configs["atlas"],
+                                cfg.analysis_configs["emergence"], device=device)
     else:
         from study.checks.bench_das import bench_das
         table = bench_das(task, model_entry, cfg.model_config, steps=steps, device=device)

@@ -20,7 +20,10 @@ folder and `python -m study reproduce` compares them; each is declared in
   with its interval: the curve behind `das_best`'s and the verdicts' choice of k and site,
   which `reproduce` compares where a rerun chose differently;
 - `shared`: per variable and ordered pair of architectures, what they share
-  (`study.claims.shared`).
+  (`study.claims.shared`);
+- `emergence`: per run, variable and scored checkpoint, the IIA at the variable's atlas
+  cell along training with its interval, the shuffled control and the atlas's null, and
+  `appears_at` (`study.claims.emergence`), repeated on each of the run's rows.
 
 Every table has a `time_limited` column: a run that the time guard stopped trained a network
 the update budget did not decide, and is no study result.
@@ -44,7 +47,7 @@ from study.core.intervals import t_interval
 from study.core.tables import COMPARE_SIMILARITY, COMPARE_STITCHING, DAS
 
 TABLES = ("summary", "verdicts", "das_best", "comparisons", "phases", "shared",
-          "alignment_gaps", "run_gaps", "das_curve")
+          "alignment_gaps", "run_gaps", "das_curve", "emergence")
 
 
 def ended(summary: dict) -> str:
@@ -276,6 +279,28 @@ def das_curve_table(runs) -> pd.DataFrame:
                           kind="stable").reset_index(drop=True)
 
 
+def emergence_table(runs) -> pd.DataFrame:
+    """Every run's `emergence` rows (its latest analysed checkpoint's walk): per run,
+    variable and scored step, the cell, k, the IIA and its interval, the shuffled control,
+    the atlas's null, the pairs scored, and the step from which the variable stays above the
+    null (`appears_at`, empty: never)."""
+    from study.claims.emergence import appears_at, stacked_emergence
+    columns = ["run", "model", "seed", "variable", "role", "site", "layer", "k", "step", "iia",
+               "iia_lo", "iia_hi", "shuffled_iia", "null", "n_tested", "too_few", "appears_at",
+               "time_limited"]
+    rows = stacked_emergence(runs)
+    if rows is None:
+        return pd.DataFrame(columns=columns)
+    seeds = {r.label: r.seed for r in runs}
+    guard = _guarded(runs)
+    first = appears_at(rows).set_index(["run", "variable"])["appears_at"]
+    rows = rows.assign(seed=rows["run"].map(seeds), time_limited=rows["run"].map(guard),
+                       appears_at=[first.get((r, v)) for r, v in zip(rows["run"],
+                                                                     rows["variable"])])
+    return rows[columns].sort_values(["run", "variable", "step"], kind="stable") \
+        .reset_index(drop=True)
+
+
 def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
     """Every table of `TABLES` from loaded, labelled runs (`study.claims.runs`) and the
     sweep's comparisons folder."""
@@ -283,4 +308,4 @@ def result_tables(runs, comparisons: Path | None) -> dict[str, pd.DataFrame]:
             "das_best": das_best_table(runs), "comparisons": comparisons_table(runs, comparisons),
             "phases": phases_table(runs), "shared": shared_table(runs),
             "alignment_gaps": alignment_gaps_table(runs), "run_gaps": run_gaps_table(runs),
-            "das_curve": das_curve_table(runs)}
+            "das_curve": das_curve_table(runs), "emergence": emergence_table(runs)}

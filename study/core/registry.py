@@ -43,6 +43,10 @@ class Entry:
     # training, names that depend on the task or the model (a causal variable, a site kind,
     # a layer); None: no check
     check: Callable | None = None
+    # analyses: `needs(config)` -> the names of the analyses of the same run whose results it
+    # reads (`AnalysisContext.analysis_dir`): each must have run before it, or be asked for
+    # ahead of it (refused when the command line is parsed); None: it reads none
+    needs: Callable | None = None
 
     @property
     def prefix(self) -> str:
@@ -72,7 +76,8 @@ _SCANNED: set[str] = set()
 
 
 def register(kind: str, name: str, *, config: type, presets: dict | None = None,
-             capabilities=(), requires=(), help: str = "", check: Callable | None = None) -> Callable:
+             capabilities=(), requires=(), help: str = "", check: Callable | None = None,
+             needs: Callable | None = None) -> Callable:
     """Decorator: `@register("task", "binding", config=BindingConfig, presets=...)`."""
     if kind not in KINDS:
         raise ValueError(f"unknown registry kind {kind!r}")
@@ -95,7 +100,7 @@ def register(kind: str, name: str, *, config: type, presets: dict | None = None,
         doc = help or summary(obj.__doc__)
         stored = network.checked_builder(obj, capabilities) if kind == "model" else obj
         _REGISTRY[kind][name] = Entry(kind, name, stored, config, dict(presets or {}),
-                                      capabilities, requires, doc, check)
+                                      capabilities, requires, doc, check, needs)
         return stored
 
     return deco

@@ -65,6 +65,11 @@ ATLAS = Table("atlas", "atlas", (
     "checkpoint", "model", "seed", "variable", "role", "site", "layer", "stage", "k", "iia",
     "iia_lo", "iia_hi", "train_iia", "n_tested", "too_few", "shuffled_iia", "step0_iia",
     "chance", "null", "null_from", "credited"))
+# one variable at its atlas cell along training: the search at each logged checkpoint, warm
+# started from the later one's alignment; `null` is the atlas's
+EMERGENCE = Table("emergence", "emergence", (
+    "checkpoint", "step", "variable", "role", "site", "layer", "k", "iia", "iia_lo", "iia_hi",
+    "train_iia", "shuffled_iia", "null", "n_tested", "too_few"))
 PROBES = Table("probes", "probes", (
     "checkpoint", "variable", "site", "layer", "position", "split", "accuracy", "control",
     "converged"))
@@ -92,7 +97,7 @@ COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
 
 TABLES: dict[str, Table] = {t.name: t for t in (
     PATCHING, HEAD_RANKING, POSITIONS, PATCHING_ROLES, DAS, DAS_SHUFFLED, DAS_CONTROL,
-    DAS_TRANSFER, DAS_STRATA, ATLAS, PROBES,
+    DAS_TRANSFER, DAS_STRATA, ATLAS, EMERGENCE, PROBES,
     CIRCUITS, ABLATION, SUBSPACES,
     COMPARE_SIMILARITY, COMPARE_STITCHING, COMPARE_GEOMETRY)}
 

@@ -17,6 +17,10 @@ over the batch (`FORWARD_SHARE`). Each analysis is costed as the passes it makes
   `screen_steps` updates of `screen_batch` rows for every role's cell, its shuffled control
   and its step-0 control, then `top` full searches with both controls over the ladder,
   each update priced as das's; reading the pairs is a forward of each pair on both networks.
+- `emergence`: at each scored checkpoint (every logged one, or `emergence.checkpoints`) and
+  variable (the atlas's, or the asked ones), `steps` updates of `batch_size` rows warm-started
+  (`first_steps` for a cold first search without the atlas) and the shuffled control's
+  `screen_steps` of `screen_batch`, each priced as das's, and a read of the pairs.
 - `probes`, `circuits`, `subspaces`: forwards over the examples they read.
 - the comparisons at a sweep's end (`compare`): for each pair of runs and variable, the
   stitched and shuffled forwards over its test pairs and the fit, and each run's geometry.
@@ -117,6 +121,27 @@ def atlas_seconds(cfg, task, step_s: float, recurrent: bool) -> float:
     return len(_variables(atlas.variables, task)) * (screen + full + read)
 
 
+def emergence_seconds(cfg, task, step_s: float) -> float:
+    """The run's `emergence`: each variable's warm-started search and shuffled control at
+    each scored checkpoint, each update priced as das's (`DAS_ROW`), and the pairs read."""
+    e = cfg.analysis_configs["emergence"]
+    fwd = forward_s(cfg, step_s)
+    checkpoints = cfg.train.checkpoints + 1  # and step 0
+    if e.checkpoints:
+        checkpoints = min(checkpoints, e.checkpoints)
+    if e.variables != ("atlas",):
+        variables = len(e.variables)
+    elif "atlas" in cfg.analysis_configs:
+        variables = len(_variables(cfg.analysis_configs["atlas"].variables, task))
+    else:
+        variables = len(task.causal_variables)
+    update = 3 * fwd * DAS_ROW
+    first = 0 if "atlas" in cfg.analysis_configs and not e.role else e.first_steps - e.steps
+    per = ((e.steps * e.batch_size + e.screen_steps * e.screen_batch) * update
+           + 2 * 2 * (e.n_train + e.n_test) * fwd)
+    return variables * (checkpoints * per + max(0, first) * e.batch_size * update)
+
+
 def _control_ks(das) -> list[int]:
     """The k the controls climb (`study/analyses/das/controls.control_ks`, any width; that
     module imports pyvene, which takes seconds)."""
@@ -145,6 +170,8 @@ def analysis_seconds(cfg, task, step_s: float) -> dict:
             out[name] = patching_seconds(cfg, task, step_s, "recurrent" in caps, "heads" in caps)
         elif name == "atlas":
             out[name] = atlas_seconds(cfg, task, step_s, "recurrent" in caps)
+        elif name == "emergence":
+            out[name] = emergence_seconds(cfg, task, step_s)
         else:
             out[name] = READ_EXAMPLES * (_layers(cfg) + 1) * forward_s(cfg, step_s)
     return out

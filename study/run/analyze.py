@@ -73,7 +73,8 @@ def _analyze(run: Run, configs: dict, checkpoint: str | int, trajectory: bool) -
         with timed(f"analysis {name}", _log), staged(out) as stage:
             ctx = AnalysisContext(model, task, acfg, cfg.model, step, device, stage, cfg.seed,
                                   model_at=model_at,
-                                  steps=tuple(run.checkpoints) if trajectory else ())
+                                  steps=tuple(run.checkpoints) if trajectory else (),
+                                  analysis_dir=rd.analysis_dir)
             tables = entry.obj(ctx)
             if of_analysis(name):  # a declared analysis writes exactly its declared tables
                 check_outputs(name, tables)

@@ -231,10 +231,11 @@ def with_standard_analyses(kv: dict[str, str]) -> dict[str, str]:
 
 
 def analysis_configs(names, scale: str, overrides: dict[str, str], task_entry, model_entry,
-                     model_config) -> dict:
+                     model_config, have=()) -> dict:
     """Each named analysis's config (defaults → preset → `NAME.FIELD` overrides), checked
     against the model's capabilities and, through the analysis's `check`, the task's and the
-    model's names — all before anything is trained or written."""
+    model's names, and each analysis it reads (`Entry.needs`) asked for before it or among
+    `have` (those the run already holds) — all before anything is trained or written."""
     check_analyses(names, model_entry)
     overrides = respell(overrides, set(names))  # runtime.X: the fields of these analyses
     for key in overrides:
@@ -248,6 +249,12 @@ def analysis_configs(names, scale: str, overrides: dict[str, str], task_entry, m
         cfg = entry.make_config(scale, fields_of(overrides, name))
         if entry.check is not None:
             entry.check(cfg, task_entry.obj, model_entry, model_config)
+        for need in (entry.needs(cfg) if entry.needs is not None else ()):
+            if need not in out and need not in have:
+                raise UsageError(f"analysis {name!r} reads the run's {need!r} results, which "
+                                 f"it lacks: ask for {need} before it "
+                                 f"(analyses={need},{name}), or analyze the run with {need} "
+                                 f"first")
         out[name] = cfg
     return out
 

@@ -136,9 +136,11 @@ class Run:
         from study.run.config import analysis_configs
         from study.core import registry
         cfg = self.config
+        have = tuple(p.name for p in sorted(self.path.glob("analyses/[!.]*"))
+                     if any(p.glob("*.parquet")))  # analyses whose tables the run holds
         return analysis_configs(tuple(names), cfg.scale, dict(overrides or {}),
                                 registry.get("task", cfg.task), registry.get("model", cfg.model),
-                                cfg.model_config)
+                                cfg.model_config, have)
 
     # --- networks and pairs ----------------------------------------------------------------
 

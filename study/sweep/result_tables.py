@@ -49,9 +49,11 @@ TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
     "alignment_gaps": {"iia*": (0.05, 0), "gap*": (0.05, 0)},
     "run_gaps": {"iia*": (0.05, 0), "gap": (0.05, 0)},
     "das_curve": {"iia*": (0.05, 0), "n_tested": (0, 0.2)},
+    "emergence": {"iia*": (0.05, 0), "shuffled_iia": (0.05, 0), "null": (0.05, 0),
+                  "n_tested": (0, 0.2), "appears_at": (0, 0.25)},
 }
 # numbers compared as keys (exactly, on any build): what the study asked, not what it measured
-EXACT = {"seed", "steps", "k", "layer", "position", "n_params", "phase", "too_few", "n_runs",
+EXACT = {"seed", "steps", "step", "k", "layer", "position", "n_params", "phase", "too_few", "n_runs",
          "n_other_runs", "n_pairs",
          "time_limited"}
 

@@ -40,6 +40,7 @@ SEED_GROUPS: dict[str, tuple[str, ...]] = {
                     "k", "measure"),
     "run_gaps": ("model", "variable", "k", "alignment"),
     "das_curve": ("model", "variable", "alignment", "site", "layer", "position", "k"),
+    "emergence": ("model", "variable", "role", "site", "layer", "k", "step"),
 }
 # columns measured in updates: at least one evaluation interval
 IN_UPDATES = {("summary", "steps_done"), ("phases", "start_step")}

@@ -139,7 +139,7 @@ def _context(t_name: str, m_name: str, a_name: str, run_dir):
     out.mkdir(parents=True, exist_ok=True)
     ctx = AnalysisContext(model, task, entry.make_config("smoke", _tiny(a_name, task)), m_name,
                           STEP, torch.device("cpu"), out, 0, model_at=lambda step: untrained,
-                          steps=(0, STEP))
+                          steps=(0, STEP), analysis_dir=lambda name: run_dir / "analyses" / name)
     return ctx, entry
 
 
@@ -161,7 +161,16 @@ def _das_at_two_checkpoints(t_name: str, m_name: str, run_dir) -> None:
               metadata={"checkpoint": "0"})
 
 
-PREPARE = {"subspaces": _das_at_two_checkpoints}  # what an analysis reads of another's output
+def _atlas_table(t_name: str, m_name: str, run_dir) -> None:
+    """`emergence` follows the cells of the run's atlas: its table and alignments at STEP."""
+    table = run_dir / "analyses" / "atlas" / "atlas.parquet"
+    if not table.exists():
+        ctx, entry = _context(t_name, m_name, "atlas", run_dir)
+        entry.obj(ctx)["atlas"].to_parquet(table)
+
+
+PREPARE = {"subspaces": _das_at_two_checkpoints,  # what an analysis reads of another's output
+           "emergence": _atlas_table}
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -45,6 +45,10 @@ class AnalysisContext:
     model_at: Callable[[int], Any] | None = None
     # the run's logged checkpoint steps, ascending (empty where there are none, as in tests)
     steps: tuple[int, ...] = ()
+    # analysis_dir(name) -> the run's folder of analysis `name` (RUN_DIR/analyses/<name>/:
+    # its tables and artefacts as written so far; it may not exist): how an analysis reads
+    # another's results on the same run (`emergence` reads the `atlas`). None outside a run.
+    analysis_dir: Callable[[str], Path] | None = None
 
 
 def chosen(key: str, asked, allowed, what: str) -> tuple:
