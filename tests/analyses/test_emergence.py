@@ -132,7 +132,7 @@ def test_emergence_after_the_atlas_or_at_a_named_cell_is_accepted():
 
 
 def test_the_run_s_atlas_gives_the_cell_the_null_and_the_first_search_s_start(tmp_path):
-    from study.analyses.das.alignment import save_alignments, tensors_of
+    from study.analyses.das.alignment import save_alignments
     from study.analyses.emergence.build import atlas_alignment
     cfg = _config(role="", site="", layer=-1, k=0, checkpoints=3, steps=40)
     c = Cell("resolved", f"rhs@{J}", "resid", 1, 2, 0.25)
@@ -148,7 +148,7 @@ def test_the_run_s_atlas_gives_the_cell_the_null_and_the_first_search_s_start(tm
     kept: dict = {}
     walk(ctx, c, *pairs, [FINAL], None, seed=1, kept=kept)
     save_alignments({f"oaf/resolved/resid[1]@pair/k=2{suffix}": t
-                     for suffix, t in tensors_of("oaf", kept[FINAL]).items()}, folder, FINAL)
+                     for suffix, t in kept[FINAL].saved_tensors().items()}, folder, FINAL)
     assert atlas_alignment(folder, c, FINAL) is not None
     assert atlas_alignment(folder, c, 5) is None  # another checkpoint's: not a start
     df = get("analysis", "emergence").obj(ctx)["emergence"]

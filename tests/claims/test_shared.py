@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from study.claims.intervals import by_architecture, run_interval
-from study.reports.sections.shared import verdicts
+from study.reports.sections.atlas import verdicts
 
 
 def _rows(receiver_input: dict, iia=0.95, output=0.3, chance=0.25, val=0.95, k=4, own=0.97):
@@ -107,7 +107,7 @@ def test_each_pair_is_shown_at_its_matched_k_and_every_k_in_the_ratio_chart():
     """The matrices and the verdicts read each pair at its matched k (no fixed k <= 4); the
     chart of stitched / own IIA keeps every k compared."""
     from study.claims.cross import at_matched_k
-    from study.reports.sections.shared import _shared
+    from study.reports.sections.atlas import _shared
     parts = []
     for k in (1, 2, 4, 8):
         rows = _rows({}, k=k)
@@ -207,9 +207,9 @@ def test_what_the_architectures_share_comes_first_and_says_whether_the_pairs_can
     from the input and the answer, with the two shares: pairs whose answer share is 1 are
     "no: confounded with the answer", and so is the verdict."""
     from study.reports.sections import sections
-    from study.reports.sections.shared import _shared
+    from study.reports.sections.atlas import _shared
     order = [s.name for s in sections()]
-    assert order.index("shared") < order.index("compare_stitching")
+    assert order.index("atlas") < order.index("compare_stitching")
     rows = _rows({}).assign(confound_input=0.3, confound_answer=0.5)
     told = _shared(rows).table["can the pairs tell?"]
     assert set(told) == {"yes (input 0.30, answer 0.50)"}

@@ -1,5 +1,5 @@
 """The atlas's heat maps, which open the section "What the architectures share"
-(`shared.py`): where each family holds each variable. One heat map per family and variable: token role (x, in the sequence's order) by site (y, the deepest layer on top),
+(`atlas.py`): where each family holds each variable. One heat map per family and variable: token role (x, in the sequence's order) by site (y, the deepest layer on top),
 coloured by the test IIA of the cell's best estimate (the full search where one ran, else
 the screening pass), averaged over the family's runs. A cell that does not beat the null,
 the controls' maximum over the whole grid (table `atlas`, `study/analyses/atlas/`), in

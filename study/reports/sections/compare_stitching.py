@@ -5,7 +5,7 @@ the two network-free codes (a one-hot of the input window and of the answer, wri
 through the same kind of map), the chance level and the random-rotation subspaces beside
 it. What each architecture pair's result is (computation, partial computation, input copy,
 output code, not shared, not captured), from intervals over runs, is the section "What the
-architectures share" (`shared.py`). Anchor: `<task>-compare-stitching-<variable>`."""
+architectures share" (`atlas.py`). Anchor: `<task>-compare-stitching-<variable>`."""
 from __future__ import annotations
 
 import altair as alt

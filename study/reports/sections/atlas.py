@@ -1,6 +1,7 @@
-"""Section: what the architectures share. It opens with the atlas (`_atlas.py`): where each
-family holds each variable, token role by layer, a heat map per family and variable, so that
-a reader sees where each network was read before reading what the comparison says of it.
+"""Section `atlas`, "What the architectures share". It opens with the atlas (`_atlas.py`):
+where each family holds each variable, token role by layer, a heat map per family and
+variable, so that a reader sees where each network holds it before reading what the
+comparison says of it.
 Then, per variable, the verdict of each ordered pair of architectures at its pairs' matched k
 (`study.claims.shared.shared_stats`), with a column saying whether the pairs can separate the
 variable from the input window and from the answer at all (`study.claims.rules.
@@ -25,7 +26,7 @@ from study.reports.sections._common import MIN_CHART
 from study.reports.sections._compare import sites_note
 
 
-@section("shared", "What the architectures share", order=41)
+@section("atlas", "What the architectures share", order=41)
 def build(runs) -> list[Figure]:
     figures = atlas_figures(runs)
     df = cross_table(runs, COMPARE_STITCHING.name)
