@@ -40,8 +40,7 @@ def bench_atlas(task, model_entry, model_config, cfg, measure: int | None = None
     import pandas as pd
 
     from study.analyses.atlas.roles import roles_of
-    from study.analyses.atlas.build import _full, _reads, _screen_site
-    from study.analyses.atlas.grid import take_pairs
+    from study.analyses.atlas.build import _full, cell_pairs, _screen_cells, _screen_site
     from study.analyses.das.analysis import asked_variables
     from study.core.sites import default_sites
     from study.models.base import build_model
@@ -61,23 +60,22 @@ def bench_atlas(task, model_entry, model_config, cfg, measure: int | None = None
     measured = variables[:measure] if measure else variables
     for v_i, variable in enumerate(measured):
         t0, c0 = time.perf_counter(), time.process_time()
-        train = task.counterfactuals(variable, cfg.n_train, split="train", seed=seed)
-        test = task.counterfactuals(variable, cfg.n_test, split="test", seed=seed)
-        few = take_pairs(train, [i < cfg.screen_pairs for i in range(len(train))])
-        reads = _reads(model, untrained, task, few, test, sites, cfg, dev)
+        cells = _screen_cells(model, untrained, task, variable, roles, sites, cfg, seed, seed,
+                              dev)
         rows.append(dict(variable=variable, stage="read", site="all", cells=len(roles) *
                          len(sites), seconds=time.perf_counter() - t0,
                          cpu_s=time.process_time() - c0))
         for kind, layer in sites:
             t0, c0 = time.perf_counter(), time.process_time()
-            got = _screen_site(model, untrained, task, variable, reads, roles, kind, layer,
-                               cfg, seed)
+            got = _screen_site(model, untrained, task, variable, cells[(kind, layer)], kind,
+                               layer, cfg, seed)
             rows.append(dict(variable=variable, stage="screen", site=f"{kind}[{layer}]",
                              cells=len(got), seconds=time.perf_counter() - t0,
                              cpu_s=time.process_time() - c0))
         if v_i == 0:
             kind, layer = sites[0]
             t0, c0 = time.perf_counter(), time.process_time()
+            train, test = cell_pairs(task, variable, cfg.n_train, cfg.n_test, seed, roles[-1])
             _full(model, untrained, task, variable, train, test, roles[-1], kind, layer, cfg,
                   seed, 0, dev)
             rows.append(dict(variable=variable, stage="full", site=f"{kind}[{layer}]",

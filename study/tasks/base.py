@@ -276,6 +276,16 @@ class Task(ABC):
         """n pairs of a counterfactual kind or causal variable (see `Pairs`), a pure function
         of (config, kind, n, split, seed)."""
 
+    def role_counterfactuals(self, kind: str, n: int, role: str, split: str = "test",
+                             seed: int = 0) -> Pairs | None:
+        """n pairs of `kind` each intervened at token role `role` (a `roles` name) in base and
+        source, labelled for that intervention, for a task whose labels depend on where a pair
+        is intervened (counting: the count set at one step changes what follows it). None
+        (the default): the task's pairs keep their labels wherever they are intervened
+        (binding's are the program's answer), and the atlas moves `counterfactuals` to the
+        role instead."""
+        return None
+
     # --- what analyses read (defaults: none / not applicable) ----------------------------
     def labels_of(self, ids: np.ndarray) -> np.ndarray | None:
         """The causal model's labels ((n, seq_len), IGNORE where unscored) of any sequences

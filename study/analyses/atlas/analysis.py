@@ -6,7 +6,10 @@ layers by patching; Grant et al. 2025 search a subspace at one site].
 
 A cell is (variable, role, site): the variable's counterfactual pairs (`task.counterfactuals`,
 `train` and `test` splits), each intervened at the role's position in the base and read at
-the role's position in the source (`study/analyses/atlas/grid.py`). Binding's roles are each
+the role's position in the source (`study/analyses/atlas/grid.py`). Where a pair's label
+depends on where it is intervened (counting: the count set at one step decides what follows
+it), the cell's pairs are drawn at the role instead (`Task.role_counterfactuals`), each
+labelled for the intervention there [ours]. Binding's roles are each
 line's letter, `=`, right-hand token and newline, the query letter and the `:`; counting's
 the demonstration steps, the trigger and the responses. Sites: the recurrent state (one
 layer) or the transformer's residual stream between layers, every layer (`atlas.layers`).

@@ -34,27 +34,72 @@ def atlas_rows(ctx, saved: dict | None = None) -> list[dict]:
     rows = []
     for v_i, variable in enumerate(variables):
         init = (seed * 1_000_003 + ctx.checkpoint) * 1009 + v_i
-        train = task.counterfactuals(variable, cfg.n_train, split="train", seed=seed)
-        test = task.counterfactuals(variable, cfg.n_test, split="test", seed=seed)
-        first = np.arange(len(train)) < cfg.screen_pairs
-        few = take_pairs(train, first)
-        reads = _reads(model, untrained, task, few, test, sites, cfg, ctx.device)
+        cells = _screen_cells(model, untrained, task, variable, roles, sites, cfg, seed, init,
+                              ctx.device)
         screened = []
         for kind, layer in sites:
-            got = _screen_site(model, untrained, task, variable, reads, roles, kind, layer,
-                               cfg, init)
+            got = _screen_site(model, untrained, task, variable, cells[(kind, layer)], kind,
+                               layer, cfg, init)
             screened += [{**run, **r} for r in got]
             _log.info(f"atlas: {variable} at {kind}[{layer}]: {len(got)} cells screened")
         rows += screened
         ranked = sorted((r for r in screened if not r["too_few"]),
                         key=lambda r: -np.nan_to_num(r["train_iia"], nan=-1.0))
         for rank, r in enumerate(ranked[:cfg.top]):
+            train, test = cell_pairs(task, variable, cfg.n_train, cfg.n_test, seed, r["role"])
             row, tensors = _full(model, untrained, task, variable, train, test, r["role"],
                                  r["site"], r["layer"], cfg, init, ctx.checkpoint, ctx.device)
             rows.append({**run, **row})
             if saved is not None and rank == 0:  # the best cell's, one per variable and site
                 saved.update(tensors)
     return with_null(rows)
+
+
+def drawn_at(task, variable, role, n: int = 1, split: str = "train", seed: int = 0):
+    """`task.role_counterfactuals` (None for a task whose pairs keep their labels wherever
+    they are intervened, or that does not say)."""
+    fn = getattr(task, "role_counterfactuals", None)
+    return None if fn is None else fn(variable, n, role, split=split, seed=seed)
+
+
+def cell_pairs(task, variable, n_train, n_test, seed, role):
+    """(train, test) pairs of a cell at `role`: drawn there where the task's labels depend on
+    where a pair is intervened (`Task.role_counterfactuals`: counting), else the variable's
+    pairs, which `cell` moves to the role (binding)."""
+    at = [drawn_at(task, variable, role, n, split, seed)
+          for n, split in ((n_train, "train"), (n_test, "test"))]
+    if at[0] is not None:
+        return tuple(at)
+    return tuple(task.counterfactuals(variable, n, split=split, seed=seed)
+                 for n, split in ((n_train, "train"), (n_test, "test")))
+
+
+def _screen_cells(model, untrained, task, variable, roles, sites, cfg, seed, init,
+                  device) -> dict:
+    """(kind, layer) -> {role: (data, shuffled, data0)} for every cell of the screening
+    pass: the first `screen_pairs` training pairs and the test pairs, read once for every
+    role where the pairs move to a role, once per role where they are drawn at it."""
+    out: dict = {site: {} for site in sites}
+    if not roles:
+        return out
+    aware = drawn_at(task, variable, roles[0], seed=seed) is not None
+    groups = ([(role, cell_pairs(task, variable, cfg.screen_pairs, cfg.n_test, seed, role))
+               for role in roles] if aware else
+              [(None, cell_pairs(task, variable, cfg.n_train, cfg.n_test, seed, roles[0]))])
+    for at, (train, test) in groups:
+        if not len(train) or not len(test):
+            continue  # no pair holds the role
+        few = take_pairs(train, np.arange(len(train)) < cfg.screen_pairs)
+        reads = _reads(model, untrained, task, few, test, sites, cfg, device, at)
+        for kind, layer in sites:
+            with warnings.catch_warnings():  # a shuffled control's one-value warning
+                warnings.simplefilter("ignore")
+                for role in ([at] if aware else roles):
+                    got = _cell(model, untrained, task, reads, role, kind, layer, cfg, init)
+                    if got is not None:
+                        out[(kind, layer)][role] = got
+        del reads  # every position's vectors: only the cells' are kept
+    return out
 
 
 def _step0(ctx):
@@ -67,11 +112,14 @@ def _step0(ctx):
     return net
 
 
-def _reads(model, untrained, task, train, test, sites, cfg, device):
-    """The pairs read once on the trained network and (judged by it) on the step-0 one."""
-    mine = read(model, train, test, task, sites, device, cfg.eval_batch_size)
+def _reads(model, untrained, task, train, test, sites, cfg, device, at_role=None):
+    """The pairs read once on the trained network and (judged by it) on the step-0 one
+    (`at_role`: pairs drawn at that role, read at their own positions)."""
+    mine = read(model, train, test, task, sites, device, cfg.eval_batch_size,
+                at_role=at_role)
     zero = (None if untrained is None else
-            read(untrained, train, test, task, sites, device, cfg.eval_batch_size, mine))
+            read(untrained, train, test, task, sites, device, cfg.eval_batch_size, mine,
+                 at_role=at_role))
     return mine, zero
 
 
@@ -98,17 +146,11 @@ def _scores(right, data, min_changed) -> dict:
     return iia_scores(right, pt.changed.cpu().numpy(), pt.tested.cpu().numpy(), min_changed)
 
 
-def _screen_site(model, untrained, task, variable, reads, roles, kind, layer, cfg,
+def _screen_site(model, untrained, task, variable, cells, kind, layer, cfg,
                  seed) -> list[dict]:
-    """The screening rows of every role at one site: trained cells and shuffled controls in
-    one loop, the step-0 cells in another."""
-    cells = {}
-    with warnings.catch_warnings():  # a shuffled control's one-value warning, once per cell
-        warnings.simplefilter("ignore")
-        for role in roles:
-            got = _cell(model, untrained, task, reads, role, kind, layer, cfg, seed)
-            if got is not None:
-                cells[role] = got
+    """The screening rows of every role's cell at one site (`cells`: role -> (data,
+    shuffled, data0), `_screen_cells`): trained cells and shuffled controls in one loop, the
+    step-0 cells in another."""
     names = list(cells)
     args = dict(k=cfg.screen_k, steps=cfg.screen_steps, batch_size=cfg.screen_batch,
                 lr=cfg.screen_lr, seed=seed, pad_id=task.pad_id,
@@ -150,7 +192,9 @@ def _full(model, untrained, task, variable, train, test, role, kind, layer, cfg,
                     n_train=cfg.n_train, n_test=cfg.n_test, save_pyvene=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        reads = _reads(model, untrained, task, train, test, [(kind, layer)], cfg, device)
+        aware = drawn_at(task, variable, role) is not None
+        reads = _reads(model, untrained, task, train, test, [(kind, layer)], cfg, device,
+                       role if aware else None)
         data, shuffled, data0 = _cell(model, untrained, task, reads, role, kind, layer, cfg,
                                       seed)
     width = data.src_train.shape[1]

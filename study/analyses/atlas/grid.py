@@ -63,10 +63,12 @@ class Read:
 
 
 def read(model, train_pairs, test_pairs, task, sites, device, batch_size: int = 512,
-         judged_as: "Read | None" = None) -> Read:
+         judged_as: "Read | None" = None, at_role: str | None = None) -> Read:
     """`model`'s vectors at every position of every site of `sites` ((kind, layer) list), for
     the bases and sources of both splits; the pairs judged on `model`, or taken judged from
-    `judged_as` (the step-0 control scores the trained network's tested pairs)."""
+    `judged_as` (the step-0 control scores the trained network's tested pairs). `at_role`:
+    pairs drawn at that role (`Task.role_counterfactuals`), whose own positions are the
+    role's."""
     from study.models.sites.capture import capture
 
     if judged_as is None:
@@ -85,9 +87,14 @@ def read(model, train_pairs, test_pairs, task, sites, device, batch_size: int = 
                     parts.setdefault(site, []).append(a)
             for (kind, layer), a in parts.items():
                 acts[(split, side, kind, layer)] = torch.cat(a)  # (n, T, width)
-    roles = {(split, side): task.roles(getattr(p, f"{side}_ids"))
-             for split, p in (("train", train_pairs), ("test", test_pairs))
-             for side in ("base", "source")}
+    if at_role is not None:
+        roles = {(split, side): {at_role: np.asarray(getattr(p, f"{side}_pos"), np.int64)}
+                 for split, p in (("train", train_pairs), ("test", test_pairs))
+                 for side in ("base", "source")}
+    else:
+        roles = {(split, side): task.roles(getattr(p, f"{side}_ids"))
+                 for split, p in (("train", train_pairs), ("test", test_pairs))
+                 for side in ("base", "source")}
     return Read(train_pairs, test_pairs, train, test, acts, roles)
 
 

@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 
+from study.analyses.atlas.build import cell_pairs
 from study.analyses.emergence.walk import Cell, chosen_steps, walk
 from study.core.errors import UsageError
 
@@ -86,8 +87,7 @@ def emergence_rows(ctx) -> list[dict]:
     seed = ctx.seed + cfg.seed
     rows = []
     for i, c in enumerate(cells):
-        train = task.counterfactuals(c.variable, cfg.n_train, split="train", seed=seed)
-        test = task.counterfactuals(c.variable, cfg.n_test, split="test", seed=seed)
+        train, test = cell_pairs(task, c.variable, cfg.n_train, cfg.n_test, seed, c.role)
         first = atlas_alignment(folder, c, ctx.checkpoint)
         if first is None and folder is not None:
             _log.info(f"emergence: no atlas OAF of {c.variable} at step {ctx.checkpoint}; "

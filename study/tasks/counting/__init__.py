@@ -238,6 +238,10 @@ class CountingTask(Task):
     def counterfactuals(self, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
         return pairs.counterfactuals(self, kind, n, split, seed)
 
+    def role_counterfactuals(self, kind: str, n: int, role: str, split: str = "test",
+                             seed: int = 0) -> Pairs:
+        return pairs.counterfactuals(self, kind, n, split, seed, role)
+
     # --- what analyses read (views.py) ------------------------------------------------
     def heuristics(self, split: str = "test") -> list[dict]:
         return views.heuristics(self, split)

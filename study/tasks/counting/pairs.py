@@ -56,9 +56,15 @@ def pair_counts(gen, split: str) -> np.ndarray:
     return np.arange(c.min_count, c.max_count + 1, dtype=np.int64)
 
 
-def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0) -> Pairs:
+def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0,
+                    role: str | None = None) -> Pairs:
     """n pairs of `kind` ("<model>:<variable>" or "<model>:full") for `split` of a
-    `CountingTask`, a pure function of (config, kind, n, split, seed)."""
+    `CountingTask`, a pure function of (config, kind, n, split, seed, role). `role` (a token
+    role of `layout`, e.g. `demo@2`, `trigger`, `response@1`): every pair intervened at
+    that role in the base with the source's state at that role in the source (base and
+    source drawn until both hold it), so that its label is the one of that intervention
+    [ours: the atlas's cells; a pair's label depends on where it is intervened]; fewer than
+    n where few draws can hold the role (a `_next` kind at a demonstration step: none)."""
     next_only = kind.endswith(NEXT)
     try:
         if kind not in task.counterfactual_kinds:
@@ -72,15 +78,25 @@ def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0)
                          f"{', '.join(task.splits)}")
     gen = task.generator
     model, L = task.causal_model(model_name), gen.seq_len
-    rng = gen.rng(SPLIT_CODE[split], zlib.crc32(kind.encode()), seed, 3)
+    where = _role_position(role) if role is not None else None
+    rng = gen.rng(SPLIT_CODE[split], zlib.crc32(kind.encode()), seed, 3,
+                  *(() if role is None else (zlib.crc32(role.encode()),)))
     counts, rows, tries = pair_counts(gen, split), [], 0
     while len(rows) < n:
         tries += 1
         if tries > 100 * n + 1000:  # under 15 % are redrawn at the defaults
+            if role is not None:
+                break  # a role few draws hold: the pairs there are
             raise RuntimeError(f"counting: too few {kind} pairs fit in seq_len {L}")
-        row = _pair(gen, model, variables, counts, rng, next_only)
+        row = _pair(gen, model, variables, counts, rng, next_only, where)
         if row is not None:
             rows.append(row)
+    if not rows:
+        empty = np.zeros((0, L), np.int64)
+        none = np.zeros(0, np.int64)
+        names = ("count", "source_count", "base_phase", "source_phase", "value")
+        return Pairs(kind, empty, empty.copy(), empty.copy(), empty.copy(), none, none.copy(),
+                     {k: none.copy() for k in names}, empty.copy())
     cols = [np.array(c, dtype=np.int64) for c in zip(*rows)]
     base_ids, source_ids, base_labels, cf_labels, base_pos, source_pos, source_labels = cols[:7]
     names = ("count", "source_count", "base_phase", "source_phase", "value")
@@ -89,13 +105,21 @@ def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0)
                  strata, source_labels)
 
 
-def _pair(gen, model, variables, counts: np.ndarray, rng, next_only: bool = False):
+def _pair(gen, model, variables, counts: np.ndarray, rng, next_only: bool = False,
+          where=None):
     """One pair as a tuple of rows, or None when the counterfactual sequence is too long or
-    leaves nothing scored (`next_only`: the prediction at base_pos is the one scored)."""
+    leaves nothing scored (`next_only`: the prediction at base_pos is the one scored), or
+    (`where`: a role's position in a sequence of a count, `_role_position`) where the base or
+    the source lacks the role."""
     L, a = gen.seq_len, gen.alphabet
     nb, ns = (int(x) for x in rng.choice(counts, size=2))
     base, source = (gen.tokens(k, rng) for k in (nb, ns))
-    bpos, spos = _position(nb, rng), _position(ns, rng)
+    if where is None:
+        bpos, spos = _position(nb, rng), _position(ns, rng)
+    else:
+        bpos, spos = where(nb), where(ns)
+        if bpos is None or spos is None:
+            return None
     cf, nxt, scored = model.intervene(base, bpos, source, spos, variables, rng)
     if len(cf) > L or not any(scored[bpos:]) or (next_only and not scored[bpos]):
         return None  # [ours] too long, or nothing left to score (Up-Up's unscored E)
@@ -114,6 +138,20 @@ def _pair(gen, model, variables, counts: np.ndarray, rng, next_only: bool = Fals
     own[ns + 1:2 * ns + 2] = [ID[t] for t in source[ns + 2:2 * ns + 3]]
     return (gen.pad(cf), gen.pad(source), base_lab, cf_lab, bpos, spos, own,
             nb, ns, int(bpos > nb), int(spos > ns), value)
+
+
+def _role_position(role: str):
+    """count -> the position of `role` in a sequence of that count (None where it has none):
+    `demo@i` at i (i <= count), `trigger` at count + 1, `response@j` at count + 1 + j
+    (j <= count), as `layout.token_roles` places them."""
+    name, _, i = role.partition("@")
+    if name == "trigger" and not i:
+        return lambda n: n + 1
+    if name in ("demo", "response") and i.isdigit() and int(i) >= 1:
+        j = int(i)
+        return (lambda n: j if j <= n else None) if name == "demo" else \
+            (lambda n: n + 1 + j if j <= n else None)
+    raise UsageError(f"role {role!r} is not a counting role (demo@I, trigger, response@J)")
 
 
 def _position(count: int, rng) -> int:
