@@ -131,7 +131,7 @@ HELP = {
         ("reproduce RESULT_DIR [work=DIR | against=RESULT_DIR]",),
         (("work", "a temporary folder", "where the study is rerun"),
          ("against", "none", "a result folder made elsewhere, compared instead of a rerun")),
-        "python -m study reproduce results/demo-2026-11-29"),
+        "python -m study reproduce results/demo-2026-12-06"),
     "results-docs": Help(
         ("results-docs [check=true]",),
         (("check", "false", "true: rewrite nothing, exit 1 where a docs table differs"),),
