@@ -79,8 +79,10 @@ class CompareConfig:
     seed: int = setting(0, "pairs, permutations and generated random rotations")
     site: tuple[str, ...] = setting(("best",), "the saved DAS site each run is read at: best "
                                     "(its alignment's best training IIA at that k), first | "
-                                    "last (shallowest | deepest layer), or site keys in order "
-                                    "of preference, e.g. state@21,resid[2]@21 [ours]")
+                                    "last (shallowest | deepest layer), atlas (each run at its "
+                                    "own atlas cell for the variable: its role, site and layer; "
+                                    "needs analysis=atlas), or site keys in order of "
+                                    "preference, e.g. state@21,resid[2]@21 [ours]")
 
     def __post_init__(self):
         if self.alignment not in trained():
@@ -97,8 +99,11 @@ class CompareConfig:
             raise UsageError(f"compare.margin={self.margin}: give an IIA difference in [0, 1)")
         if self.input_window < 1:
             raise UsageError(f"compare.input_window={self.input_window}: must be at least 1")
-        from study.analyses.compare.sites import check_site_setting
+        from study.analyses.compare.sites import ATLAS, check_site_setting
         check_site_setting(self.site)
+        if self.site == ATLAS and self.alignment != "oaf":
+            raise UsageError(f"compare.alignment={self.alignment}: the atlas saves OAF only; "
+                             f"compare.site=atlas reads compare.alignment=oaf")
 
 
 @dataclass
@@ -109,7 +114,9 @@ class Subject:
     model_name: str
     checkpoint: int
     model: Any  # the network, eval mode, on the device
-    alignments: Path  # its das alignments file for this checkpoint
+    # its das alignments file for this checkpoint (compare.site=atlas: its atlas's, the atlas
+    # table beside it)
+    alignments: Path
 
 
 def compare(subjects: list[Subject], task, cfg: CompareConfig, device) -> dict:
