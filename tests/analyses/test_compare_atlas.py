@@ -293,3 +293,13 @@ def test_the_atlas_rule_stands_alone_and_reads_oaf(over, needle):
     assert compare_config({"compare.site": "atlas"}).site == ("atlas",)
     with pytest.raises(UsageError, match=needle):
         compare_config(over)
+
+
+def test_captions_name_each_runs_role():
+    from study.reports.sections._compare import sites_note
+    df = pd.DataFrame({"run": ["a", "b", "c"], "site": ["resid[1]@pair"] * 2 + ["state@pair"],
+                       "role": ["rhs@1", "rhs@3", "rhs@3"]})
+    assert sites_note(df) == (" Sites read: resid[1]@pair at rhs@1 in a; resid[1]@pair at "
+                              "rhs@3 in b; state@pair at rhs@3 in c.")
+    assert sites_note(df.assign(role="")) == (" Sites read: resid[1]@pair in a, b; "
+                                              "state@pair in c.")
