@@ -33,9 +33,9 @@ class Holder(nn.Module):
     """resid[0]: each token's embedding (a value token carries its value in Q[:, :2]). resid[1]
     at position `at` holds, in Q[:, :2], the value line 1 resolves to, (value of line 0 +
     value of line 1) mod C, read off resid[0] at positions 1 and 3, and nothing else; every
-    other position of resid[1] holds its token's nuisance code only. The output at every position reads
-    resid[1] at `at` and nowhere else. Q is drawn from `seed`, so two holders code the value
-    in different coordinates."""
+    other position of resid[1] holds its token's nuisance code only. The output at every
+    position reads resid[1] at `at` and nowhere else. Q is drawn from `seed`, so two holders
+    code the value in different coordinates."""
 
     capabilities = frozenset({"residual"})
 
@@ -303,3 +303,22 @@ def test_captions_name_each_runs_role():
                               "rhs@3 in b; state@pair at rhs@3 in c.")
     assert sites_note(df.assign(role="")) == (" Sites read: resid[1]@pair in a, b; "
                                               "state@pair in c.")
+
+
+def test_a_role_away_from_pairs_that_carry_their_own_positions_is_warned(runs):
+    """Pairs that name their own positions (the colon here) have labels computed for an
+    intervention there; a run read at another role is told so."""
+    _, a, b, _, _ = runs
+
+    class AtTheColon(Lines):
+        def counterfactuals(self, kind, n, split="test", seed=0):
+            p = super().counterfactuals(kind, n, split, seed)
+            at = np.full(n, 2 * L)
+            return replace(p, base_pos=at, source_pos=at.copy())
+
+    cfg = CompareConfig(site=("atlas",), n_fit=100, n_test=64, n_geometry=8)
+    with pytest.warns(UserWarning) as got:
+        compare([a, b], AtTheColon(), cfg, torch.device("cpu"))
+    said = [str(w.message) for w in got]
+    for run, role in ((a.run, "rhs@1"), (b.run, "rhs@3")):
+        assert any(f"{run} is read at {role}, which is theirs in 0%" in m for m in said), said

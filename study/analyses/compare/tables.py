@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -222,6 +223,7 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                                         seed=cfg.seed + val_offset)}, task)
         spaces = {id(s): _Spaces(s, keys[id(s)], cfg, device, pairs, task,
                                  cells[id(s)][variable] if cells else None) for s in subjects}
+        _warn_moved(variable, pairs, spaces.values())
         # each run's own k on validation pairs at its own cell (its role's pairs)
         val = {i: {k: sp.own(variable, k, "val", _roles(sp)) for k in ks}
                for i, sp in spaces.items()}
@@ -266,6 +268,27 @@ def _saved(subject, cells) -> dict:
         return keys
     mine = cells[id(subject)]
     return {key: sites for key, sites in keys.items() if key[1] in mine}
+
+
+def _warn_moved(variable, pairs: RolePairs, spaces) -> None:
+    """A warning where a run is read at a token role (compare.site=atlas) that is not where
+    the variable's pairs carry their own positions: there the counterfactual label is that
+    of an intervention at the pair's positions, not at the role's (aligned pairs, whose
+    label is the sequence's answer, are not warned about)."""
+    if (np.asarray(pairs.get("test")[0].base_pos) < 0).all():
+        return
+    for sp in spaces:
+        if not sp.role:
+            continue
+        kept, at = pairs.get("test", (sp.role,))
+        base, source = at[sp.role]
+        own = float(((base == kept.base_pos) & (source == kept.source_pos)).mean()
+                    ) if len(base) else float("nan")
+        if not own >= 1:
+            warnings.warn(f"compare.site=atlas: {variable}'s pairs carry their own positions "
+                          f"and {sp.s.run} is read at {sp.role}, which is theirs in {own:.0%} "
+                          f"of its test pairs; elsewhere the label is that of an intervention "
+                          f"at the pair's positions")
 
 
 def _roles(*spaces) -> tuple[str, ...]:
