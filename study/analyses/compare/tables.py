@@ -239,6 +239,10 @@ def build_tables(subjects, task, cfg, device) -> dict[str, pd.DataFrame]:
                 for b in subjects:
                     B = spaces[id(b)]
                     roles = _roles(A, B)  # the pairs that hold both runs' roles
+                    if not all(len(pairs.get(w, roles)[0].base_ids) for w in ("fit", "test")):
+                        warnings.warn(f"compare.site=atlas: no {variable} pair holds both "
+                                      f"{' and '.join(roles)}; {a.run} -> {b.run} left out")
+                        continue
                     stitch_row, sim_rows = _pair_rows(a, b, A, B, variable, k, roles, cfg)
                     matched = matched_k(auto[id(a)], auto[id(b)])
                     sim += [dict(r, matched_k=matched) for r in sim_rows]
