@@ -82,7 +82,7 @@ SUBSPACES = Table("subspaces", "subspaces", (
 COMPARE_SIMILARITY = Table("compare_similarity", "compare", (
     "variable", "run", "other_run", "checkpoint", "other_checkpoint", "measure", "value",
     "baseline", "random_subspace", "model", "other_model", "site", "other_site", "alignment",
-    "k", "n_inputs", "input_code", "output_code", "matched_k"))
+    "k", "n_inputs", "input_code", "output_code", "matched_k", "role", "other_role"))
 COMPARE_STITCHING = Table("compare_stitching", "compare", (
     "variable", "run", "other_run", "checkpoint", "other_checkpoint", "iia", "own_iia",
     "shuffled_map_iia", "random_subspace_iia", "fit_r2", "n_changed", "n_tested", "model",
@@ -90,10 +90,10 @@ COMPARE_STITCHING = Table("compare_stitching", "compare", (
     "chance_iia", "window_changed", "val_iia", "other_val_iia", "auto_k", "other_auto_k",
     "matched_k", "k_bar", "margin", "decode_iia", "position_code_iia",
     "output_code_coverage", "position_code_coverage", "code_refusal",
-    "confound_input", "confound_answer"))
+    "confound_input", "confound_answer", "role", "other_role"))
 COMPARE_GEOMETRY = Table("compare_geometry", "compare", (
     "variable", "run", "checkpoint", "model", "site", "alignment", "k", "value", "pc1", "pc2",
-    "sd1", "sd2", "n", "held_out", "auto_k"))
+    "sd1", "sd2", "n", "held_out", "auto_k", "role"))
 
 TABLES: dict[str, Table] = {t.name: t for t in (
     PATCHING, HEAD_RANKING, POSITIONS, PATCHING_ROLES, DAS, DAS_SHUFFLED, DAS_CONTROL,

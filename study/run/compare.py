@@ -4,7 +4,8 @@ each run's DAS alignment.
 
 The application's part of `study.analyses.compare`: it opens each run (`study.open_run`),
 loads its networks (frozen, on the chosen device) at the checkpoints that have das alignments
-(`RUN/analyses/das/alignments*.safetensors`), groups them by task, calls
+(`RUN/analyses/das/alignments*.safetensors`; at `compare.site=atlas` the atlas's,
+`RUN/analyses/atlas/alignments*.safetensors`), groups them by task, calls
 `study.analyses.compare.compare` and writes the tables
 - whole, to `OUT/comparisons/<table>.parquet` (OUT: the sweep's report directory, or `out=`);
 - per run, to `RUN/analyses/compare/<table>.parquet` (the rows whose `run` is that run), so
@@ -41,22 +42,35 @@ def compare_config(overrides: dict[str, str]):
     return CompareConfig(**values)
 
 
-def subjects_of(runs, device) -> dict[str, tuple]:
+def subjects_of(runs, device, cfg=None) -> dict[str, tuple]:
     """task fingerprint -> (task, [Subject]) for every checkpoint with das alignments of
-    `runs` (the directory as given -> the run opened with `study.open_run`)."""
+    `runs` (the directory as given -> the run opened with `study.open_run`); at
+    compare.site=atlas (`cfg`), with atlas alignments, every run's atlas checked before any
+    network is loaded (`study.analyses.compare.sites.atlas_cells`)."""
     from study.analyses.compare import Subject
+    from study.analyses.compare.sites import ATLAS, atlas_cells, check_atlas, no_atlas
     from study.analyses.subspaces.geometry import alignment_files
 
-    groups: dict[str, tuple] = {}
+    atlas = cfg is not None and cfg.site == ATLAS
+    found = []
     for run_dir, run in runs.items():
         steps = run.checkpoints
-        for step, path in alignment_files(run.path):
+        files = alignment_files(run.path, "atlas" if atlas else "das")
+        if atlas and not files:
+            raise no_atlas(run_dir, "has no atlas (analyses/atlas/alignments.safetensors)")
+        for step, path in files:
             if step is None or step not in steps:
                 _log.info(f"compare: {path} names no checkpoint of {run_dir}; skipped")
                 continue
-            task = run.task
-            groups.setdefault(task.fingerprint(), (task, []))[1].append(
-                Subject(run_dir, run.config.model, int(step), run.model(step, device), path))
+            if atlas:
+                check_atlas(atlas_cells(path, int(step), cfg.alignment, run_dir),
+                            cfg.variables, run_dir)
+            found.append((run_dir, run, int(step), path))
+    groups: dict[str, tuple] = {}
+    for run_dir, run, step, path in found:
+        task = run.task
+        groups.setdefault(task.fingerprint(), (task, []))[1].append(
+            Subject(run_dir, run.config.model, step, run.model(step, device), path))
     return groups
 
 
@@ -75,7 +89,7 @@ def compare_runs(runs, out_dir, cfg=None, device=None) -> dict:
     cfg = cfg or CompareConfig()
     device = resolve_device(device, key="device")
     tables: dict[str, list] = {t: [] for t in TABLES}
-    for task, subjects in subjects_of(runs, device).values():
+    for task, subjects in subjects_of(runs, device, cfg).values():
         for name, df in compare(subjects, task, cfg, device).items():
             tables[name].append(df)
     out = {n: pd.concat(p, ignore_index=True) if p else pd.DataFrame() for n, p in tables.items()}

@@ -35,9 +35,17 @@ def prepare_finish() -> None:
 
 def compare_end(runs, out, cfg=None) -> None:
     """The sweep's comparisons across its opened runs (`study compare`), when at least two
-    runs of a task saved das alignments; a failure is reported and the report written
-    without them."""
-    with_das = [r for r in runs if any((r.path / "analyses" / "das").glob("alignments*.safetensors"))]
+    runs of a task saved das alignments (at compare.site=atlas: atlas alignments, a run
+    without them named in a warning and left out); a failure is reported and the report
+    written without them."""
+    from study.analyses.compare.sites import ATLAS
+    folder = "atlas" if cfg is not None and cfg.site == ATLAS else "das"
+    with_das = [r for r in runs
+                if any((r.path / "analyses" / folder).glob("alignments*.safetensors"))]
+    if folder == "atlas" and len(with_das) < len(runs):
+        left = [str(r.path) for r in runs if r not in with_das]
+        _log.warning(f"warning: compare.site=atlas: {', '.join(left)} saved no atlas "
+                     f"alignments; compared without them")
     if len(with_das) < 2:
         return
     from study.run.compare import compare_runs

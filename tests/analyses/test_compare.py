@@ -199,6 +199,12 @@ def test_stitching_scores_the_pairs_the_receiving_network_tests(tmp_path):
     assert _row(st, "misread", "a")["n_tested"] == r["n_changed"]  # `a` tests every one
 
 
+def test_runs_read_at_the_pairs_own_positions_name_no_role(tables):
+    for name in ("compare_similarity", "compare_stitching"):
+        assert (tables[name]["role"] == "").all() and (tables[name]["other_role"] == "").all()
+    assert (tables["compare_geometry"]["role"] == "").all()
+
+
 def test_geometry_places_each_value_once_per_run_and_flags_held_out_values(tables):
     geo = tables["compare_geometry"]
     a = geo[geo["run"] == "a"]

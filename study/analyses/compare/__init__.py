@@ -9,7 +9,8 @@ here is a pure function of networks, their saved alignments and the task:
   Procrustes) with a shuffled-inputs baseline;
 - `projection`: a run's aligned subspace as read/write maps (`Subspace`);
 - `paired`: the position correspondence — the task's counterfactual pairs, each run read at
-  the pair's base and source positions;
+  the pair's base and source positions (`compare.site=atlas`: at its own atlas cell's token
+  role in each, on the pairs that hold both runs' roles);
 - `values`: the variable's values laid out in one run's subspace (top two PCs);
 - `stitch`: cross-model interchange through a least-squares map between subspaces;
 - `codes`: the network-free controls: one-hot codes of the input window, of the answer
@@ -17,17 +18,29 @@ here is a pure function of networks, their saved alignments and the task:
 - `decode`: decode-then-write stitching (A's value decoded, B's class mean written);
 - `choice`: the k each run is read at (`compare.k=auto`, on validation pairs); what each
   result is (computation, input copy, ...) is `study.claims.rules`;
-- `sites`: which of a run's saved sites is read (`compare.site`);
+- `sites`: which of a run's saved sites is read (`compare.site`; `atlas`: each run at its
+  own atlas cell, `study.analyses.atlas`);
 - `tables` (here): the three tables over every pair of subjects.
 
-Tables (one row per compared pair, run paths as given):
+At `compare.site=atlas` two runs may be read at different token roles. A -> B then maps A's
+coordinates read at A's role in each source to B's written at B's role in each base, the
+counterfactual label staying the pair's; everything B receives is at B's cell: `own_iia` is
+B's alignment at B's cell, the input code the window up to B's written position, the
+position code B's position, and the answer code the pair's label keyed relative to B's
+written position. `n_changed`, `n_tested` and every IIA of a row are on the pairs that hold
+both runs' roles; `val_iia`, `other_val_iia` and the own k (`auto_k`) are each run's own, on
+the validation pairs that hold its role.
+
+Tables (one row per compared pair, run paths as given; `role` and `other_role` name the
+token role each run was read at, "" where it was read at the pair's own positions):
 - `compare_similarity`: variable, run, other_run, checkpoint, other_checkpoint, measure,
   value, baseline (shuffled inputs), random_subspace (other run's random-rotation subspace),
   plus model, other_model, site, other_site, alignment, k, n_inputs, input_code and
   output_code (the measure between the one-hot input-window / answer code and other_run's
-  subspace), matched_k (the pair's k, `choice`);
+  subspace), matched_k (the pair's k, `choice`), role, other_role;
 - `compare_geometry`: variable, run, checkpoint, model, site, alignment, k, value, pc1, pc2,
-  sd1, sd2, n, held_out, auto_k (the run's own k, `choice`);
+  sd1, sd2, n, held_out, auto_k (the run's own k, `choice`), role (the run's cell's; the
+  values are laid out at every position where the variable is defined, whatever the role);
 - `compare_stitching`: variable, run (A), other_run (B), checkpoint, other_checkpoint, iia,
   own_iia, shuffled_map_iia, random_subspace_iia (each over B's tested test pairs: B gives
   the base label on the base and not the counterfactual one, `stitch`), fit_r2, n_changed
@@ -41,8 +54,10 @@ Tables (one row per compared pair, run paths as given):
   identifiable" where the answer code is refused and could have decided it), then decode_iia (decode-then-write
   stitching, `decode`), position_code_iia (the read position's one-hot code stitched into
   B, `codes`), output_code_coverage and position_code_coverage (the share of changed test
-  pairs whose written key was seen in fitting; under 95 % the code's IIA is NaN) and
-  code_refusal (why a code was refused, "" when none was).
+  pairs whose written key was seen in fitting; under 95 % the code's IIA is NaN),
+  code_refusal (why a code was refused, "" when none was), confound_input and
+  confound_answer (`study.analyses.common.identify`, at B's read positions), role and
+  other_role.
 """
 from __future__ import annotations
 
@@ -79,8 +94,10 @@ class CompareConfig:
     seed: int = setting(0, "pairs, permutations and generated random rotations")
     site: tuple[str, ...] = setting(("best",), "the saved DAS site each run is read at: best "
                                     "(its alignment's best training IIA at that k), first | "
-                                    "last (shallowest | deepest layer), or site keys in order "
-                                    "of preference, e.g. state@21,resid[2]@21 [ours]")
+                                    "last (shallowest | deepest layer), atlas (each run at its "
+                                    "own atlas cell for the variable: its role, site and layer; "
+                                    "needs analysis=atlas), or site keys in order of "
+                                    "preference, e.g. state@21,resid[2]@21 [ours]")
 
     def __post_init__(self):
         if self.alignment not in trained():
@@ -97,8 +114,11 @@ class CompareConfig:
             raise UsageError(f"compare.margin={self.margin}: give an IIA difference in [0, 1)")
         if self.input_window < 1:
             raise UsageError(f"compare.input_window={self.input_window}: must be at least 1")
-        from study.analyses.compare.sites import check_site_setting
+        from study.analyses.compare.sites import ATLAS, check_site_setting
         check_site_setting(self.site)
+        if self.site == ATLAS and self.alignment != "oaf":
+            raise UsageError(f"compare.alignment={self.alignment}: the atlas saves OAF only; "
+                             f"compare.site=atlas reads compare.alignment=oaf")
 
 
 @dataclass
@@ -109,7 +129,9 @@ class Subject:
     model_name: str
     checkpoint: int
     model: Any  # the network, eval mode, on the device
-    alignments: Path  # its das alignments file for this checkpoint
+    # its das alignments file for this checkpoint (compare.site=atlas: its atlas's, the atlas
+    # table beside it)
+    alignments: Path
 
 
 def compare(subjects: list[Subject], task, cfg: CompareConfig, device) -> dict:

@@ -7,11 +7,22 @@ the very places DAS aligned the variable at (aligned pairs: the answer position,
 `study.analyses.common.interchange.pair_tensors`). Every site is indexed by token (the state after
 token t, the residual stream at token t), so "after token t of this sequence" is the same
 event in a recurrent network and a transformer [ours].
+
+At `compare.site=atlas` each run is read at its own atlas cell's token role instead
+(`RolePairs`): the pairs kept are those whose base and source hold every role read (both
+runs' roles), each run read at its role's position in the source and written at it in the
+base, the counterfactual label staying the pair's — as the atlas scores its cells
+(`study.analyses.atlas.grid.at_role`). Where a variable is a property of the whole sequence
+(binding's, whose label is the program's answer) every role that holds it names the same
+value; where the pairs carry their own positions and the value changes along the sequence
+(counting's count), a role other than the pair's own moves the intervention away from the
+positions its label was computed for.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 from study.analyses.common.interchange import PairTensors, judged, pair_tensors
@@ -48,14 +59,46 @@ class PairedVectors:
         return torch.cat([self.base, self.source])
 
 
+class RolePairs:
+    """A variable's pairs per split (`pairs`: "fit" | "test" | "val" -> `Pairs`), kept to
+    those whose base and source hold given token roles (`task.roles`), with each role's
+    positions there; cached. No roles: every pair, at its own positions."""
+
+    def __init__(self, pairs: dict, task):
+        self.pairs, self.task, self._kept = pairs, task, {}
+
+    def get(self, which: str, roles: tuple[str, ...] = ()):
+        """(pairs kept (a `Pairs`), {role: (base positions (n,), source positions (n,))})."""
+        from study.analyses.atlas.grid import take_pairs
+        roles = tuple(sorted(set(roles)))
+        if (which, roles) not in self._kept:
+            pairs = self.pairs[which]
+            if not roles:
+                self._kept[(which, roles)] = pairs, {}
+            else:
+                base, source = (self.task.roles(ids) for ids in (pairs.base_ids,
+                                                                  pairs.source_ids))
+                keep = np.ones(len(pairs.base_ids), bool)
+                for role in roles:
+                    keep &= (base[role] >= 0) & (source[role] >= 0)
+                self._kept[(which, roles)] = take_pairs(pairs, keep), {
+                    role: (base[role][keep], source[role][keep]) for role in roles}
+        return self._kept[(which, roles)]
+
+
 @torch.no_grad()
 def paired_vectors(model, pairs, site: SiteRef, device, batch_size: int = 512,
-                   outputs=None) -> PairedVectors:
+                   outputs=None, positions=None) -> PairedVectors:
     """A run's vectors at `site` on the pairs (a `study.tasks.base.Pairs`), the pairs judged by
     the run's network (`judged`: which of them test an interchange in it); `outputs`: the
-    task, whose output ids score interchanges on these pairs (`pair_tensors`)."""
+    task, whose output ids score interchanges on these pairs (`pair_tensors`). `positions`:
+    (base (n,), source (n,)) positions to read and write at instead of the pairs' own (a
+    token role's, `RolePairs`); the judging does not depend on them."""
     check_site(model, site.kind, site.layer)
     pt = judged(model, pair_tensors(pairs, device, site.position, outputs), batch_size)
+    if positions is not None:
+        t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long, device=device)  # noqa: E731
+        pt = replace(pt, base_pos=t(positions[0]), source_pos=t(positions[1]))
     base = gather_site(model, pt.base_ids, site.kind, site.layer, pt.base_pos, batch_size)
     source = gather_site(model, pt.source_ids, site.kind, site.layer, pt.source_pos, batch_size)
     return PairedVectors(pt, base.float(), source.float())

@@ -84,13 +84,14 @@ def read_alignments(path: Path, space: str) -> dict[tuple[str, str, str, int], n
     return out
 
 
-def alignment_files(run_dir: Path) -> list[tuple[int | None, Path]]:
-    """The das alignment files of a run: (checkpoint, path). The checkpoint comes from the
+def alignment_files(run_dir: Path, analysis: str = "das") -> list[tuple[int | None, Path]]:
+    """The das alignment files of a run (`analysis`: or another analysis's that saves its
+    alignments as das does, the atlas's): (checkpoint, path). The checkpoint comes from the
     file's safetensors metadata `checkpoint`, else a name `alignments-<step>.safetensors`,
-    else the das table when it holds exactly one checkpoint; None when unknown."""
-    root = Path(run_dir) / "analyses" / "das"
+    else the analysis's table when it holds exactly one checkpoint; None when unknown."""
+    root = Path(run_dir) / "analyses" / analysis
     files = sorted(root.glob("alignments*.safetensors")) if root.is_dir() else []
-    single = _single_das_checkpoint(root / "das.parquet")
+    single = _single_das_checkpoint(root / f"{analysis}.parquet")
     out = []
     for f in files:
         step = _metadata_checkpoint(f)

@@ -28,12 +28,16 @@ def run_order(runs, present) -> list[str]:
 
 
 def sites_note(df: pd.DataFrame) -> str:
-    """One caption sentence naming the site each run was read at (`compare.site`), runs
-    grouped by site."""
+    """One caption sentence naming the site each run was read at (`compare.site`; at
+    `atlas`, with its token role: "resid[1]@pair at rhs@3"), runs grouped by site."""
     if "site" not in df.columns or df.empty:
         return ""
+    roles = df["role"] if "role" in df.columns else pd.Series("", index=df.index)
+    where = df["site"].astype(str).where(roles.fillna("") == "",
+                                         df["site"].astype(str) + " at " + roles.astype(str))
     by_site: dict[str, list[str]] = {}
-    for run, site in df[["run", "site"]].drop_duplicates().itertuples(index=False):
+    for run, site in pd.DataFrame({"run": df["run"], "site": where}).drop_duplicates(
+            ).itertuples(index=False):
         by_site.setdefault(site, []).append(run)
     if len(by_site) == 1:
         return f" Every run is read at {next(iter(by_site))}."

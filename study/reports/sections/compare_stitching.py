@@ -84,7 +84,8 @@ BESIDE = {"B own IIA": "own_iia", "input code": "input_code_iia",
           "answer code": "output_code_iia", "chance": "chance_iia",
           "shuffled map": "shuffled_map_iia", "random subspaces": "random_subspace_iia",
           "map R²": "fit_r2"}
-NAMES = {"run": "A", "other_run": "B", "iia": "stitched IIA", "own_iia": "B own IIA",
+NAMES = {"run": "A", "other_run": "B", "role": "A's role", "other_role": "B's role",
+         "iia": "stitched IIA", "own_iia": "B own IIA",
          "input_code_iia": "input code", "output_code_iia": "answer code",
          "chance_iia": "chance", "shuffled_map_iia": "shuffled map",
          "random_subspace_iia": "random subspaces", "fit_r2": "map R²",
@@ -100,6 +101,8 @@ def _table(v):
         shown = ["run", "other_run", "k", "iia", "own_iia", "input_code_iia", "output_code_iia",
                  "chance_iia", "verdict", "shuffled_map_iia", "random_subspace_iia", "fit_r2",
                  "n_changed", "n_tested"]
+        if "role" in v and (v["role"].fillna("") != "").any():  # compare.site=atlas
+            shown[2:2] = ["role", "other_role"]
         return v[[c for c in shown if c in v]].rename(columns=NAMES), False
     rows = []
     pairs = v[v["run"] != v["other_run"]]
