@@ -322,3 +322,17 @@ def test_a_role_away_from_pairs_that_carry_their_own_positions_is_warned(runs):
     said = [str(w.message) for w in got]
     for run, role in ((a.run, "rhs@1"), (b.run, "rhs@3")):
         assert any(f"{run} is read at {role}, which is theirs in 0%" in m for m in said), said
+
+
+def test_counting_runs_are_not_read_at_their_own_roles_with_one_pair_set():
+    """Counting's pairs are labelled for the step they intervene at (the atlas draws them at
+    each role), so reading two runs at their own roles through one pair set is refused in one
+    line, naming the rule to use."""
+    from study.analyses.compare.paired import RolePairs
+    from study.core.errors import UsageError
+    from study.tasks.counting import CountingConfig, CountingTask
+    task = CountingTask(CountingConfig(n_train=64, n_val=32, n_test=32))
+    pairs = RolePairs({"test": task.counterfactuals("up_down:count", 20, split="test")}, task)
+    assert len(pairs.get("test")[0].base_ids) == 20  # no roles: every pair, its own positions
+    with pytest.raises(UsageError, match="compare.site=best"):
+        pairs.get("test", ("response@1",))
