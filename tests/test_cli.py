@@ -100,18 +100,19 @@ def test_analysis_the_architecture_cannot_support_is_refused_at_parse_time(tmp_p
 
 @pytest.mark.parametrize("kind,model", [("train", "gru"), ("das", "gru")])
 def test_bench_writes_a_table_with_the_ratio_to_the_naive_baseline(tmp_path, kind, model):
+    from study.cli import main  # in this process: the table is what is checked
     out = tmp_path / f"{kind}.md"
-    r = run_cli("bench", kind, "task=counting", f"model={model}", "scale=smoke", "steps=3", f"out={out}")
-    assert r.returncode == 0, r.stderr
+    assert main(["bench", kind, "task=counting", f"model={model}", "scale=smoke", "steps=3",
+                 f"out={out}"]) == 0
     table = out.read_text()
     assert ("ratio" in table or "speedup" in table) and table.count("\n|") >= 4  # header, rule, 2 rows
     assert out.with_suffix(".csv").exists()
 
 
-def test_bench_train_for_every_family_gives_each_its_papers_task_and_the_peak(tmp_path):
+def test_bench_train_for_every_family_gives_each_its_papers_task_and_the_peak(tmp_path, capsys):
+    from study.cli import main  # in this process: the table is what is checked
     out = tmp_path / "all.md"
-    r = run_cli("bench", "train", "model=all", "scale=smoke", "steps=2", f"out={out}")
-    assert r.returncode == 0, r.stderr
+    assert main(["bench", "train", "model=all", "scale=smoke", "steps=2", f"out={out}"]) == 0
     import pandas as pd
 
     df = pd.read_csv(out.with_suffix(".csv"))
@@ -120,8 +121,9 @@ def test_bench_train_for_every_family_gives_each_its_papers_task_and_the_peak(tm
                           "gru": "counting", "lstm": "counting"}.items())
     assert sorted(df["variant"].unique()) == ["engine", "naive"] and len(df) == 10
     assert (df["peak_gflop_per_s"] > 0).all() and (df["frac_of_peak"] > 0).all()
-    bad = run_cli("bench", "train", "model=all", "task=counting", f"out={tmp_path / 'x.md'}")
-    assert bad.returncode == 2 and "drop task=" in bad.stderr
+    capsys.readouterr()
+    assert main(["bench", "train", "model=all", "task=counting", f"out={tmp_path / 'x.md'}"]) == 2
+    assert "drop task=" in capsys.readouterr().err
     assert not (tmp_path / "x.md").exists()
 
 
