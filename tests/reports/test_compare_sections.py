@@ -28,7 +28,7 @@ def compared(counting_runs, tmp_path_factory):
     root = tmp_path_factory.mktemp("compared")
     dirs = [shutil.copytree(src, root / src.name, ignore=shutil.ignore_patterns("report*"))
             for src in counting_runs]
-    cfg = CompareConfig(n_fit=128, n_test=96, n_geometry=24, n_perm=2)
+    cfg = CompareConfig(n_fit=64, n_test=48, n_geometry=24, n_perm=2)
     tables = compare_runs(dirs, root / "report", cfg, device="cpu")
     return dirs, root / "report", tables
 
