@@ -30,6 +30,14 @@ LONG_FIRST = ("tests/test_registry_grid.py", "tests/run/test_faults.py", "tests/
               "tests/sweep/test_launch_and_analyze.py", "tests/reports/test_sections.py")
 
 
+def pytest_configure(config):
+    """pytest-xdist queues a `--dist loadfile` session's files by their number of tests, most
+    first, unless told not to: that order would undo LONG_FIRST (a long file of few tests
+    would start last), so the files keep the order of the collection."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {path: i for i, path in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
