@@ -19,19 +19,40 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The files that take longest, started first: with `--dist loadfile` (`make test`) a file runs
 # on one worker from start to end, so a long file started last keeps the other workers idle
-# while it finishes. The slow tier's first (`make test-slow`), then the fast tier's.
-LONG_FIRST = ("tests/test_registry_grid.py", "tests/run/test_faults.py", "tests/train/test_gpu_path.py",
-              "tests/sweep/test_slurm.py", "tests/test_readme.py", "tests/sweep/test_sweep.py",
-              "tests/sweep/test_studies.py", "tests/checks/test_gpu_check.py", "tests/test_examples.py",
-              "tests/sweep/test_results.py",
-              "tests/core/test_rundir_safety.py", "tests/train/test_resume_fallback.py",
-              "tests/run/test_nothing_missing.py", "tests/reports/test_compare_sections.py",
-              "tests/run/test_runner.py", "tests/analyses/test_das_batched.py",
-              "tests/sweep/test_launch_and_analyze.py", "tests/reports/test_sections.py")
+# while it finishes. One order for each tier (`make test`, `make test-slow`), its longest
+# files first as measured on 2 cores; a file in neither runs after them, in path order.
+LONG_FIRST = {
+    "slow": ("tests/test_registry_grid.py", "tests/run/test_faults.py", "tests/train/test_gpu_path.py",
+             "tests/sweep/test_slurm.py", "tests/test_readme.py", "tests/sweep/test_sweep.py",
+             "tests/sweep/test_studies.py", "tests/checks/test_gpu_check.py", "tests/test_examples.py",
+             "tests/sweep/test_results.py", "tests/core/test_rundir_safety.py",
+             "tests/train/test_resume_fallback.py", "tests/run/test_nothing_missing.py",
+             "tests/reports/test_compare_sections.py", "tests/run/test_runner.py",
+             "tests/analyses/test_das_batched.py", "tests/sweep/test_launch_and_analyze.py",
+             "tests/reports/test_sections.py"),
+    # the first two build the runs other files share (the report tests' smoke runs, the
+    # trained counting GRU), each on its own worker, while the files after them need neither
+    "fast": ("tests/reports/test_compare_sections.py", "tests/run/test_nothing_missing.py",
+             "tests/analyses/test_device.py", "tests/sweep/test_launch_and_analyze.py",
+             "tests/analyses/test_das_resume.py", "tests/analyses/test_das_batched.py",
+             "tests/test_toy_model.py", "tests/checks/test_doctor.py",
+             "tests/sweep/test_out_folders.py", "tests/train/test_resume_fallback.py",
+             "tests/core/test_rundir_safety.py", "tests/test_cli.py", "tests/test_code_map.py",
+             "tests/sweep/test_results.py", "tests/reports/test_report_output.py"),
+}
+
+
+def pytest_configure(config):
+    """pytest-xdist queues a `--dist loadfile` session's files by their number of tests, most
+    first, unless told not to: that order would undo LONG_FIRST (a long file of few tests
+    would start last), so the files keep the order of the collection."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {path: i for i, path in enumerate(LONG_FIRST)}
+    tier = "fast" if "not slow" in (config.getoption("markexpr") or "") else "slow"
+    rank = {path: i for i, path in enumerate(LONG_FIRST[tier])}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
     import torch
     if not torch.cuda.is_available():  # the slow tier selects `gpu` tests: skipped, saying why

@@ -1,7 +1,10 @@
-"""The command-line contract: help, list, describe, sample, and one-line errors with exit 2."""
+"""The command-line contract: help, list, describe, sample, and one-line errors with exit 2.
+The tests of many cases run the command in this process (`cli`: `study.cli.main`, what
+`python -m study` calls); the others start `python -m study` as a user does."""
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -9,6 +12,21 @@ from study.core import registry
 
 from study.core.errors import UsageError
 from tests.conftest import ROOT, run_cli
+
+
+@pytest.fixture
+def cli(capsys, tmp_path, monkeypatch):
+    """`cli(*args)`: `study ARGS` run in this process in tmp_path; its exit code, stdout and
+    stderr, as `run_cli` gives a process's."""
+    from study.cli import main
+    monkeypatch.chdir(tmp_path)
+
+    def call(*args):
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+    return call
 
 
 def test_help_lists_every_command():
@@ -30,8 +48,8 @@ def test_list_shows_every_registry_entry_without_importing_torch():
 
 @pytest.mark.parametrize("what", [f"{kind}={name}" for kind in ("task", "model", "analysis")
                                   for name in registry.builtin(kind)])
-def test_describe_prints_fields_with_types_and_defaults(what):
-    r = run_cli("describe", what)
+def test_describe_prints_fields_with_types_and_defaults(cli, what):
+    r = cli("describe", what)
     assert r.returncode == 0, r.stderr
     kind, name = what.split("=")
     prefix = name if kind == "analysis" else kind  # an analysis's settings are NAME.FIELD
@@ -44,8 +62,8 @@ def test_describe_prints_fields_with_types_and_defaults(what):
     ("assign_add", {"n_vars", "pair_held_out", "position_restricted"}),
     ("counting", {"count", "variant"}),
 ])
-def test_sample_prints_json_lines(task, strata):
-    r = run_cli("sample", f"task={task}", "n=4", "split=test")
+def test_sample_prints_json_lines(cli, task, strata):
+    r = cli("sample", f"task={task}", "n=4", "split=test")
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert len(rows) == 4
@@ -78,11 +96,11 @@ def test_sample_binding_text_is_the_program_format():
     (["frobnicate"], "unknown command"),
     (["analyze", "/nonexistent/run", "analysis=das"], "not a run directory"),
 ])
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, needle):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, args, needle):
     run_dir = tmp_path / "run"
     if args[0] == "run":
         args = [*args, f"run_dir={run_dir}"]
-    r = run_cli(*args, cwd=tmp_path)
+    r = cli(*args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -100,18 +118,19 @@ def test_analysis_the_architecture_cannot_support_is_refused_at_parse_time(tmp_p
 
 @pytest.mark.parametrize("kind,model", [("train", "gru"), ("das", "gru")])
 def test_bench_writes_a_table_with_the_ratio_to_the_naive_baseline(tmp_path, kind, model):
+    from study.cli import main  # in this process: the table is what is checked
     out = tmp_path / f"{kind}.md"
-    r = run_cli("bench", kind, "task=counting", f"model={model}", "scale=smoke", "steps=3", f"out={out}")
-    assert r.returncode == 0, r.stderr
+    assert main(["bench", kind, "task=counting", f"model={model}", "scale=smoke", "steps=3",
+                 f"out={out}"]) == 0
     table = out.read_text()
     assert ("ratio" in table or "speedup" in table) and table.count("\n|") >= 4  # header, rule, 2 rows
     assert out.with_suffix(".csv").exists()
 
 
-def test_bench_train_for_every_family_gives_each_its_papers_task_and_the_peak(tmp_path):
+def test_bench_train_for_every_family_gives_each_its_papers_task_and_the_peak(tmp_path, capsys):
+    from study.cli import main  # in this process: the table is what is checked
     out = tmp_path / "all.md"
-    r = run_cli("bench", "train", "model=all", "scale=smoke", "steps=2", f"out={out}")
-    assert r.returncode == 0, r.stderr
+    assert main(["bench", "train", "model=all", "scale=smoke", "steps=2", f"out={out}"]) == 0
     import pandas as pd
 
     df = pd.read_csv(out.with_suffix(".csv"))
@@ -120,8 +139,9 @@ def test_bench_train_for_every_family_gives_each_its_papers_task_and_the_peak(tm
                           "gru": "counting", "lstm": "counting"}.items())
     assert sorted(df["variant"].unique()) == ["engine", "naive"] and len(df) == 10
     assert (df["peak_gflop_per_s"] > 0).all() and (df["frac_of_peak"] > 0).all()
-    bad = run_cli("bench", "train", "model=all", "task=counting", f"out={tmp_path / 'x.md'}")
-    assert bad.returncode == 2 and "drop task=" in bad.stderr
+    capsys.readouterr()
+    assert main(["bench", "train", "model=all", "task=counting", f"out={tmp_path / 'x.md'}"]) == 2
+    assert "drop task=" in capsys.readouterr().err
     assert not (tmp_path / "x.md").exists()
 
 
@@ -237,8 +257,8 @@ def test_a_config_json_with_an_unknown_field_is_one_clear_line(tmp_path):
     ("model=rope2", "model.n_layers (int) = 2", "transformer layers"),  # help of the base field
     ("task=counting", "task.variant (str) = 'multi_object'", "multi_object | single_object"),
 ])
-def test_describe_prints_type_default_presets_and_declared_help(what, line, help_text):
-    r = run_cli("describe", what)
+def test_describe_prints_type_default_presets_and_declared_help(cli, what, line, help_text):
+    r = cli("describe", what)
     assert r.returncode == 0, r.stderr
     assert line in r.stdout
     lines = r.stdout.splitlines()
@@ -287,11 +307,11 @@ def test_a_misspelt_name_gets_a_did_you_mean(capsys, args, said):
     (["bench"], "steps=30", None),
     (["list"], "usage: list", None),
 ])
-def test_each_command_has_its_own_help(command, line, field):
+def test_each_command_has_its_own_help(cli, command, line, field):
     """`COMMAND --help` prints that command's forms, its keys with their defaults (fields at the
     scale the command would use where task= and model= are given) and one example, not the
     global usage."""
-    r = run_cli(*command, "--help")
+    r = cli(*command, "--help")
     assert r.returncode == 0 and not r.stderr, r.stderr
     assert r.stdout.startswith(f"usage: {command[0]}") and "commands:" not in r.stdout
     assert line in r.stdout
@@ -313,8 +333,8 @@ def test_describe_shows_values_at_the_scale_a_run_would_use():
     (["run", "task=counting", "model=gru"], "sead=1", "seed="),
     (["analyze", "runs/none"], "analyses=das", "analysis="),
 ])
-def test_a_near_miss_key_is_refused_with_the_right_spelling(command, wrong, right):
-    r = run_cli(*command, wrong)
+def test_a_near_miss_key_is_refused_with_the_right_spelling(cli, command, wrong, right):
+    r = cli(*command, wrong)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f"did you mean {right}?" in r.stderr
 

@@ -30,6 +30,7 @@ import heapq
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from study.core.errors import UsageError
@@ -333,12 +334,13 @@ def too_long(runs: list[SweepRun], jobs: int, threads: int | None, compare=None
 
 
 def check_long(runs: list[SweepRun], jobs: int, threads: int | None, allow_long: bool,
-               compare=None, instead: str = "") -> None:
+               compare=None, instead: Callable[[], str] | str = "") -> None:
     """Refuse (UsageError) the CPU `runs` of a command when they would work for over `LONG_S`
     here, `jobs` at once with `threads` torch threads each (None: as this process has them),
     then the comparisons (`compare`), unless `allow_long`. One run (the `run` command) and a
     local sweep are held to the same hour by this one check; `instead`: the command that
-    works, with its estimate, named in the refusal."""
+    works, with its estimate, named in the refusal (a function giving it: called, and its
+    own estimate probed, only when the runs are refused)."""
     if allow_long:
         return
     est = too_long(runs, jobs, threads, compare)
@@ -349,6 +351,7 @@ def check_long(runs: list[SweepRun], jobs: int, threads: int | None, allow_long:
     longest = runs[i]
     step = est.steps[_speed_key(longest.cfg)]
     small = all(r.cfg.scale == "small" for r in runs)
+    instead = instead() if callable(instead) else instead
     faster = instead or ("a GPU" if small else "scale=small (the laptop preset), a GPU")
     speed = f"{longest.steps_left:,} steps at {rate(step)}, measured just now"
     if len(runs) == 1 and threads is None:

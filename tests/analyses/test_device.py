@@ -42,6 +42,8 @@ TINY = {
     "patching": {"n_pairs": "4", "batch_size": "16"},
     "probes": {"n_examples": "24", "positions": "1,2", "max_iter": "5", "max_pooled": "64"},
     "circuits": {"n_examples": "8", "n_induction": "4", "trajectory": "true"},
+    "atlas": {"n_train": "16", "n_test": "16", "screen_pairs": "16", "screen_steps": "1",
+              "screen_batch": "8", "steps": "1", "batch_size": "8", "eval_batch_size": "16"},
 }
 STEP = 5  # the analysed checkpoint; `model_at` hands out the untrained network for others
 LAYOUTS = ("explicit", "aligned")  # where a task's counterfactual pairs are intervened at

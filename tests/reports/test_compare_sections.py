@@ -13,6 +13,7 @@ import pytest
 from study.reports.build import build_report
 from study.claims.runs import load_runs
 from study.claims.learnt import display_label
+from tests.reports.conftest import DAS
 from tests.reports.test_chart_layout import layout_problems
 from tests.reports.test_sections import chart_rows, problems
 
@@ -28,7 +29,7 @@ def compared(counting_runs, tmp_path_factory):
     root = tmp_path_factory.mktemp("compared")
     dirs = [shutil.copytree(src, root / src.name, ignore=shutil.ignore_patterns("report*"))
             for src in counting_runs]
-    cfg = CompareConfig(n_fit=128, n_test=96, n_geometry=24, n_perm=2)
+    cfg = CompareConfig(n_fit=64, n_test=48, n_geometry=24, n_perm=2)
     tables = compare_runs(dirs, root / "report", cfg, device="cpu")
     return dirs, root / "report", tables
 
@@ -38,7 +39,7 @@ def test_compare_writes_whole_tables_and_each_runs_own_rows(compared):
     n = len(dirs)
     sim = pd.read_parquet(out / "comparisons" / "compare_similarity.parquet")
     n_var = sim["variable"].nunique()
-    assert n_var == 7  # counting's causal variables, every one das aligned at smoke scale
+    assert n_var == len(DAS["counting"]["das.variables"].split(","))  # every one das aligned
     assert len(sim) == len(tables["compare_similarity"]) == n_var * n * n * 2  # 2 measures, k=2
     assert {"variable", "run", "other_run", "checkpoint", "other_checkpoint", "measure", "value",
             "baseline"} <= set(sim.columns)

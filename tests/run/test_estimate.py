@@ -185,6 +185,23 @@ def test_the_headline_command_is_refused_naming_the_laptop_variant_with_its_esti
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_run_that_fits_the_hour_probes_nothing_not_even_its_laptop_variant(tmp_path,
+                                                                             monkeypatch):
+    """A smoke run fits the hour by the optimistic bound alone: `run` times no training step,
+    of its own network or of the scale=small variant it would name only in a refusal."""
+    import study.run.estimate as estimate
+    from study.commands import _check_duration
+
+    def no_probe(*a, **k):
+        raise AssertionError("a step was probed for a run that fits the hour")
+
+    monkeypatch.setattr(estimate, "probe", no_probe)
+    monkeypatch.setattr("study.run.preflight.nvidia_driver_loaded", lambda: False)
+    kv = {"task": "binding", "model": "gru", "scale": "smoke", "run_dir": str(tmp_path / "r")}
+    assert _check_duration(resolve(kv), False, kv) is None
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_sweep_estimate_says_its_training_analyses_and_comparisons(tmp_path, monkeypatch,
                                                                      capsys):
     """Two runs with DAS, 30 s a step (20 steps and 24 evaluations each): the analyses (priced

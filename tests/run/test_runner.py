@@ -3,10 +3,13 @@ import json
 
 import pytest
 
+from study.cli import main
 from tests.conftest import run_cli
 
 
-def test_run_writes_the_layout_and_a_rerun_skips(tmp_path):
+def test_run_writes_the_layout_and_a_rerun_skips(tmp_path, monkeypatch, capsys):
+    """The first run is `python -m study run` in a process of its own; the re-run, the same
+    command in this one."""
     run_dir = tmp_path / "r"
     args = ("run", "task=counting", "model=gru", "scale=smoke", "analyses=probes", f"run_dir={run_dir}")
     r = run_cli(*args, cwd=tmp_path)
@@ -22,19 +25,21 @@ def test_run_writes_the_layout_and_a_rerun_skips(tmp_path):
               and p.name not in ("status.json", "env.json", "config.json", "report.html",
                                  "run.log", "times.json")}  # both gain the session's lines
 
-    again = run_cli(*args, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    assert "already finished" in again.stderr
-    assert "analysis probes" not in again.stderr  # finished analyses are not recomputed
+    monkeypatch.chdir(tmp_path)
+    assert main(list(args)) == 0
+    again = capsys.readouterr().err
+    assert "already finished" in again
+    assert "analysis probes" not in again  # finished analyses are not recomputed
     assert stamps == {p: p.stat().st_mtime_ns for p in stamps}  # weights, metrics, tables untouched
 
 
-def test_a_run_dir_holding_another_config_is_refused(tmp_path):
+def test_a_run_dir_holding_another_config_is_refused(tmp_path, capsys):
     run_dir = tmp_path / "r"
-    assert run_cli("run", "task=counting", "model=gru", "scale=smoke", "analyses=none",
-                   f"run_dir={run_dir}").returncode == 0
-    r = run_cli("run", "task=counting", "model=lstm", "scale=smoke", f"run_dir={run_dir}")
-    assert r.returncode == 2 and "different config" in r.stderr
+    assert main(["run", "task=counting", "model=gru", "scale=smoke", "analyses=none",
+                 f"run_dir={run_dir}"]) == 0
+    capsys.readouterr()
+    assert main(["run", "task=counting", "model=lstm", "scale=smoke", f"run_dir={run_dir}"]) == 2
+    assert "different config" in capsys.readouterr().err
     assert json.loads((run_dir / "config.json").read_text())["model"] == "gru"
 
 

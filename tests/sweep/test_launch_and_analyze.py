@@ -98,18 +98,20 @@ def test_a_failing_preparation_does_not_stop_the_runs(tmp_path, monkeypatch):
     assert pool.started == 3 and not pool.running
 
 
-def test_a_failed_run_does_not_stop_a_one_at_a_time_sweep(tmp_path):
+def test_a_failed_run_does_not_stop_a_one_at_a_time_sweep(tmp_path, monkeypatch, capsys):
     """Seed 0's directory holds another run (seed 5 was trained there), so seed 0 fails; seed 1
     is still trained and reported, and the sweep ends with the failure named and exit 2."""
     seed0 = resolve({**BASE, "seed": "0"}).path
+    monkeypatch.chdir(tmp_path)
     assert main(["run", *(f"{k}={v}" for k, v in BASE.items()), "seed=5",
                  f"run_dir={tmp_path / seed0}"]) == 0
-    r = run_cli("sweep", "task=counting", "model=gru", "scale=smoke", "seed=0,1", "jobs=1", cwd=tmp_path)
-    assert r.returncode == 2, r.stderr
-    last = r.stderr.strip().splitlines()[-1]
+    capsys.readouterr()
+    assert main(["sweep", *(f"{k}={v}" for k, v in BASE.items()), "seed=0,1", "jobs=1"]) == 2
+    out, err = capsys.readouterr()
+    last = err.strip().splitlines()[-1]
     assert last.startswith("error: 1 of 2 runs failed") and seed0 in last and "different config" in last
     seed1 = resolve({**BASE, "seed": "1"}).path
-    assert r.stdout.splitlines()[0] == seed1 and r.stdout.splitlines()[-1].startswith("report: ")
+    assert out.splitlines()[0] == seed1 and out.splitlines()[-1].startswith("report: ")
     assert json.loads((tmp_path / seed1 / "status.json").read_text())["status"] == "done"
 
 
