@@ -61,10 +61,11 @@ def counterfactuals(task, kind: str, n: int, split: str = "test", seed: int = 0,
     """n pairs of `kind` ("<model>:<variable>" or "<model>:full") for `split` of a
     `CountingTask`, a pure function of (config, kind, n, split, seed, role). `role` (a token
     role of `layout`, e.g. `demo@2`, `trigger`, `response@1`): every pair intervened at
-    that role in the base with the source's state at that role in the source (base and
-    source drawn until both hold it), so that its label is the one of that intervention
-    [ours: the atlas's cells; a pair's label depends on where it is intervened]; fewer than
-    n where few draws can hold the role (a `_next` kind at a demonstration step: none)."""
+    that role in the base (bases drawn until they hold it), with the source's state at a
+    position drawn as always, so that its label is the one of that intervention [ours: the
+    atlas's cells; a pair's label depends on where it is intervened, and a source read at
+    the same demonstration step would carry the same count]; fewer than n where few draws
+    can hold the role (a `_next` kind at a demonstration step: none)."""
     next_only = kind.endswith(NEXT)
     try:
         if kind not in task.counterfactual_kinds:
@@ -109,16 +110,15 @@ def _pair(gen, model, variables, counts: np.ndarray, rng, next_only: bool = Fals
           where=None):
     """One pair as a tuple of rows, or None when the counterfactual sequence is too long or
     leaves nothing scored (`next_only`: the prediction at base_pos is the one scored), or
-    (`where`: a role's position in a sequence of a count, `_role_position`) where the base or
-    the source lacks the role."""
+    (`where`: a role's position in a sequence of a count, `_role_position`, where the base is
+    intervened) where the base lacks the role."""
     L, a = gen.seq_len, gen.alphabet
     nb, ns = (int(x) for x in rng.choice(counts, size=2))
     base, source = (gen.tokens(k, rng) for k in (nb, ns))
-    if where is None:
-        bpos, spos = _position(nb, rng), _position(ns, rng)
-    else:
-        bpos, spos = where(nb), where(ns)
-        if bpos is None or spos is None:
+    bpos, spos = _position(nb, rng), _position(ns, rng)
+    if where is not None:  # the base at the role; the source read anywhere, as always
+        bpos = where(nb)
+        if bpos is None:
             return None
     cf, nxt, scored = model.intervene(base, bpos, source, spos, variables, rng)
     if len(cf) > L or not any(scored[bpos:]) or (next_only and not scored[bpos]):
