@@ -89,6 +89,21 @@ def run_cli(*args, cwd=None, timeout=600, env=None):
                           env={**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)})
 
 
+def cli_here(capsys):
+    """`call(*args)`: `study ARGS` run in this process; its exit code, stdout and stderr, as
+    `run_cli` gives a process's (the process's own start and imports left out)."""
+    from types import SimpleNamespace
+
+    from study.cli import main
+
+    def call(*args):
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+    return call
+
+
 def frozen_smoke_model(task_name, model_name):
     """(task, model, model entry) at scale=smoke, seed 0, eval mode, parameters frozen."""
     from study.models.base import build_model

@@ -4,7 +4,6 @@ The tests of many cases run the command in this process (`cli`: `study.cli.main`
 import json
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 
@@ -18,15 +17,9 @@ from tests.conftest import ROOT, run_cli
 def cli(capsys, tmp_path, monkeypatch):
     """`cli(*args)`: `study ARGS` run in this process in tmp_path; its exit code, stdout and
     stderr, as `run_cli` gives a process's."""
-    from study.cli import main
+    from tests.conftest import cli_here
     monkeypatch.chdir(tmp_path)
-
-    def call(*args):
-        capsys.readouterr()
-        code = main([str(a) for a in args])
-        out = capsys.readouterr()
-        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
-    return call
+    return cli_here(capsys)
 
 
 def test_help_lists_every_command():

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -26,12 +25,8 @@ ANALYSED = (*SMOKE, "analyses=das,probes", *DAS)
 @pytest.fixture
 def cli(capsys):
     """`cli(*args)`: `study ARGS` run here; its exit code, stdout and stderr."""
-    def call(*args):
-        capsys.readouterr()
-        code = main([str(a) for a in args])
-        out = capsys.readouterr()
-        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
-    return call
+    from tests.conftest import cli_here
+    return cli_here(capsys)
 
 
 def one_line_exit_2(r, *needles):
