@@ -27,9 +27,9 @@ def make_run(root: Path, task: str, model: str, seed: int, analyses: str, name: 
     from study.run.runner import run
 
     run_dir = root / (name or f"{task}-{model}-s{seed}")
+    das = {"das.restarts": "1", **DAS.get(task, {})} if "das" in analyses.split(",") else {}
     cfg = resolve({"task": task, "model": model, "scale": "smoke", "seed": str(seed),
-                   "analyses": analyses, "das.restarts": "1", **DAS.get(task, {}),
-                   "run_dir": str(run_dir)})
+                   "analyses": analyses, **das, "run_dir": str(run_dir)})
     return run(cfg).path
 
 
