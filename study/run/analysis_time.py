@@ -99,14 +99,11 @@ def _variables(asked, task) -> tuple:
 def atlas_seconds(cfg, task, step_s: float, recurrent: bool) -> float:
     """The run's `atlas`: the screening pass at every (role, site) cell with both controls,
     then the full searches at the best cells, each update priced as das's (`DAS_ROW`)."""
+    from study.analyses.atlas.roles import roles_of
     atlas = cfg.analysis_configs["atlas"]
     fwd = forward_s(cfg, step_s)
-    try:
-        roles = len(task.roles(task.split("test").ids[:1]))
-    except (AttributeError, NotImplementedError, ValueError):
-        roles = 1
-    if atlas.roles:
-        roles = min(roles, len(atlas.roles) * max(1, roles // max(1, len(task.role_names))))
+    # the grid's roles as the atlas takes them (`study.analyses.atlas.roles`, torch-free)
+    roles = max(1, len(roles_of(atlas.roles, task.roles(task.split("test").ids[:1]))))
     if recurrent:
         sites = 1
     else:
