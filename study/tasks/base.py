@@ -174,6 +174,9 @@ class Task(ABC):
     # The token roles `roles` names (each alone or as `<role>@<i>`), known before any data
     # exists so that `atlas.roles=...` is checked when the command line is parsed.
     role_names: ClassVar[tuple[str, ...]] = ()
+    # Whether a pair's labels depend on the token it is intervened at, so that the atlas draws
+    # each cell's pairs at its role (`role_counterfactuals`); counting's do.
+    pairs_by_role: ClassVar[bool] = False
     # The pair strata (`Pairs.strata` names) the role-aligned patching table is also split by
     # (`pair_roles`); binding: `depth`, since deeper chains have more roles.
     pair_role_strata: ClassVar[tuple[str, ...]] = ()
@@ -277,14 +280,13 @@ class Task(ABC):
         of (config, kind, n, split, seed)."""
 
     def role_counterfactuals(self, kind: str, n: int, role: str, split: str = "test",
-                             seed: int = 0) -> Pairs | None:
-        """n pairs of `kind` each intervened at token role `role` (a `roles` name) in base and
-        source, labelled for that intervention, for a task whose labels depend on where a pair
-        is intervened (counting: the count set at one step changes what follows it). None
-        (the default): the task's pairs keep their labels wherever they are intervened
-        (binding's are the program's answer), and the atlas moves `counterfactuals` to the
-        role instead."""
-        return None
+                             seed: int = 0) -> Pairs:
+        """n pairs of `kind` each intervened at token role `role` (a `roles` name) in the base,
+        labelled for that intervention: for a task whose labels depend on where a pair is
+        intervened (`pairs_by_role`; counting: the count set at one step changes what follows
+        it). A task whose pairs keep their labels wherever they are intervened (binding's are
+        the program's answer) has none: the atlas moves `counterfactuals` to the role."""
+        raise NotImplementedError(f"task {self.name} draws no pairs at a role")
 
     # --- what analyses read (defaults: none / not applicable) ----------------------------
     def labels_of(self, ids: np.ndarray) -> np.ndarray | None:

@@ -55,22 +55,20 @@ def atlas_rows(ctx, saved: dict | None = None) -> list[dict]:
     return with_null(rows)
 
 
-def drawn_at(task, variable, role, n: int = 1, split: str = "train", seed: int = 0):
-    """`task.role_counterfactuals` (None for a task whose pairs keep their labels wherever
-    they are intervened, or that does not say)."""
-    fn = getattr(task, "role_counterfactuals", None)
-    return None if fn is None else fn(variable, n, role, split=split, seed=seed)
+def by_role(task) -> bool:
+    """Whether the task's pair labels depend on where a pair is intervened, so that a cell's
+    pairs are drawn at its role (`Task.pairs_by_role`; a task that does not say: no)."""
+    return bool(getattr(task, "pairs_by_role", False))
 
 
 def cell_pairs(task, variable, n_train, n_test, seed, role):
     """(train, test) pairs of a cell at `role`: drawn there where the task's labels depend on
-    where a pair is intervened (`Task.role_counterfactuals`: counting), else the variable's
-    pairs, which `cell` moves to the role (binding)."""
-    at = [drawn_at(task, variable, role, n, split, seed)
-          for n, split in ((n_train, "train"), (n_test, "test"))]
-    if at[0] is not None:
-        return tuple(at)
-    return tuple(task.counterfactuals(variable, n, split=split, seed=seed)
+    where a pair is intervened (`by_role`: counting, `Task.role_counterfactuals`), else the
+    variable's pairs, which `cell` moves to the role (binding)."""
+    draw = task.role_counterfactuals if by_role(task) else (
+        lambda variable, n, role, split, seed: task.counterfactuals(variable, n, split=split,
+                                                                    seed=seed))
+    return tuple(draw(variable, n, role, split=split, seed=seed)
                  for n, split in ((n_train, "train"), (n_test, "test")))
 
 
@@ -82,7 +80,7 @@ def _screen_cells(model, untrained, task, variable, roles, sites, cfg, seed, ini
     out: dict = {site: {} for site in sites}
     if not roles:
         return out
-    aware = drawn_at(task, variable, roles[0], seed=seed) is not None
+    aware = by_role(task)
     groups = ([(role, cell_pairs(task, variable, cfg.screen_pairs, cfg.n_test, seed, role))
                for role in roles] if aware else
               [(None, cell_pairs(task, variable, cfg.n_train, cfg.n_test, seed, roles[0]))])
@@ -192,9 +190,8 @@ def _full(model, untrained, task, variable, train, test, role, kind, layer, cfg,
                     n_train=cfg.n_train, n_test=cfg.n_test, save_pyvene=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        aware = drawn_at(task, variable, role) is not None
         reads = _reads(model, untrained, task, train, test, [(kind, layer)], cfg, device,
-                       role if aware else None)
+                       role if by_role(task) else None)
         data, shuffled, data0 = _cell(model, untrained, task, reads, role, kind, layer, cfg,
                                       seed)
     width = data.src_train.shape[1]

@@ -69,11 +69,11 @@ class RolePairs:
 
     def get(self, which: str, roles: tuple[str, ...] = ()):
         """(pairs kept (a `Pairs`), {role: (base positions (n,), source positions (n,))})."""
-        from study.analyses.atlas.build import drawn_at
+        from study.analyses.atlas.build import by_role
         from study.analyses.atlas.grid import take_pairs
         from study.core.errors import UsageError
         roles = tuple(sorted(set(roles)))
-        if roles and drawn_at(self.task, self.pairs[which].kind, roles[0]) is not None:
+        if roles and by_role(self.task):
             raise UsageError(f"compare.site=atlas: {self.task.name}'s pairs are labelled for the "
                              f"step they intervene at, so one pair set cannot read two runs at "
                              f"their own roles; compare these runs with compare.site=best")

@@ -90,13 +90,13 @@ def walk(ctx, c: Cell, train_pairs, test_pairs, steps: list[int], first=None,
     atlas's own fit; None: a cold start with `cfg.first_steps` updates). `kept`, if given,
     receives each step's fitted alignment."""
     from study.analyses.das.loop import Member, train
-    from study.analyses.atlas.build import drawn_at
+    from study.analyses.atlas.build import by_role
     from study.analyses.das.search import pair_right
 
     cfg, task, bs = ctx.config, ctx.task, ctx.config.eval_batch_size
     site = [(c.site, c.layer)]
     # pairs drawn at the role (counting's) are read at their own positions
-    at = c.role if drawn_at(task, c.variable, c.role) is not None else None
+    at = c.role if by_role(task) else None
     judge = read(ctx.model, train_pairs, test_pairs, task, site, ctx.device, bs, at_role=at)
     warm, rows = first, []
     for step in steps:

@@ -151,6 +151,9 @@ class CountingTask(Task):
     # and LAF alike
     main_variables: ClassVar[tuple[str, ...]] = ("up_down:count",)
     role_names: ClassVar[tuple[str, ...]] = layout.ROLE_NAMES
+    # the count set at one step decides every response after it: the atlas's pairs are drawn
+    # at each role (`role_counterfactuals`)
+    pairs_by_role: ClassVar[bool] = True
     counterfactual_kinds: ClassVar[tuple[str, ...]] = causal_variables + joint_variables
     train_presets: ClassVar[dict] = {
         "paper": dict(
